@@ -1,0 +1,36 @@
+/* main.c - the evictbench binary: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"info", cmd_info, "describe a model file: architecture, dims, tensors"},
+    {"tokenize", cmd_tokenize, "print token ids of a text and the round trip"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: evictbench <command> [options]   (evictbench <command> --help)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "evictbench: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,75 @@
+/* backend.h - the compute backend interface (CPU now, CUDA later).
+ *
+ * Rule that keeps model/ backend-agnostic: every `float *` tensor argument is
+ * backend memory obtained from be->alloc.  model/ may do pointer arithmetic on
+ * it (offsets in floats) but never dereferences it; data crosses the boundary
+ * only through upload/download.  Small metadata arrays (`const int *`
+ * positions, ids, lengths; inv_freq) are HOST memory: a GPU backend copies them
+ * itself.  All compute is f32.  kernels/ knows nothing of models or policies. */
+#ifndef EB_BACKEND_H
+#define EB_BACKEND_H
+
+#include <stddef.h>
+
+enum rope_pairing {
+    ROPE_PAIR_ADJACENT = 0, /* rotate (x[2i], x[2i+1]): llama.cpp NORM, llama-arch GGUF */
+    ROPE_PAIR_HALF = 1      /* rotate (x[i], x[i+d/2]): HF rotate_half, qwen2 GGUF (NEOX) */
+};
+
+struct attn_args {
+    float *out;            /* [n_new][n_head*head_dim] */
+    const float *q;        /* [n_new][n_head*head_dim], RoPE already applied */
+    const float *k_cache;  /* [n_kv][cap][head_dim], keys stored post-RoPE */
+    const float *v_cache;  /* [n_kv][cap][head_dim] */
+    int cap;               /* slots per kv head */
+    int n_head, n_kv, head_dim;
+    int n_new;             /* queries: the tokens just appended at the end of every kv head */
+    const int *kv_len;     /* host [n_kv]: valid slots per kv head, including the n_new new ones.
+                              Query i attends slots [0, kv_len[h] - n_new + i] (causal). */
+    float scale;           /* usually 1/sqrt(head_dim) */
+    float *probs;          /* optional (NULL = skip): [n_head][n_new][cap] softmax probabilities;
+                              slots a query cannot see are 0 */
+};
+
+struct backend {
+    const char *name;
+    void *impl;
+
+    /* Memory.  alloc returns NULL when out of memory (never aborts). */
+    float *(*alloc)(struct backend *be, size_t n_floats);
+    void (*free)(struct backend *be, float *p);
+    void (*upload)(struct backend *be, float *dst, const float *src_host, size_t n);
+    void (*download)(struct backend *be, float *dst_host, const float *src, size_t n);
+    void (*copy)(struct backend *be, float *dst, const float *src, size_t n);
+    void (*fill)(struct backend *be, float *dst, float value, size_t n);
+
+    /* y[m][n] = x[m][k] . w[n][k]^T (+ bias[n] if bias != NULL).  Weights are
+     * row-major [out][in] as in HF and GGUF. */
+    void (*gemm)(struct backend *be, float *y, const float *x, const float *w,
+                 const float *bias, int m, int n, int k);
+    /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for each of `rows` rows of `dim`. y may equal x. */
+    void (*rmsnorm)(struct backend *be, float *y, const float *x, const float *w,
+                    int rows, int dim, float eps);
+    /* Rotate x in place: rows of n_heads*head_dim; row r has position pos[r] (host).
+     * Angle of pair i = (float)pos * inv_freq[i] (host, head_dim/2 entries). */
+    void (*rope)(struct backend *be, float *x, int rows, int n_heads, int head_dim,
+                 const int *pos, const float *inv_freq, enum rope_pairing pairing);
+    /* y = silu(gate) * up, elementwise over n. y may equal gate. */
+    void (*swiglu)(struct backend *be, float *y, const float *gate, const float *up, size_t n);
+    /* y += x elementwise. */
+    void (*add)(struct backend *be, float *y, const float *x, size_t n);
+    /* y[i] = table[ids[i]] for n rows of dim (ids on host). */
+    void (*embed)(struct backend *be, float *y, const float *table, const int *ids, int n, int dim);
+    /* y[i] = x[rows[i]] for n rows of dim (rows on host). */
+    void (*gather_rows)(struct backend *be, float *y, const float *x, const int *rows, int n, int dim);
+    /* Causal attention of new queries over one sequence's cache (GQA: query head h
+     * uses kv head h / (n_head / n_kv)). */
+    void (*attention)(struct backend *be, const struct attn_args *a);
+
+    void (*destroy)(struct backend *be);
+};
+
+/* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores. */
+struct backend *backend_cpu_create(int n_threads);
+
+#endif

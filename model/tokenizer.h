@@ -1,0 +1,64 @@
+/* tokenizer.h - byte-level BPE, exactly as Hugging Face tokenizers does it.
+ *
+ * Built from GGUF metadata (tokenizer.ggml.*) or from a tokenizer.json.
+ * Pre-tokenizers: "qwen2"/"deepseek-r1-qwen" (digits one by one), "llama-bpe"
+ * (Llama 3: digits in runs of <= 3, ignore_merges), "smollm" (SmolLM2).
+ * An unknown pre-tokenizer is an error. */
+#ifndef EB_TOKENIZER_H
+#define EB_TOKENIZER_H
+
+#include <stddef.h>
+
+#include "../util/err.h"
+
+struct gguf_file;
+struct tokenizer;
+
+int tokenizer_from_gguf(const struct gguf_file *g, struct tokenizer **out, struct eb_err *e);
+int tokenizer_from_json(const char *path, struct tokenizer **out, struct eb_err *e);
+void tokenizer_free(struct tokenizer *t);
+
+int tokenizer_n_vocab(const struct tokenizer *t);
+const char *tokenizer_pre_name(const struct tokenizer *t);
+int tokenizer_bos(const struct tokenizer *t); /* -1 if none */
+int tokenizer_eos(const struct tokenizer *t); /* -1 if none */
+
+/* Encode len bytes of UTF-8 text.  parse_special: match added/special tokens
+ * (e.g. "<|im_start|>", "<think>") atomically before BPE.  Never adds BOS.
+ * *ids is malloc'd (caller frees).  Invalid UTF-8 is an error. */
+int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, int parse_special,
+                     int **ids, int *n_ids, struct eb_err *e);
+
+/* Raw bytes of one token (byte-level mapping undone; specials as their text). */
+const char *tokenizer_token_bytes(const struct tokenizer *t, int id, size_t *len);
+/* Token id of an exact token string (vocab form, e.g. "<|im_end|>"), or -1. */
+int tokenizer_find(const struct tokenizer *t, const char *token_text);
+
+/* Decode a whole sequence to a malloc'd NUL-terminated string. */
+int tokenizer_decode(const struct tokenizer *t, const int *ids, int n, char **out, size_t *out_len,
+                     struct eb_err *e);
+
+/* Streaming decode: feed token by token; only complete UTF-8 characters are
+ * emitted, so a character split across tokens is never corrupted. */
+struct utf8_stream {
+    unsigned char pending[8];
+    int n_pending;
+};
+/* Appends the printable bytes of token `id` to out (capacity cap, at least 16 +
+ * token length); returns bytes written. */
+size_t utf8_stream_feed(struct utf8_stream *s, const char *bytes, size_t len, char *out, size_t cap);
+/* Flush whatever is pending at end of stream (invalid leftovers become U+FFFD). */
+size_t utf8_stream_finish(struct utf8_stream *s, char *out, size_t cap);
+
+/* Chat templates. */
+enum chat_template { CHAT_RAW = 0, CHAT_R1 = 1, CHAT_CHATML = 2 };
+/* "raw" | "r1" | "chatml" -> template; -1 (with e set) if unknown. */
+int chat_template_parse(const char *name, enum chat_template *out, struct eb_err *e);
+/* Render one user message with the generation prompt, as text to encode with
+ * parse_special=1:  r1: "<｜begin▁of▁sentence｜><｜User｜>U<｜Assistant｜><think>\n"
+ * chatml: "<|im_start|>system\n...<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+ * (system line exactly as the model's own template writes it when absent, see chat.c).
+ * Returns a malloc'd string. */
+char *chat_render(enum chat_template tpl, const char *user_text, struct eb_err *e);
+
+#endif

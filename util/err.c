@@ -1,0 +1,39 @@
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int eb_fail(struct eb_err *e, const char *fmt, ...)
+{
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int eb_wrap(struct eb_err *e, const char *subject)
+{
+    if (!e) return -1;
+    char tail[sizeof e->msg];
+    memcpy(tail, e->msg, sizeof tail);
+    snprintf(e->msg, sizeof e->msg, "%s: %s", subject, tail);
+    return -1;
+}
+
+void *eb_malloc(size_t n, struct eb_err *e)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) eb_fail(e, "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+void *eb_calloc(size_t count, size_t size, struct eb_err *e)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) eb_fail(e, "out of memory allocating %zu x %zu bytes", count, size);
+    return p;
+}
