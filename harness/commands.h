@@ -7,7 +7,4 @@
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 
-/* Print "evictbench: <msg>" to stderr; returns 1 (the exit code). */
-int cli_error(const char *msg);
-
 #endif

@@ -1,0 +1,74 @@
+/* cmd_info.c - `evictbench info MODEL`: what a model file holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../model/modelfile.h"
+#include "../model/quant.h"
+#include "cli.h"
+#include "commands.h"
+
+static void print_help(void)
+{
+    printf("usage: evictbench info MODEL\n\n"
+           "MODEL is a registry name (e.g. smollm2-135m), a .gguf file or a Hugging Face\n"
+           "directory (config.json + safetensors).  Prints architecture, dimensions,\n"
+           "tensor types and counts, file size and whether embeddings are tied.\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+    const char *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
+        if (!strcmp(argv[i], "--model")) {
+            if (!(model = cli_value(argc, argv, &i))) return 2;
+        } else if (argv[i][0] == '-') {
+            return cli_errorf("info: unknown option '%s' (see evictbench info --help)", argv[i]);
+        } else if (!model) {
+            model = argv[i];
+        } else {
+            return cli_errorf("info: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (!model) return cli_error("info: missing MODEL (see evictbench info --help)");
+
+    struct eb_err e = {0};
+    struct model_file *mf = NULL;
+    if (model_file_open(model, &mf, &e)) return cli_error(e.msg);
+    const struct model_config *c = model_file_config(mf);
+
+    printf("path            %s\n", model_file_path(mf));
+    printf("format          %s\n", model_file_format(mf) == MODEL_FORMAT_GGUF ? "gguf" : "safetensors");
+    printf("architecture    %s\n", model_arch_name(c->arch));
+    printf("layers          %d\n", c->n_layer);
+    printf("embedding dim   %d\n", c->n_embd);
+    printf("ffn dim         %d\n", c->n_ff);
+    printf("heads           %d\n", c->n_head);
+    printf("kv heads        %d\n", c->n_head_kv);
+    printf("head dim        %d\n", c->head_dim);
+    printf("vocab           %d\n", c->n_vocab);
+    printf("context length  %d\n", c->n_ctx_train);
+    printf("rope theta      %g\n", c->rope_theta);
+    printf("rope scaling    %s\n", c->rope_scaling.type == ROPE_SCALING_LLAMA3 ? "llama3"
+                                   : c->rope_scaling.type == ROPE_SCALING_LINEAR ? "linear" : "none");
+    printf("rope pairing    %s\n", c->qk_permuted ? "adjacent (GGUF-permuted Q/K)" : "half-split (HF layout)");
+    printf("rms eps         %g\n", (double)c->rms_eps);
+    printf("qkv bias        %s\n", c->has_qkv_bias ? "yes" : "no");
+    printf("q/k norm        %s\n", c->has_qk_norm ? "yes" : "no");
+    printf("tied embeddings %s\n", c->tied_embeddings ? "yes" : "no");
+    printf("file size       %zu bytes (%.1f MiB)\n", model_file_bytes(mf),
+           model_file_bytes(mf) / (1024.0 * 1024.0));
+
+    int counts[EB_TYPE_COUNT_] = {0};
+    int n = model_file_tensor_count(mf);
+    for (int i = 0; i < n; i++) {
+        int t = model_file_tensor_at(mf, i)->type;
+        if (t >= 0 && t < EB_TYPE_COUNT_) counts[t]++;
+    }
+    printf("tensors         %d:", n);
+    for (int t = 0; t < EB_TYPE_COUNT_; t++)
+        if (counts[t]) printf(" %s x%d", quant_type_name(t), counts[t]);
+    printf("\n");
+    model_file_close(mf);
+    return 0;
+}
