@@ -2,7 +2,9 @@
  *
  * gguf_open validates the whole header, metadata and tensor table against the
  * file size (GGUF files are untrusted input) and mmaps the file; tensor data
- * pointers stay valid until gguf_close. */
+ * pointers stay valid until gguf_close.  Keys and tensor names are returned as
+ * NUL-terminated copies (names holding control bytes are rejected); string
+ * values point into the file and are not NUL-terminated. */
 #ifndef EB_GGUF_H
 #define EB_GGUF_H
 
@@ -31,6 +33,8 @@ void gguf_close(struct gguf_file *g);
 uint32_t gguf_version(const struct gguf_file *g);
 size_t gguf_file_size(const struct gguf_file *g);
 const char *gguf_path(const struct gguf_file *g);
+size_t gguf_alignment(const struct gguf_file *g);   /* general.alignment, default 32 */
+size_t gguf_data_offset(const struct gguf_file *g); /* file offset of the tensor data */
 
 /* Metadata.  Lookups return -1 (without setting an error) when the key is
  * absent or of an incompatible type.  get_int accepts any integer type or bool. */
@@ -53,6 +57,24 @@ int gguf_get_arr_int(const struct gguf_file *g, const char *key, uint64_t i, int
 int gguf_get_arr_float(const struct gguf_file *g, const char *key, uint64_t i, double *out);
 /* Raw pointer to the elements of a numeric array (little-endian, packed). */
 const void *gguf_get_arr_data(const struct gguf_file *g, const char *key);
+
+/* Generic access to any metadata value, including strings and arrays inside
+ * arrays (nested arrays).  A value is named by an id >= 0, valid while the
+ * file is open; functions taking an id return -1 for a bad id or a value of
+ * an incompatible type.  Numeric array elements have no ids: read them with
+ * gguf_value_arr_int/float/data. */
+int64_t gguf_key_value(const struct gguf_file *g, int key_idx);   /* id of a key's value */
+int gguf_value_type(const struct gguf_file *g, int64_t v);       /* enum gguf_vtype */
+int gguf_value_int(const struct gguf_file *g, int64_t v, int64_t *out);
+int gguf_value_float(const struct gguf_file *g, int64_t v, double *out);
+int gguf_value_bool(const struct gguf_file *g, int64_t v, int *out);
+int gguf_value_str(const struct gguf_file *g, int64_t v, const char **s, size_t *len);
+int gguf_value_arr_info(const struct gguf_file *g, int64_t v, int *elem_type, uint64_t *count);
+/* Id of element i of an array of strings or of arrays; -1 otherwise. */
+int64_t gguf_value_arr_elem(const struct gguf_file *g, int64_t v, uint64_t i);
+int gguf_value_arr_int(const struct gguf_file *g, int64_t v, uint64_t i, int64_t *out);
+int gguf_value_arr_float(const struct gguf_file *g, int64_t v, uint64_t i, double *out);
+const void *gguf_value_arr_data(const struct gguf_file *g, int64_t v);
 
 /* Tensors. */
 int gguf_tensor_count(const struct gguf_file *g);

@@ -72,4 +72,9 @@ const char *model_arch_name(enum model_arch a);
  * A registry name whose file is absent fails with how to obtain it. */
 int model_resolve(const char *path_or_name, char *out, size_t out_len, struct eb_err *e);
 
+/* Default chat template name ("chatml", "r1", ...) of a registry entry, looked
+ * up by name or by the base name of its file; writes it into out and returns 0,
+ * or returns -1 when the model is not in the registry (not an error). */
+int model_registry_chat(const char *path_or_name, char *out, size_t out_len);
+
 #endif

@@ -16,6 +16,11 @@ struct tokenizer;
 
 int tokenizer_from_gguf(const struct gguf_file *g, struct tokenizer **out, struct eb_err *e);
 int tokenizer_from_json(const char *path, struct tokenizer **out, struct eb_err *e);
+/* The same from JSON text in memory (name labels errors); BOS/EOS stay -1
+ * since they live in tokenizer_config.json, which tokenizer_from_json reads
+ * from beside path when present. */
+int tokenizer_from_json_text(const char *json, size_t len, const char *name,
+                             struct tokenizer **out, struct eb_err *e);
 void tokenizer_free(struct tokenizer *t);
 
 int tokenizer_n_vocab(const struct tokenizer *t);

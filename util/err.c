@@ -18,9 +18,19 @@ int eb_fail(struct eb_err *e, const char *fmt, ...)
 int eb_wrap(struct eb_err *e, const char *subject)
 {
     if (!e) return -1;
+    /* Build "<subject>: <old message>" by hand: snprintf of the old message
+     * into itself would overlap, and the result may need truncating. */
     char tail[sizeof e->msg];
     memcpy(tail, e->msg, sizeof tail);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", subject, tail);
+    tail[sizeof tail - 1] = '\0';
+    size_t cap = sizeof e->msg - 1, n = 0;
+    for (const char *parts[3] = {subject, ": ", tail}, **p = parts; p < parts + 3; p++) {
+        size_t len = strlen(*p);
+        if (len > cap - n) len = cap - n;
+        memcpy(e->msg + n, *p, len);
+        n += len;
+    }
+    e->msg[n] = '\0';
     return -1;
 }
 

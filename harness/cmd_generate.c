@@ -1,0 +1,388 @@
+/* cmd_generate.c - `evictbench generate`: text from a model, one prompt
+ * streamed to stdout, or a JSONL file of prompts generated in ragged batches. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../kernels/backend.h"
+#include "../model/generate.h"
+#include "../model/model_tokenizer.h"
+#include "../model/unicode.h"
+#include "cli.h"
+#include "cmd_generate.h"
+
+static void print_help(void)
+{
+    printf(
+        "usage: evictbench generate --model M (--prompt TEXT | --prompts FILE.jsonl) [options]\n\n"
+        "  --model M            registry name (e.g. smollm2-135m), GGUF file or HF directory\n"
+        "  --chat r1|chatml|raw chat template (default: the registry's, else raw)\n"
+        "  --prompt TEXT        one prompt; the generated text streams to stdout\n"
+        "  --prompts FILE       JSONL lines {\"id\": ..., \"prompt\": \"...\"}; writes lines\n"
+        "                       {\"id\", \"text\", \"prompt_tokens\", \"gen_tokens\", \"finish\"}\n"
+        "  --max-new N          tokens to generate at most (default 256)\n"
+        "  --greedy             argmax decoding (the default)\n"
+        "  --temperature T --top-p P --top-k K   sampling (top-p 1 and top-k 0 disable the cuts)\n"
+        "  --seed S             sampling seed; prompt i of a file uses S + i (default 0)\n"
+        "  --batch B            sequences generated together (default 8)\n"
+        "  --out FILE           write the JSONL results to FILE instead of stdout\n"
+        "  --stats              print prefill/decode tokens/s and KV bytes to stderr\n"
+        "  --threads N          CPU threads (default: all cores)\n"
+        "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n");
+}
+
+struct gen_cli {
+    const char *model, *chat, *prompt, *prompts_path, *out_path;
+    long max_new, batch, threads, top_k, mem_limit_mb;
+    double temperature, top_p;
+    unsigned long long seed;
+    int greedy_flag, sampling_flag, stats;
+};
+
+struct prompt_item {
+    cJSON *id;       /* the id exactly as given (any JSON value), or NULL */
+    int *ids;
+    int n;
+};
+
+/* Streaming of a single prompt's text through on_step. */
+struct stream_ctx {
+    const struct tokenizer *tok;
+    const int *eos;
+    int n_eos;
+    struct utf8_stream us;
+};
+
+static int stream_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e)
+{
+    (void)seq; (void)cache; (void)e;
+    struct stream_ctx *s = ctx;
+    for (int i = 0; i < s->n_eos; i++)
+        if (token == s->eos[i]) return 0;
+    size_t len;
+    const char *b = tokenizer_token_bytes(s->tok, token, &len);
+    if (!b) return 0;
+    char buf[512];
+    if (len + 16 > sizeof buf) len = sizeof buf - 16;
+    size_t n = utf8_stream_feed(&s->us, b, len, buf, sizeof buf);
+    fwrite(buf, 1, n, stdout);
+    fflush(stdout);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct gen_cli *a)
+{
+    memset(a, 0, sizeof *a);
+    a->max_new = 256;
+    a->batch = 8;
+    a->top_p = 1.0;
+    a->temperature = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v;
+        double d;
+        if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
+        if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
+        if (strncmp(o, "--", 2) != 0) return cli_errorf("generate: unexpected argument '%s'", o), -1;
+        if (!strcmp(o, "--model") || !strcmp(o, "--chat") || !strcmp(o, "--prompt") ||
+            !strcmp(o, "--prompts") || !strcmp(o, "--out") || !strcmp(o, "--max-new") ||
+            !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
+            !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
+            !strcmp(o, "--mem-limit")) {
+            if (!(v = cli_value(argc, argv, &i))) return -1;
+        } else {
+            return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
+        }
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--chat")) a->chat = v;
+        else if (!strcmp(o, "--prompt")) a->prompt = v;
+        else if (!strcmp(o, "--prompts")) a->prompts_path = v;
+        else if (!strcmp(o, "--out")) a->out_path = v;
+        else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
+        else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
+        else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
+        else if (!strcmp(o, "--mem-limit")) { if (cli_int(o, v, 1, 1L << 40, &a->mem_limit_mb)) return -1; }
+        else if (!strcmp(o, "--top-k")) {
+            if (cli_int(o, v, 0, 1 << 30, &a->top_k)) return -1;
+            a->sampling_flag = 1;
+        } else if (!strcmp(o, "--temperature")) {
+            if (cli_float(o, v, 0.0, 100.0, &a->temperature)) return -1;
+            a->sampling_flag = 1;
+        } else if (!strcmp(o, "--top-p")) {
+            if (cli_float(o, v, 0.0, 1.0, &a->top_p)) return -1;
+            if (a->top_p <= 0.0) return cli_error("--top-p: must be > 0"), -1;
+            a->sampling_flag = 1;
+        } else if (!strcmp(o, "--seed")) {
+            if (cli_float(o, v, 0, 1.8e19, &d)) return -1;
+            char *end;
+            errno = 0;
+            a->seed = strtoull(v, &end, 10);
+            if (errno || *end) return cli_errorf("--seed: expected a non-negative integer, got '%s'", v), -1;
+        }
+    }
+    if (!a->model) return cli_error("generate: missing --model (see evictbench generate --help)"), -1;
+    if (!a->prompt == !a->prompts_path)
+        return cli_error("generate: give exactly one of --prompt TEXT and --prompts FILE"), -1;
+    if (a->greedy_flag && a->sampling_flag)
+        return cli_error("generate: --greedy cannot be combined with --temperature/--top-p/--top-k"), -1;
+    return 0;
+}
+
+/* Render with the chat template and encode one user text; 0 or -1 (e set). */
+static int encode_prompt(const struct tokenizer *tok, enum chat_template tpl, const char *text,
+                         size_t len, int **ids, int *n, struct eb_err *e)
+{
+    if (len == 0) return eb_fail(e, "the prompt is empty");
+    if (utf8_validate((const unsigned char *)text, len) != len)
+        return eb_fail(e, "the prompt is not valid UTF-8 (byte %zu)",
+                       utf8_validate((const unsigned char *)text, len));
+    if (memchr(text, '\0', len)) return eb_fail(e, "the prompt contains a NUL character");
+    char *rendered = chat_render(tpl, text, e);
+    if (!rendered) return -1;
+    int rc = tokenizer_encode(tok, rendered, strlen(rendered), tpl != CHAT_RAW, ids, n, e);
+    free(rendered);
+    return rc;
+}
+
+static char *read_whole(const char *path, size_t *len, struct eb_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return eb_fail(e, "%s: %s", path, strerror(errno)), NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (n + 1 < cap) break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) { free(buf); buf = NULL; break; }
+        buf = nb;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) return eb_fail(e, "%s: out of memory", path), NULL;
+    if (err) { free(buf); return eb_fail(e, "%s: read error", path), NULL; }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Parse the JSONL prompts file into items (encoded).  Blank lines are skipped. */
+static int load_prompts(const char *path, const struct tokenizer *tok, enum chat_template tpl,
+                        struct prompt_item **out, int *n_out, struct eb_err *e)
+{
+    size_t len;
+    char *buf = read_whole(path, &len, e);
+    if (!buf) return -1;
+    struct prompt_item *items = NULL;
+    int n = 0, cap = 0, line_no = 0, rc = -1;
+    char *p = buf, *end = buf + len;
+    while (p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *line_end = nl ? nl : end;
+        size_t ll = (size_t)(line_end - p);
+        line_no++;
+        char *next = nl ? nl + 1 : end;
+        size_t bad = utf8_validate((const unsigned char *)p, ll);
+        if (bad != ll) { eb_fail(e, "%s:%d: not valid UTF-8 (byte %zu)", path, line_no, bad + 1); goto done; }
+        int blank = 1;
+        for (size_t i = 0; i < ll; i++)
+            if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r') blank = 0;
+        if (blank) { p = next; continue; }
+        cJSON *obj = cJSON_ParseWithLength(p, ll);
+        const cJSON *pr = obj ? cJSON_GetObjectItemCaseSensitive(obj, "prompt") : NULL;
+        if (!obj || !cJSON_IsObject(obj)) {
+            cJSON_Delete(obj);
+            eb_fail(e, "%s:%d: not a JSON object", path, line_no);
+            goto done;
+        }
+        if (!cJSON_IsString(pr)) {
+            cJSON_Delete(obj);
+            eb_fail(e, "%s:%d: missing string field \"prompt\"", path, line_no);
+            goto done;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct prompt_item *ni = realloc(items, (size_t)cap * sizeof *ni);
+            if (!ni) { cJSON_Delete(obj); eb_fail(e, "%s: out of memory", path); goto done; }
+            items = ni;
+        }
+        struct prompt_item *it = &items[n];
+        memset(it, 0, sizeof *it);
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
+        it->id = id ? cJSON_Duplicate(id, 1) : NULL;
+        n++;
+        int erc = encode_prompt(tok, tpl, pr->valuestring, strlen(pr->valuestring), &it->ids, &it->n, e);
+        cJSON_Delete(obj);
+        if (erc) { eb_wrap(e, path); goto done; }
+        p = next;
+    }
+    if (n == 0) { eb_fail(e, "%s: no prompts", path); goto done; }
+    rc = 0;
+done:
+    free(buf);
+    if (rc) {
+        for (int i = 0; i < n; i++) { cJSON_Delete(items[i].id); free(items[i].ids); }
+        free(items);
+        items = NULL;
+        n = 0;
+    }
+    *out = items;
+    *n_out = n;
+    return rc;
+}
+
+static int write_results(const char *out_path, const struct tokenizer *tok,
+                         const struct prompt_item *items, const struct gen_result *res, int n,
+                         struct eb_err *e)
+{
+    FILE *f = out_path ? fopen(out_path, "w") : stdout;
+    if (!f) return eb_fail(e, "%s: %s", out_path, strerror(errno));
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char *text = NULL;
+        size_t tl = 0;
+        if (tokenizer_decode(tok, res[i].tokens, res[i].n_tokens, &text, &tl, e)) { rc = -1; break; }
+        cJSON *o = cJSON_CreateObject();
+        if (items[i].id) cJSON_AddItemToObject(o, "id", cJSON_Duplicate(items[i].id, 1));
+        else cJSON_AddNumberToObject(o, "id", i);
+        cJSON_AddStringToObject(o, "text", text);
+        cJSON_AddNumberToObject(o, "prompt_tokens", items[i].n);
+        cJSON_AddNumberToObject(o, "gen_tokens", res[i].n_tokens);
+        cJSON_AddStringToObject(o, "finish", res[i].finish == GEN_FINISH_EOS ? "eos" : "length");
+        char *line = cJSON_PrintUnformatted(o);
+        if (!line) rc = eb_fail(e, "out of memory");
+        else fprintf(f, "%s\n", line);
+        free(line);
+        cJSON_Delete(o);
+        free(text);
+    }
+    if (out_path) {
+        if (fclose(f) != 0 && rc == 0) rc = eb_fail(e, "%s: write error", out_path);
+    } else {
+        fflush(stdout);
+    }
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
+    struct gen_cli a;
+    if (parse_args(argc, argv, &a)) return 2;
+
+    struct eb_err e = {0};
+    char chat_default[32];
+    const char *chat = a.chat;
+    if (!chat) chat = model_registry_chat(a.model, chat_default, sizeof chat_default) == 0 ? chat_default : "raw";
+    enum chat_template tpl;
+    if (chat_template_parse(chat, &tpl, &e)) return cli_errorf("generate: %s", e.msg);
+    if (a.prompt && a.prompt[0] == '\0') return cli_error("generate: the prompt is empty");
+
+    struct model_file *mf = NULL;
+    struct tokenizer *tok = NULL;
+    struct backend *be = NULL;
+    struct model *m = NULL;
+    struct prompt_item *items = NULL;
+    struct gen_request *reqs = NULL;
+    struct gen_result *res = NULL;
+    int n = 0, rc = 1;
+
+    if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
+    if (model_file_tokenizer(mf, &tok, &e)) { cli_error(e.msg); goto done; }
+    if (a.prompt) {
+        items = calloc(1, sizeof *items);
+        if (!items) { cli_error("generate: out of memory"); goto done; }
+        n = 1;
+        if (encode_prompt(tok, tpl, a.prompt, strlen(a.prompt), &items[0].ids, &items[0].n, &e)) {
+            cli_errorf("generate: %s", e.msg);
+            goto done;
+        }
+    } else if (load_prompts(a.prompts_path, tok, tpl, &items, &n, &e)) {
+        cli_errorf("generate: %s", e.msg);
+        goto done;
+    }
+
+    reqs = calloc((size_t)n, sizeof *reqs);
+    res = calloc((size_t)n, sizeof *res);
+    if (!reqs || !res) { cli_error("generate: out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+        reqs[i].prompt = items[i].ids;
+        reqs[i].n_prompt = items[i].n;
+        reqs[i].max_new = (int)a.max_new;
+        if (a.sampling_flag && a.temperature > 0) {
+            struct sampler_params p = {0, (float)a.temperature, (int)a.top_k, (float)a.top_p,
+                                       a.seed + (unsigned long long)i};
+            reqs[i].sampling = p;
+        } else {
+            reqs[i].sampling = sampler_params_greedy();
+        }
+    }
+
+    be = backend_cpu_create((int)a.threads);
+    if (!be) { cli_error("generate: cannot create the CPU backend"); goto done; }
+    struct gen_options opt = {0};
+    opt.max_live = (int)a.batch;
+    opt.n_vocab_valid = tokenizer_n_vocab(tok);
+    opt.mem_limit = (size_t)a.mem_limit_mb * 1024 * 1024;
+    /* Bad requests and a batch that cannot fit fail before the weights load. */
+    if (generate_check(model_file_config(mf), model_weight_bytes(mf), 0, reqs, n, &opt, &e)) {
+        cli_error(e.msg);
+        goto done;
+    }
+    if (model_load(mf, be, &m, &e)) { cli_error(e.msg); goto done; }
+
+    struct stream_ctx sc = {tok, m->cfg.eos_ids, m->cfg.n_eos, {{0}, 0}};
+    struct gen_hooks hooks = {0};
+    if (a.prompt) {
+        hooks.ctx = &sc;
+        hooks.on_step = stream_step;
+        opt.hooks = &hooks;
+    }
+    struct gen_stats st;
+    if (generate(m, reqs, n, &opt, res, &st, &e)) {
+        if (a.prompt) fflush(stdout);
+        cli_error(e.msg);
+        goto done;
+    }
+    if (a.prompt) {
+        char tail[64];
+        size_t tn = utf8_stream_finish(&sc.us, tail, sizeof tail);
+        fwrite(tail, 1, tn, stdout);
+        putchar('\n');
+        fflush(stdout);
+    } else if (write_results(a.out_path, tok, items, res, n, &e)) {
+        cli_errorf("generate: %s", e.msg);
+        goto done;
+    }
+    if (a.stats) {
+        long gen = 0;
+        for (int i = 0; i < n; i++) gen += res[i].n_tokens;
+        fprintf(stderr, "prefill: %ld tokens, %.3f s, %.1f tok/s\n", st.prefill_tokens, st.prefill_s,
+                st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0);
+        fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
+                st.decode_tokens, st.decode_s, st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0,
+                gen);
+        fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes\n", st.peak_kv_bytes,
+                st.est_bytes);
+    }
+    rc = 0;
+done:
+    if (res) gen_results_free(res, n);
+    free(res);
+    free(reqs);
+    for (int i = 0; items && i < n; i++) {
+        cJSON_Delete(items[i].id);
+        free(items[i].ids);
+    }
+    free(items);
+    model_free(m);
+    if (be) be->destroy(be);
+    tokenizer_free(tok);
+    model_file_close(mf);
+    return rc;
+}

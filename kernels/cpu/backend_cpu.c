@@ -1,0 +1,92 @@
+/* backend_cpu.c - the CPU backend: memory, and the table wiring its kernels.
+ *
+ * Backend memory is 64-byte aligned host memory, so upload/download/copy are
+ * memcpy.  The kernels live in cpu_gemm.c, cpu_norm_rope.c, cpu_elementwise.c
+ * and cpu_attention.c. */
+#include "kernels/cpu/cpu_ops.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+enum { CPU_ALIGN = 64 };
+
+static float *cpu_alloc(struct backend *be, size_t n_floats)
+{
+    (void)be;
+    if (n_floats > (SIZE_MAX - CPU_ALIGN) / sizeof(float)) return NULL;
+    size_t bytes = n_floats * sizeof(float);
+    /* aligned_alloc wants a multiple of the alignment (and a non-zero size). */
+    bytes = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    if (bytes == 0) bytes = CPU_ALIGN;
+    return aligned_alloc(CPU_ALIGN, bytes);
+}
+
+static void cpu_free(struct backend *be, float *p)
+{
+    (void)be;
+    free(p);
+}
+
+static void cpu_upload(struct backend *be, float *dst, const float *src_host, size_t n)
+{
+    (void)be;
+    if (n) memcpy(dst, src_host, n * sizeof(float));
+}
+
+static void cpu_download(struct backend *be, float *dst_host, const float *src, size_t n)
+{
+    (void)be;
+    if (n) memcpy(dst_host, src, n * sizeof(float));
+}
+
+static void cpu_copy(struct backend *be, float *dst, const float *src, size_t n)
+{
+    (void)be;
+    /* memmove: callers may shift a cache row onto an overlapping one. */
+    if (n && dst != src) memmove(dst, src, n * sizeof(float));
+}
+
+static void cpu_fill(struct backend *be, float *dst, float value, size_t n)
+{
+    (void)be;
+    for (size_t i = 0; i < n; i++) dst[i] = value;
+}
+
+static void cpu_destroy(struct backend *be)
+{
+    if (!be) return;
+    free(be->impl);
+    free(be);
+}
+
+struct backend *backend_cpu_create(int n_threads)
+{
+    struct backend *be = calloc(1, sizeof *be);
+    struct cpu_impl *impl = calloc(1, sizeof *impl);
+    if (!be || !impl) {
+        free(be);
+        free(impl);
+        return NULL;
+    }
+    impl->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    be->name = "cpu";
+    be->impl = impl;
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->upload = cpu_upload;
+    be->download = cpu_download;
+    be->copy = cpu_copy;
+    be->fill = cpu_fill;
+    be->gemm = cpu_gemm;
+    be->rmsnorm = cpu_rmsnorm;
+    be->rope = cpu_rope;
+    be->swiglu = cpu_swiglu;
+    be->add = cpu_add;
+    be->embed = cpu_embed;
+    be->gather_rows = cpu_gather_rows;
+    be->attention = cpu_attention;
+    be->destroy = cpu_destroy;
+    return be;
+}

@@ -1,0 +1,40 @@
+/* cpu_elementwise.c - SwiGLU, residual add, embedding lookup, row gather. */
+#include "kernels/cpu/cpu_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, size_t n)
+{
+    #pragma omp parallel for num_threads(cpu_threads(be)) if (n >= CPU_PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+void cpu_add(struct backend *be, float *y, const float *x, size_t n)
+{
+    #pragma omp parallel for simd num_threads(cpu_threads(be)) if (n >= CPU_PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+/* The ids index a table whose row count the backend does not know: model/
+ * checks them against the vocabulary before calling. */
+void cpu_embed(struct backend *be, float *y, const float *table, const int *ids, int n, int dim)
+{
+    (void)be;
+    if (dim <= 0) return;
+    for (int i = 0; i < n; i++)
+        memcpy(y + (size_t)i * dim, table + (size_t)ids[i] * dim, (size_t)dim * sizeof(float));
+}
+
+void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
+                     int dim)
+{
+    (void)be;
+    if (dim <= 0) return;
+    /* memmove: a compaction may gather a tensor onto itself. */
+    for (int i = 0; i < n; i++)
+        memmove(y + (size_t)i * dim, x + (size_t)rows[i] * dim, (size_t)dim * sizeof(float));
+}

@@ -1,0 +1,36 @@
+/* cpu_ops.h - the CPU backend's kernels, shared between its files (not a
+ * public header: model/ sees only kernels/backend.h).
+ *
+ * On the CPU, backend memory is ordinary host memory, so these functions read
+ * and write the float pointers directly. */
+#ifndef EB_CPU_OPS_H
+#define EB_CPU_OPS_H
+
+#include "kernels/backend.h"
+
+struct cpu_impl {
+    int n_threads; /* for OpenMP regions and OpenBLAS calls alike */
+};
+
+static inline int cpu_threads(const struct backend *be)
+{
+    return ((const struct cpu_impl *)be->impl)->n_threads;
+}
+
+/* Below this many elements of work an OpenMP region costs more than it saves. */
+enum { CPU_PARALLEL_MIN = 1 << 14 };
+
+void cpu_gemm(struct backend *be, float *y, const float *x, const float *w,
+              const float *bias, int m, int n, int k);
+void cpu_rmsnorm(struct backend *be, float *y, const float *x, const float *w,
+                 int rows, int dim, float eps);
+void cpu_rope(struct backend *be, float *x, int rows, int n_heads, int head_dim,
+              const int *pos, const float *inv_freq, enum rope_pairing pairing);
+void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, size_t n);
+void cpu_add(struct backend *be, float *y, const float *x, size_t n);
+void cpu_embed(struct backend *be, float *y, const float *table, const int *ids, int n, int dim);
+void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
+                     int dim);
+void cpu_attention(struct backend *be, const struct attn_args *a);
+
+#endif

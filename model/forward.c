@@ -1,0 +1,230 @@
+/* forward.c - one forward pass over a ragged batch of sequences.
+ *
+ * The new tokens of all sequences are stacked into one activation [T][n_embd],
+ * so every projection is a single GEMM over T rows; only attention runs per
+ * sequence, over that sequence's KV cache.  Per layer:
+ *   xb = rmsnorm(x); q,k,v = xb W (+b); [qwen3: per-head rmsnorm of q, k];
+ *   rope(q, k); append k, v to each cache; att = attention(q, cache);
+ *   x += att Wo;  x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))
+ * then the final norm and the LM head on the rows that want logits only. */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct forward {
+    const struct model *m;
+    int max_tokens, max_logit_rows;
+    /* backend scratch */
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits_dev;
+    float *probs;            /* grown on demand when attention probabilities are requested */
+    size_t probs_cap;
+    /* host */
+    float *logits;
+    int *pos, *ids, *rows;
+};
+
+size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
+{
+    size_t t = (size_t)max_tokens;
+    size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
+    size_t floats = t * (2 * (size_t)c->n_embd + 2 * qd + 2 * kvd + 2 * (size_t)c->n_ff);
+    floats += 2 * (size_t)max_logit_rows * c->n_vocab; /* device + host logits */
+    return floats * sizeof(float) + 3 * t * sizeof(int);
+}
+
+void forward_free(struct forward *f)
+{
+    if (!f) return;
+    struct backend *be = f->m->be;
+    float *bufs[] = {f->x, f->xb, f->q, f->k, f->v, f->att, f->hb, f->hb2, f->logits_dev, f->probs};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->free(be, bufs[i]);
+    free(f->logits);
+    free(f->pos);
+    free(f->ids);
+    free(f->rows);
+    free(f);
+}
+
+int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
+                   struct forward **out, struct eb_err *e)
+{
+    *out = NULL;
+    if (max_tokens < 1 || max_logit_rows < 1)
+        return eb_fail(e, "forward: batch limits must be >= 1 (tokens %d, logit rows %d)",
+                       max_tokens, max_logit_rows);
+    struct forward *f = eb_calloc(1, sizeof *f, e);
+    if (!f) return -1;
+    f->m = m;
+    f->max_tokens = max_tokens;
+    f->max_logit_rows = max_logit_rows;
+    const struct model_config *c = &m->cfg;
+    struct backend *be = m->be;
+    size_t t = (size_t)max_tokens;
+    size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
+    size_t lr = (size_t)max_logit_rows;
+    f->x = be->alloc(be, t * c->n_embd);
+    f->xb = be->alloc(be, t * c->n_embd);
+    f->q = be->alloc(be, t * qd);
+    f->att = be->alloc(be, t * qd);
+    f->k = be->alloc(be, t * kvd);
+    f->v = be->alloc(be, t * kvd);
+    f->hb = be->alloc(be, t * c->n_ff);
+    f->hb2 = be->alloc(be, t * c->n_ff);
+    f->logits_dev = be->alloc(be, lr * c->n_vocab);
+    if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->hb2 ||
+        !f->logits_dev) {
+        forward_free(f);
+        return eb_fail(e, "forward: out of memory for activations of %d tokens (%zu bytes)",
+                       max_tokens, forward_alloc_bytes(c, max_tokens, max_logit_rows));
+    }
+    f->logits = eb_malloc(lr * c->n_vocab * sizeof *f->logits, e);
+    f->pos = eb_malloc(t * sizeof *f->pos, e);
+    f->ids = eb_malloc(t * sizeof *f->ids, e);
+    f->rows = eb_malloc((t > lr ? t : lr) * sizeof *f->rows, e);
+    if (!f->logits || !f->pos || !f->ids || !f->rows) {
+        forward_free(f);
+        return -1;
+    }
+    *out = f;
+    return 0;
+}
+
+const float *forward_logits(const struct forward *f)
+{
+    return f->logits;
+}
+
+static int reserve_probs(struct forward *f, size_t n, struct eb_err *e)
+{
+    if (n <= f->probs_cap) return 0;
+    struct backend *be = f->m->be;
+    if (f->probs) be->free(be, f->probs);
+    f->probs = be->alloc(be, n);
+    f->probs_cap = f->probs ? n : 0;
+    if (!f->probs) return eb_fail(e, "forward: out of memory for attention probabilities");
+    return 0;
+}
+
+/* Lay out the batch (rows, positions, logit rows) and check it fits. */
+static int plan_batch(struct forward *f, struct fwd_batch *b, int *n_logit_rows, struct eb_err *e)
+{
+    int t = 0, r = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        struct fwd_seq *q = &b->seqs[s];
+        if (q->n_tokens < 1 || !q->tokens || !q->cache)
+            return eb_fail(e, "forward: sequence %d has no tokens or no cache", q->id);
+        if (q->n_tokens > f->max_tokens - t)
+            return eb_fail(e, "forward: batch of more than %d tokens", f->max_tokens);
+        if (kvcache_free_slots(q->cache) < q->n_tokens)
+            return eb_fail(e, "forward: KV cache of sequence %d is full (%d slots)", q->id,
+                           q->cache->capacity);
+        q->row0 = t;
+        q->logit_row0 = r;
+        int want = q->logits == FWD_LOGITS_ALL ? q->n_tokens : q->logits == FWD_LOGITS_LAST ? 1 : 0;
+        if (want > f->max_logit_rows - r)
+            return eb_fail(e, "forward: more than %d rows of logits requested", f->max_logit_rows);
+        for (int i = 0; i < q->n_tokens; i++) {
+            int id = q->tokens[i];
+            if (id < 0 || id >= f->m->cfg.n_vocab)
+                return eb_fail(e, "forward: token id %d out of range [0, %d)", id,
+                               f->m->cfg.n_vocab);
+            f->ids[t + i] = id;
+            f->pos[t + i] = q->cache->next_pos + i;
+        }
+        for (int i = q->n_tokens - want; i < q->n_tokens; i++) f->rows[r++] = t + i;
+        t += q->n_tokens;
+    }
+    b->n_rows = t;
+    *n_logit_rows = r;
+    return 0;
+}
+
+int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
+                  struct eb_err *e)
+{
+    const struct model *m = f->m;
+    const struct model_config *c = &m->cfg;
+    struct backend *be = m->be;
+    int n_rows = 0;
+    if (b->n_seq < 1) return eb_fail(e, "forward: empty batch");
+    if (plan_batch(f, b, &n_rows, e)) return -1;
+    int T = b->n_rows, d = c->n_embd, hd = c->head_dim;
+    int qd = c->n_head * hd, kvd = c->n_head_kv * hd;
+    unsigned needs = hooks ? hooks->needs : 0;
+    float scale = 1.0f / sqrtf((float)hd);
+
+    be->embed(be, f->x, m->tok_embd, f->ids, T, d);
+    for (int l = 0; l < c->n_layer; l++) {
+        const struct model_layer_weights *w = &m->layers[l];
+        be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
+        be->gemm(be, f->q, f->xb, w->wq, w->bq, T, qd, d);
+        be->gemm(be, f->k, f->xb, w->wk, w->bk, T, kvd, d);
+        be->gemm(be, f->v, f->xb, w->wv, w->bv, T, kvd, d);
+        if (w->q_norm) {
+            be->rmsnorm(be, f->q, f->q, w->q_norm, T * c->n_head, hd, c->rms_eps);
+            be->rmsnorm(be, f->k, f->k, w->k_norm, T * c->n_head_kv, hd, c->rms_eps);
+        }
+        be->rope(be, f->q, T, c->n_head, hd, f->pos, m->inv_freq, m->pairing);
+        be->rope(be, f->k, T, c->n_head_kv, hd, f->pos, m->inv_freq, m->pairing);
+
+        for (int s = 0; s < b->n_seq; s++) {
+            struct fwd_seq *q = &b->seqs[s];
+            struct kvcache *kc = q->cache;
+            size_t r0 = (size_t)q->row0;
+            /* Capacity was checked in plan_batch for every head, so this cannot fail. */
+            if (kvcache_append(kc, l, f->k + r0 * kvd, f->v + r0 * kvd, q->n_tokens, e)) return -1;
+            kvcache_qring_push(kc, l, f->q + r0 * qd, q->n_tokens);
+            float *probs = NULL;
+            if (needs & MODEL_NEED_ATTN_PROBS) {
+                if (reserve_probs(f, (size_t)c->n_head * q->n_tokens * kc->capacity, e)) return -1;
+                probs = f->probs;
+            }
+            struct attn_args a = {
+                .out = f->att + r0 * qd,
+                .q = f->q + r0 * qd,
+                .k_cache = kc->k[l],
+                .v_cache = kc->v[l],
+                .cap = kc->capacity,
+                .n_head = c->n_head,
+                .n_kv = c->n_head_kv,
+                .head_dim = hd,
+                .n_new = q->n_tokens,
+                .kv_len = kc->len + (size_t)l * c->n_head_kv,
+                .scale = scale,
+                .probs = probs,
+            };
+            be->attention(be, &a);
+            if (probs && hooks->attn_probs)
+                hooks->attn_probs(hooks->ctx, b, s, l, probs, q->n_tokens, kc->capacity);
+        }
+
+        be->gemm(be, f->xb, f->att, w->wo, NULL, T, d, qd);
+        be->add(be, f->x, f->xb, (size_t)T * d);
+        be->rmsnorm(be, f->xb, f->x, w->ffn_norm, T, d, c->rms_eps);
+        be->gemm(be, f->hb, f->xb, w->w_gate, NULL, T, c->n_ff, d);
+        be->gemm(be, f->hb2, f->xb, w->w_up, NULL, T, c->n_ff, d);
+        be->swiglu(be, f->hb, f->hb, f->hb2, (size_t)T * c->n_ff);
+        be->gemm(be, f->xb, f->hb, w->w_down, NULL, T, d, c->n_ff);
+        be->add(be, f->x, f->xb, (size_t)T * d);
+        if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
+    }
+    for (int s = 0; s < b->n_seq; s++) {
+        kvcache_advance(b->seqs[s].cache, b->seqs[s].n_tokens);
+        kvcache_qring_advance(b->seqs[s].cache, b->seqs[s].n_tokens);
+    }
+
+    if ((needs & MODEL_NEED_HIDDEN_LAST) && hooks->hidden_last) {
+        be->rmsnorm(be, f->xb, f->x, m->output_norm, T, d, c->rms_eps);
+        hooks->hidden_last(hooks->ctx, b, f->xb);
+    }
+    if (n_rows > 0) {
+        be->gather_rows(be, f->xb, f->x, f->rows, n_rows, d);
+        be->rmsnorm(be, f->xb, f->xb, m->output_norm, n_rows, d, c->rms_eps);
+        be->gemm(be, f->logits_dev, f->xb, m->output, NULL, n_rows, c->n_vocab, d);
+        be->download(be, f->logits, f->logits_dev, (size_t)n_rows * c->n_vocab);
+    }
+    return 0;
+}

@@ -1,0 +1,306 @@
+/* generate.c - continuous ragged batching over model_forward. */
+#include "generate.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { DEFAULT_CHUNK = 512 };
+enum slot_state { SLOT_FREE = 0, SLOT_PREFILL, SLOT_DECODE };
+
+struct slot {
+    enum slot_state state;
+    int req;                 /* request index */
+    int max_new;             /* after clamping to the context */
+    int n_fed;               /* prompt tokens already in the cache */
+    int last;                /* last sampled token (fed next) */
+    struct kvcache *cache;
+    struct sampler sampler;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+size_t generate_available_memory(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                fclose(f);
+                return (size_t)kb * 1024;
+            }
+        fclose(f);
+    }
+    long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+}
+
+static int ctx_len(const struct model_config *c, const struct gen_options *opt)
+{
+    return opt->n_ctx > 0 ? opt->n_ctx : c->n_ctx_train;
+}
+
+static int effective_max_new(const struct model_config *c, const struct gen_options *opt,
+                             const struct gen_request *r)
+{
+    int room = ctx_len(c, opt) - r->n_prompt;
+    return r->max_new < room ? r->max_new : room;
+}
+
+static int live_count(const struct gen_options *opt, int n)
+{
+    return opt->max_live > 0 && opt->max_live < n ? opt->max_live : n;
+}
+
+static int chunk_tokens(const struct gen_options *opt, int live)
+{
+    int chunk = opt->prefill_chunk > 0 ? opt->prefill_chunk : DEFAULT_CHUNK;
+    return chunk > live ? chunk : live; /* room for every decode token at least */
+}
+
+static int cmp_size_desc(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x < y) - (x > y);
+}
+
+size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes,
+                               const struct gen_request *reqs, int n,
+                               const struct gen_options *opt)
+{
+    if (n <= 0) return weight_bytes;
+    int live = live_count(opt, n);
+    size_t *kv = malloc((size_t)n * sizeof *kv);
+    size_t kv_total = 0;
+    if (!kv) return SIZE_MAX;
+    for (int i = 0; i < n; i++) {
+        int mx = effective_max_new(c, opt, &reqs[i]);
+        int cap = reqs[i].n_prompt + (mx > 0 ? mx : 0);
+        kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim, cap > 0 ? cap : 1);
+    }
+    qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
+    for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
+    free(kv);
+    size_t act = forward_alloc_bytes(c, chunk_tokens(opt, live), live);
+    size_t total = weight_bytes + kv_total;
+    if (total < kv_total) return SIZE_MAX;
+    return total + act < total ? SIZE_MAX : total + act;
+}
+
+void gen_results_free(struct gen_result *results, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(results[i].tokens);
+        results[i].tokens = NULL;
+    }
+}
+
+int generate_check(const struct model_config *c, size_t weight_bytes, int weights_loaded,
+                   const struct gen_request *reqs, int n, const struct gen_options *opt,
+                   struct eb_err *e)
+{
+    if (n < 1) return eb_fail(e, "generate: no prompts");
+    int ctx = ctx_len(c, opt);
+    for (int i = 0; i < n; i++) {
+        const struct gen_request *r = &reqs[i];
+        if (r->n_prompt < 1 || !r->prompt) return eb_fail(e, "generate: prompt %d is empty", i);
+        if (r->max_new < 1)
+            return eb_fail(e, "generate: max new tokens must be >= 1 (prompt %d asks for %d)", i,
+                           r->max_new);
+        if (r->n_prompt >= ctx)
+            return eb_fail(e, "generate: prompt %d has %d tokens; the context of %d leaves no room "
+                              "to generate", i, r->n_prompt, ctx);
+        for (int t = 0; t < r->n_prompt; t++)
+            if (r->prompt[t] < 0 || r->prompt[t] >= c->n_vocab)
+                return eb_fail(e, "generate: prompt %d has token id %d outside [0, %d)", i,
+                               r->prompt[t], c->n_vocab);
+    }
+    size_t need = generate_estimate_bytes(c, weight_bytes, reqs, n, opt);
+    size_t limit = opt->mem_limit;
+    if (!limit) {
+        limit = generate_available_memory();
+        if (weights_loaded) limit += weight_bytes; /* already resident, not in "available" */
+    }
+    if (need > limit)
+        return eb_fail(e, "generate: a batch of %d sequences needs an estimated %zu bytes "
+                          "(weights %zu + KV cache + activations), more than the %zu bytes %s",
+                       live_count(opt, n), need, weight_bytes, limit,
+                       opt->mem_limit ? "allowed" : "available");
+    return 0;
+}
+
+static int is_eos(const struct model *m, const struct gen_options *opt, int tok)
+{
+    if (opt->ignore_eos) return 0;
+    const int *ids = opt->eos_ids ? opt->eos_ids : m->cfg.eos_ids;
+    int n = opt->eos_ids ? opt->n_eos : m->cfg.n_eos;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == tok) return 1;
+    return 0;
+}
+
+static void slot_release(struct slot *s)
+{
+    kvcache_free(s->cache);
+    s->cache = NULL;
+    sampler_free(&s->sampler);
+    s->state = SLOT_FREE;
+}
+
+/* Put request `req` into a free slot. */
+static int slot_admit(const struct model *m, const struct gen_request *reqs, int req,
+                      const struct gen_options *opt, struct slot *s, struct gen_result *res,
+                      struct eb_err *e)
+{
+    const struct gen_request *r = &reqs[req];
+    memset(s, 0, sizeof *s);
+    s->req = req;
+    s->max_new = effective_max_new(&m->cfg, opt, r);
+    int n_valid = opt->n_vocab_valid > 0 && opt->n_vocab_valid < m->cfg.n_vocab ? opt->n_vocab_valid
+                                                                                 : m->cfg.n_vocab;
+    res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
+    if (!res->tokens) return eb_fail(e, "generate: out of memory");
+    if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
+    if (model_kvcache_create(m, r->n_prompt + s->max_new, &s->cache, e)) {
+        sampler_free(&s->sampler);
+        return -1;
+    }
+    const struct gen_hooks *h = opt->hooks;
+    if (h && h->recent_q_window > 0 &&
+        kvcache_qring_enable(s->cache, h->recent_q_window, m->cfg.n_head * m->cfg.head_dim, e)) {
+        slot_release(s);
+        return -1;
+    }
+    s->state = SLOT_PREFILL;
+    if (h && h->begin_sequence && h->begin_sequence(h->ctx, req, r, s->cache, e)) {
+        slot_release(s);
+        return -1;
+    }
+    return 0;
+}
+
+int generate(const struct model *m, const struct gen_request *reqs, int n,
+             const struct gen_options *opt, struct gen_result *results, struct gen_stats *stats,
+             struct eb_err *e)
+{
+    struct gen_stats st;
+    memset(&st, 0, sizeof st);
+    if (n > 0) memset(results, 0, (size_t)n * sizeof *results);
+    if (generate_check(&m->cfg, m->weight_bytes, 1, reqs, n, opt, e)) return -1;
+    st.est_bytes = generate_estimate_bytes(&m->cfg, m->weight_bytes, reqs, n, opt);
+
+    const struct gen_hooks *h = opt->hooks;
+    int live = live_count(opt, n), budget = chunk_tokens(opt, live);
+    struct slot *slots = eb_calloc((size_t)live, sizeof *slots, e);
+    struct fwd_seq *seqs = eb_calloc((size_t)live, sizeof *seqs, e);
+    int *decode_tok = eb_calloc((size_t)live, sizeof *decode_tok, e);
+    int *seq_slot = eb_calloc((size_t)live, sizeof *seq_slot, e);
+    struct forward *f = NULL;
+    int rc = -1, next_req = 0, done = 0;
+    double t0 = now_s();
+    if (!slots || !seqs || !decode_tok || !seq_slot) goto out;
+    if (forward_create(m, budget, live, &f, e)) goto out;
+
+    for (int i = 0; i < live; i++) {
+        if (slot_admit(m, reqs, next_req, opt, &slots[i], &results[next_req], e)) goto out;
+        next_req++;
+    }
+
+    while (done < n) {
+        /* Decode tokens first (one per generating sequence), then prompt chunks. */
+        int ns = 0, used = 0, has_prefill = 0;
+        for (int i = 0; i < live; i++) {
+            struct slot *s = &slots[i];
+            if (s->state != SLOT_DECODE) continue;
+            decode_tok[i] = s->last;
+            seqs[ns] = (struct fwd_seq){.id = s->req, .cache = s->cache, .tokens = &decode_tok[i],
+                                        .n_tokens = 1, .logits = FWD_LOGITS_LAST};
+            seq_slot[ns++] = i;
+            used++;
+        }
+        for (int i = 0; i < live && used < budget; i++) {
+            struct slot *s = &slots[i];
+            if (s->state != SLOT_PREFILL) continue;
+            const struct gen_request *r = &reqs[s->req];
+            int take = r->n_prompt - s->n_fed;
+            if (take > budget - used) take = budget - used;
+            int finishes = s->n_fed + take == r->n_prompt;
+            seqs[ns] = (struct fwd_seq){.id = s->req, .cache = s->cache,
+                                        .tokens = r->prompt + s->n_fed, .n_tokens = take,
+                                        .logits = finishes ? FWD_LOGITS_LAST : FWD_LOGITS_NONE};
+            seq_slot[ns++] = i;
+            used += take;
+            has_prefill = 1;
+        }
+        if (ns == 0) break; /* cannot happen: some slot is busy while done < n */
+
+        struct fwd_batch b = {seqs, ns, 0};
+        double t_start = now_s();
+        if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
+        double dt = now_s() - t_start;
+        st.forward_calls++;
+        if (has_prefill) {
+            st.prefill_s += dt;
+        } else {
+            st.decode_s += dt;
+            st.decode_tokens += used;
+        }
+
+        size_t kv_now = 0; /* measured before finished sequences give their cache back */
+        for (int i = 0; i < live; i++)
+            if (slots[i].state != SLOT_FREE) kv_now += slots[i].cache->bytes;
+        if (kv_now > st.peak_kv_bytes) st.peak_kv_bytes = kv_now;
+
+        for (int q = 0; q < ns; q++) {
+            struct slot *s = &slots[seq_slot[q]];
+            struct gen_result *res = &results[s->req];
+            if (s->state == SLOT_PREFILL) {
+                s->n_fed += seqs[q].n_tokens;
+                st.prefill_tokens += seqs[q].n_tokens;
+                if (seqs[q].logits == FWD_LOGITS_NONE) continue;
+                s->state = SLOT_DECODE;
+                res->ttft_s = now_s() - t0;
+            }
+            const float *lg = forward_logits(f) + (size_t)seqs[q].logit_row0 * m->cfg.n_vocab;
+            int tok = sampler_sample(&s->sampler, lg, m->cfg.n_vocab);
+            s->last = tok;
+            int eos = is_eos(m, opt, tok);
+            if (!eos) res->tokens[res->n_tokens++] = tok;
+            if (h && h->on_step && h->on_step(h->ctx, s->req, tok, s->cache, e)) goto out;
+            if (eos || res->n_tokens >= s->max_new) {
+                res->finish = eos ? GEN_FINISH_EOS : GEN_FINISH_LENGTH;
+                res->peak_kv_bytes = s->cache->peak_bytes;
+                if (h && h->end_sequence) h->end_sequence(h->ctx, s->req, res);
+                slot_release(s);
+                done++;
+                if (next_req < n) {
+                    if (slot_admit(m, reqs, next_req, opt, s, &results[next_req], e)) goto out;
+                    next_req++;
+                }
+            }
+        }
+    }
+    rc = 0;
+out:
+    if (slots)
+        for (int i = 0; i < live; i++)
+            if (slots[i].state != SLOT_FREE || slots[i].cache) slot_release(&slots[i]);
+    forward_free(f);
+    free(slots);
+    free(seqs);
+    free(decode_tok);
+    free(seq_slot);
+    if (rc != 0) gen_results_free(results, n);
+    if (stats) *stats = st;
+    return rc;
+}

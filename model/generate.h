@@ -1,0 +1,101 @@
+/* generate.h - batched generation: chunked prefill and ragged decode.
+ *
+ * generate() runs n requests with up to max_live of them in flight.  Every
+ * forward pass mixes the decode tokens of sequences already generating with
+ * chunks of prompts still being prefilled, without padding; a sequence stops
+ * at any EOS id or at its token limit, its slot is refilled with the next
+ * request, and the rest continue.  Each sequence has its own sampler (seeded
+ * per request), so its tokens do not depend on what else is in the batch.
+ *
+ * Hooks let a later layer watch, steer or compact without model/ knowing any
+ * policy; requests that nobody makes cost nothing. */
+#ifndef EB_GENERATE_H
+#define EB_GENERATE_H
+
+#include <stddef.h>
+
+#include "../util/err.h"
+#include "kvcache.h"
+#include "model.h"
+#include "sampler.h"
+
+struct gen_request {
+    const int *prompt;       /* host token ids, n_prompt >= 1 */
+    int n_prompt;
+    int max_new;             /* >= 1; clamped so prompt + new fits the context */
+    struct sampler_params sampling;
+};
+
+enum gen_finish { GEN_FINISH_NONE = 0, GEN_FINISH_EOS = 1, GEN_FINISH_LENGTH = 2 };
+
+struct gen_result {
+    int *tokens;             /* malloc'd generated ids, the EOS token excluded */
+    int n_tokens;
+    enum gen_finish finish;
+    size_t peak_kv_bytes;    /* this sequence's cache */
+    double ttft_s;           /* from generate() start to its first token */
+};
+
+struct gen_hooks {
+    void *ctx;
+    /* Passed to every model_forward (fwd_seq.id is the request index). */
+    const struct model_hooks *model;
+    /* > 0: every cache keeps a ring of the last w post-RoPE queries per layer. */
+    int recent_q_window;
+    /* A request enters a slot (its cache is empty).  Return -1 to abort. */
+    int (*begin_sequence)(void *ctx, int seq, const struct gen_request *r, struct kvcache *cache,
+                          struct eb_err *e);
+    /* A token was sampled for seq (also an EOS token).  The cache holds the
+     * prompt and every earlier token; compaction here is allowed.  Return -1
+     * to abort generation. */
+    int (*on_step)(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
+    /* The sequence finished; r is final. */
+    void (*end_sequence)(void *ctx, int seq, const struct gen_result *r);
+};
+
+struct gen_options {
+    int max_live;            /* sequences in flight at once; 0: all */
+    int prefill_chunk;       /* prompt tokens per forward pass; 0: 512 */
+    int n_ctx;               /* context length; 0: the model's */
+    const int *eos_ids;      /* NULL: the model's */
+    int n_eos;
+    int ignore_eos;          /* 1: run every sequence to max_new (benchmarks, golden tests) */
+    int n_vocab_valid;       /* ids >= this are never sampled; 0: every row of the LM head */
+    size_t mem_limit;        /* bytes for weights + KV + activations; 0: weights + available RAM */
+    const struct gen_hooks *hooks;
+};
+
+struct gen_stats {
+    long prefill_tokens, decode_tokens;
+    double prefill_s, decode_s;      /* forward passes with / without prompt tokens */
+    size_t peak_kv_bytes;            /* sum over sequences in flight, at its largest */
+    size_t est_bytes;                /* the memory estimate checked before starting */
+    int forward_calls;
+};
+
+/* Run all requests.  results[n] are filled (free with gen_results_free).  On
+ * error nothing is left allocated in results.  stats may be NULL. */
+int generate(const struct model *m, const struct gen_request *reqs, int n,
+             const struct gen_options *opt, struct gen_result *results, struct gen_stats *stats,
+             struct eb_err *e);
+void gen_results_free(struct gen_result *results, int n);
+
+/* The memory estimate: weights + KV for prompt + max_new of the max_live
+ * largest requests + activations (SIZE_MAX on overflow). */
+size_t generate_estimate_bytes(const struct model_config *cfg, size_t weight_bytes,
+                               const struct gen_request *reqs, int n,
+                               const struct gen_options *opt);
+
+/* What generate() checks before allocating anything: every request is
+ * well-formed (non-empty prompt of valid ids that leaves room in the context,
+ * max_new >= 1) and the estimate fits opt->mem_limit, or else the available
+ * memory (plus weight_bytes when the weights are already loaded).  Callers can
+ * run it before model_load, with model_weight_bytes(). */
+int generate_check(const struct model_config *cfg, size_t weight_bytes, int weights_loaded,
+                   const struct gen_request *reqs, int n, const struct gen_options *opt,
+                   struct eb_err *e);
+
+/* MemAvailable from /proc/meminfo, else sysconf's available pages. */
+size_t generate_available_memory(void);
+
+#endif

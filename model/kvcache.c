@@ -1,0 +1,228 @@
+/* kvcache.c - per-sequence KV cache with per-(layer, kv head) lengths. */
+#include "kvcache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t slot_bytes(const struct kvcache *c)
+{
+    return 2 * (size_t)c->head_dim * sizeof(float); /* K and V */
+}
+
+size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity)
+{
+    size_t kv = 2 * (size_t)n_layer * n_kv * capacity * head_dim * sizeof(float);
+    size_t host = (size_t)n_layer * n_kv * capacity * sizeof(int);
+    return kv + host + (size_t)capacity * head_dim * sizeof(float);
+}
+
+void kvcache_free(struct kvcache *c)
+{
+    if (!c) return;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (c->k && c->k[l]) c->be->free(c->be, c->k[l]);
+        if (c->v && c->v[l]) c->be->free(c->be, c->v[l]);
+        if (c->q_ring && c->q_ring[l]) c->be->free(c->be, c->q_ring[l]);
+    }
+    if (c->scratch) c->be->free(c->be, c->scratch);
+    free(c->k);
+    free(c->v);
+    free(c->q_ring);
+    free(c->len);
+    free(c->pos);
+    free(c->idx);
+    free(c);
+}
+
+int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int capacity,
+                   struct kvcache **out, struct eb_err *e)
+{
+    *out = NULL;
+    if (n_layer < 1 || n_kv < 1 || head_dim < 1 || capacity < 1)
+        return eb_fail(e, "kvcache: bad dimensions (layers %d, kv heads %d, head_dim %d, capacity %d)",
+                       n_layer, n_kv, head_dim, capacity);
+    struct kvcache *c = eb_calloc(1, sizeof *c, e);
+    if (!c) return -1;
+    c->be = be;
+    c->n_layer = n_layer;
+    c->n_kv = n_kv;
+    c->head_dim = head_dim;
+    c->capacity = capacity;
+    size_t per_layer = (size_t)n_kv * capacity * head_dim;
+    if (!(c->k = eb_calloc((size_t)n_layer, sizeof *c->k, e)) ||
+        !(c->v = eb_calloc((size_t)n_layer, sizeof *c->v, e)) ||
+        !(c->len = eb_calloc((size_t)n_layer * n_kv, sizeof *c->len, e)) ||
+        !(c->pos = eb_malloc((size_t)n_layer * n_kv * capacity * sizeof *c->pos, e)))
+        goto fail;
+    for (int l = 0; l < n_layer; l++) {
+        c->k[l] = be->alloc(be, per_layer);
+        c->v[l] = be->alloc(be, per_layer);
+        if (!c->k[l] || !c->v[l]) {
+            eb_fail(e, "kvcache: out of memory for %d slots x %d layers",
+                    capacity, n_layer);
+            goto fail;
+        }
+    }
+    c->scratch = be->alloc(be, (size_t)capacity * head_dim);
+    if (!c->scratch) {
+        eb_fail(e, "kvcache: out of memory for the compaction buffer");
+        goto fail;
+    }
+    *out = c;
+    return 0;
+fail:
+    kvcache_free(c);
+    return -1;
+}
+
+static int reserve_idx(struct kvcache *c, int n, struct eb_err *e)
+{
+    if (n <= c->idx_cap) return 0;
+    int *p = realloc(c->idx, (size_t)n * sizeof *p);
+    if (!p) return eb_fail(e, "kvcache: out of memory");
+    c->idx = p;
+    c->idx_cap = n;
+    return 0;
+}
+
+int kvcache_free_slots(const struct kvcache *c)
+{
+    int max_len = 0;
+    for (int i = 0; i < c->n_layer * c->n_kv; i++)
+        if (c->len[i] > max_len) max_len = c->len[i];
+    return c->capacity - max_len;
+}
+
+int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v, int n,
+                   struct eb_err *e)
+{
+    if (layer < 0 || layer >= c->n_layer || n < 0)
+        return eb_fail(e, "kvcache: append to layer %d of %d (%d tokens)", layer, c->n_layer, n);
+    if (n == 0) return 0;
+    for (int h = 0; h < c->n_kv; h++)
+        if (c->len[layer * c->n_kv + h] + n > c->capacity)
+            return eb_fail(e, "kvcache: full (%d slots, appending %d to %d)", c->capacity, n,
+                           c->len[layer * c->n_kv + h]);
+    if (reserve_idx(c, n, e)) return -1;
+    struct backend *be = c->be;
+    for (int h = 0; h < c->n_kv; h++) {
+        int *len = &c->len[layer * c->n_kv + h];
+        /* K/V activations are [n][n_kv][head_dim]: head h of token t is row t*n_kv + h. */
+        for (int t = 0; t < n; t++) c->idx[t] = t * c->n_kv + h;
+        size_t off = ((size_t)h * c->capacity + *len) * c->head_dim;
+        be->gather_rows(be, c->k[layer] + off, k, c->idx, n, c->head_dim);
+        be->gather_rows(be, c->v[layer] + off, v, c->idx, n, c->head_dim);
+        int *pos = c->pos + ((size_t)layer * c->n_kv + h) * c->capacity;
+        for (int t = 0; t < n; t++) pos[*len + t] = c->next_pos + t;
+        *len += n;
+    }
+    c->bytes += (size_t)n * c->n_kv * slot_bytes(c);
+    if (c->bytes > c->peak_bytes) c->peak_bytes = c->bytes;
+    return 0;
+}
+
+void kvcache_advance(struct kvcache *c, int n)
+{
+    c->next_pos += n;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
+                        struct eb_err *e)
+{
+    if (layer < 0 || layer >= c->n_layer || kv_head < 0 || kv_head >= c->n_kv)
+        return eb_fail(e, "kvcache: compact of layer %d kv head %d (model has %d x %d)", layer,
+                       kv_head, c->n_layer, c->n_kv);
+    int *len = &c->len[layer * c->n_kv + kv_head];
+    if (n_keep < 0 || n_keep > *len)
+        return eb_fail(e, "kvcache: keep-set of %d slots for a head holding %d", n_keep, *len);
+    if (n_keep > 0 && !keep) return eb_fail(e, "kvcache: keep-set is NULL");
+    if (reserve_idx(c, n_keep > 0 ? n_keep : 1, e)) return -1;
+    if (n_keep > 0) memcpy(c->idx, keep, (size_t)n_keep * sizeof *keep);
+    qsort(c->idx, (size_t)n_keep, sizeof *c->idx, cmp_int);
+    int identity = 1;
+    for (int i = 0; i < n_keep; i++) {
+        if (c->idx[i] < 0 || c->idx[i] >= *len)
+            return eb_fail(e, "kvcache: keep index %d out of range [0, %d) (layer %d, kv head %d)",
+                           c->idx[i], *len, layer, kv_head);
+        if (i > 0 && c->idx[i] == c->idx[i - 1])
+            return eb_fail(e, "kvcache: duplicate keep index %d (layer %d, kv head %d)", c->idx[i],
+                           layer, kv_head);
+        if (c->idx[i] != i) identity = 0;
+    }
+    if (!identity) {
+        /* Gather through a staging buffer: the kept rows move towards the
+         * front of the same buffer they come from. */
+        struct backend *be = c->be;
+        size_t n = (size_t)n_keep * c->head_dim;
+        float *kb = kvcache_k(c, layer, kv_head), *vb = kvcache_v(c, layer, kv_head);
+        be->gather_rows(be, c->scratch, kb, c->idx, n_keep, c->head_dim);
+        be->copy(be, kb, c->scratch, n);
+        be->gather_rows(be, c->scratch, vb, c->idx, n_keep, c->head_dim);
+        be->copy(be, vb, c->scratch, n);
+        int *pos = c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
+        for (int i = 0; i < n_keep; i++) pos[i] = pos[c->idx[i]]; /* idx[i] >= i: safe in place */
+    }
+    int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
+    c->bytes -= (size_t)freed;
+    *len = n_keep;
+    return freed;
+}
+
+int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err *e)
+{
+    if (c->q_ring) return eb_fail(e, "kvcache: query ring already enabled");
+    if (window < 1 || q_dim < 1) return eb_fail(e, "kvcache: query ring window must be >= 1");
+    c->q_ring = eb_calloc((size_t)c->n_layer, sizeof *c->q_ring, e);
+    if (!c->q_ring) return -1;
+    for (int l = 0; l < c->n_layer; l++) {
+        c->q_ring[l] = c->be->alloc(c->be, (size_t)window * q_dim);
+        if (!c->q_ring[l]) {
+            for (int j = 0; j < l; j++) c->be->free(c->be, c->q_ring[j]);
+            free(c->q_ring);
+            c->q_ring = NULL;
+            return eb_fail(e, "kvcache: out of memory for the query ring");
+        }
+    }
+    c->q_window = window;
+    c->q_dim = q_dim;
+    c->q_count = 0;
+    c->q_next = 0;
+    return 0;
+}
+
+void kvcache_qring_push(struct kvcache *c, int layer, const float *q, int n)
+{
+    if (!c->q_ring) return;
+    int first = n > c->q_window ? n - c->q_window : 0; /* only the last w can stay */
+    int slot = (c->q_next + first) % c->q_window;
+    for (int t = first; t < n; t++) {
+        c->be->copy(c->be, c->q_ring[layer] + (size_t)slot * c->q_dim, q + (size_t)t * c->q_dim,
+                    (size_t)c->q_dim);
+        slot = (slot + 1) % c->q_window;
+    }
+}
+
+void kvcache_qring_advance(struct kvcache *c, int n)
+{
+    if (!c->q_ring) return;
+    c->q_next = (int)(((long long)c->q_next + n) % c->q_window);
+    c->q_count = c->q_count + n > c->q_window ? c->q_window : c->q_count + n;
+}
+
+int kvcache_qring_gather(const struct kvcache *c, int layer, float *dst)
+{
+    if (!c->q_ring) return 0;
+    int oldest = (c->q_next - c->q_count + c->q_window) % c->q_window;
+    for (int i = 0; i < c->q_count; i++) {
+        int slot = (oldest + i) % c->q_window;
+        c->be->copy(c->be, dst + (size_t)i * c->q_dim, c->q_ring[layer] + (size_t)slot * c->q_dim,
+                    (size_t)c->q_dim);
+    }
+    return c->q_count;
+}

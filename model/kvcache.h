@@ -1,0 +1,97 @@
+/* kvcache.h - the KV cache of one sequence, owned by model/.
+ *
+ * Per layer, K and V are backend buffers laid out [n_kv][capacity][head_dim];
+ * each (layer, kv head) has its own length, so eviction can keep a different
+ * set of tokens per head.  Keys are stored after RoPE.  Every slot remembers
+ * its token's original position (host memory), and new tokens continue at the
+ * sequence's next position however many slots were evicted.  Policies never
+ * touch this memory: they hand keep-sets to kvcache_compact.
+ *
+ * Optionally (kvcache_qring_enable) the cache also keeps, per layer, a ring of
+ * the last w post-RoPE queries of the sequence, for policies that score keys
+ * with recent queries. */
+#ifndef EB_KVCACHE_H
+#define EB_KVCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/backend.h"
+#include "../util/err.h"
+
+struct kvcache {
+    struct backend *be;
+    int n_layer, n_kv, head_dim;
+    int capacity;        /* slots per (layer, kv head) */
+    float **k, **v;      /* [n_layer] backend buffers of n_kv * capacity * head_dim */
+    int *len;            /* host [n_layer][n_kv]: valid slots */
+    int *pos;            /* host [n_layer][n_kv][capacity]: original position of each slot */
+    int next_pos;        /* position of the next token appended */
+    float *scratch;      /* backend, capacity * head_dim: compaction staging */
+    int *idx;            /* host scratch for row indices */
+    int idx_cap;
+    size_t bytes;        /* K+V bytes of the valid slots now */
+    size_t peak_bytes;   /* maximum of bytes over the cache's life */
+
+    /* ring of recent queries (NULL unless enabled) */
+    int q_window, q_dim; /* w, n_head * head_dim */
+    float **q_ring;      /* [n_layer] backend buffers of w * q_dim */
+    int q_count;         /* queries held, <= w */
+    int q_next;          /* ring slot the next query goes to */
+};
+
+int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int capacity,
+                   struct kvcache **out, struct eb_err *e);
+void kvcache_free(struct kvcache *c);
+
+/* Bytes kvcache_create allocates for these dimensions (for memory estimates). */
+size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity);
+
+/* Append n tokens to one layer.  k and v are backend rows [n][n_kv*head_dim]
+ * (the sequence's rows of the batch's K/V activations, RoPE applied to k);
+ * token i gets position c->next_pos + i.  Fails if any head would exceed the
+ * capacity.  After every layer is appended, kvcache_advance(c, n). */
+int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v, int n,
+                   struct eb_err *e);
+void kvcache_advance(struct kvcache *c, int n);
+
+/* Space left in (layer, kv head) with the fewest free slots. */
+int kvcache_free_slots(const struct kvcache *c);
+
+static inline int kvcache_len(const struct kvcache *c, int layer, int kv_head)
+{
+    return c->len[layer * c->n_kv + kv_head];
+}
+/* Host array of the original positions of (layer, kv head)'s valid slots. */
+static inline const int *kvcache_positions(const struct kvcache *c, int layer, int kv_head)
+{
+    return c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
+}
+/* Backend pointers to (layer, kv head)'s K and V rows [len][head_dim]. */
+static inline float *kvcache_k(const struct kvcache *c, int layer, int kv_head)
+{
+    return c->k[layer] + (size_t)kv_head * c->capacity * c->head_dim;
+}
+static inline float *kvcache_v(const struct kvcache *c, int layer, int kv_head)
+{
+    return c->v[layer] + (size_t)kv_head * c->capacity * c->head_dim;
+}
+
+/* Keep only the slots listed in keep (indices into the current slots of
+ * (layer, kv_head), any order, no duplicates, each in [0, len)).  Kept slots
+ * stay in original-position order and keep their positions.  Returns the K+V
+ * bytes freed (>= 0), or -1 with e set for a malformed keep-set. */
+int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
+                        struct eb_err *e);
+
+/* Query ring: keep the last w queries (rows of q_dim = n_head * head_dim) per layer. */
+int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err *e);
+/* Record n new queries (backend rows [n][q_dim]) of one layer; call per layer, then
+ * kvcache_qring_advance(c, n) once per forward. */
+void kvcache_qring_push(struct kvcache *c, int layer, const float *q, int n);
+void kvcache_qring_advance(struct kvcache *c, int n);
+/* Copy one layer's held queries, oldest first, into dst (backend, q_count rows);
+ * returns q_count. */
+int kvcache_qring_gather(const struct kvcache *c, int layer, float *dst);
+
+#endif

@@ -1,0 +1,218 @@
+/* model.c - load a model file's weights onto a backend as f32. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+void model_rope_inv_freq(const struct model_config *cfg, const float *rope_freqs, float *out)
+{
+    int d = cfg->head_dim;
+    /* As transformers computes it: base^(arange(0, d, 2)/d) in f32, then 1/x. */
+    for (int i = 0; i < d / 2; i++)
+        out[i] = 1.0f / powf((float)cfg->rope_theta, (float)(2 * i) / (float)d);
+
+    const float pi = 3.14159265358979323846f;
+    if (cfg->rope_scaling.type == ROPE_SCALING_LLAMA3) {
+        float factor = cfg->rope_scaling.factor, low = cfg->rope_scaling.low_freq_factor;
+        float high = cfg->rope_scaling.high_freq_factor, orig = (float)cfg->rope_scaling.original_ctx;
+        float low_wavelen = orig / low, high_wavelen = orig / high;
+        for (int i = 0; i < d / 2; i++) {
+            float wavelen = 2.0f * pi / out[i];
+            if (wavelen < high_wavelen) continue;
+            if (wavelen > low_wavelen) {
+                out[i] = out[i] / factor;
+            } else {
+                float s = (orig / wavelen - low) / (high - low);
+                out[i] = (1.0f - s) * out[i] / factor + s * out[i];
+            }
+        }
+    } else if (cfg->rope_scaling.type == ROPE_SCALING_LINEAR && cfg->rope_scaling.factor > 0) {
+        for (int i = 0; i < d / 2; i++) out[i] /= cfg->rope_scaling.factor;
+    }
+    if (rope_freqs)
+        for (int i = 0; i < d / 2; i++) out[i] /= rope_freqs[i];
+}
+
+/* Dequantize one tensor to a host f32 buffer after checking its shape.
+ * ne1 = 0 means a vector of ne0 elements. */
+static float *load_host(const struct model_file *mf, const char *name, int64_t ne0, int64_t ne1,
+                        struct eb_err *e)
+{
+    const struct tensor_ref *t = model_file_tensor(mf, name);
+    if (!t) {
+        eb_fail(e, "%s: tensor %s is missing", model_file_path(mf), name);
+        return NULL;
+    }
+    int64_t want1 = ne1 ? ne1 : 1;
+    if (t->ne[0] != ne0 || t->ne[1] * t->ne[2] * t->ne[3] != want1) {
+        eb_fail(e, "%s: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
+                model_file_path(mf), name, (long long)t->ne[0],
+                (long long)(t->ne[1] * t->ne[2] * t->ne[3]), (long long)ne0, (long long)want1);
+        return NULL;
+    }
+    if (!quant_type_supported(t->type)) {
+        eb_fail(e, "%s: tensor %s has unsupported type %s", model_file_path(mf), name,
+                quant_type_name(t->type));
+        return NULL;
+    }
+    int64_t n = ne0 * want1;
+    float *h = eb_malloc((size_t)n * sizeof *h, e);
+    if (!h) return NULL;
+    if (quant_dequantize(t->type, t->data, h, n) != 0) {
+        free(h);
+        eb_fail(e, "%s: cannot dequantize tensor %s (%s)", model_file_path(mf), name,
+                quant_type_name(t->type));
+        return NULL;
+    }
+    return h;
+}
+
+static float *load(struct model *m, const struct model_file *mf, const char *name, int64_t ne0,
+                   int64_t ne1, struct eb_err *e)
+{
+    float *h = load_host(mf, name, ne0, ne1, e);
+    if (!h) return NULL;
+    size_t n = (size_t)ne0 * (size_t)(ne1 ? ne1 : 1);
+    float *d = m->be->alloc(m->be, n);
+    if (!d) {
+        free(h);
+        eb_fail(e, "%s: out of memory loading %s (%zu bytes)", model_file_path(mf), name,
+                n * sizeof(float));
+        return NULL;
+    }
+    m->be->upload(m->be, d, h, n);
+    free(h);
+    m->weight_bytes += n * sizeof(float);
+    return d;
+}
+
+size_t model_weight_bytes(const struct model_file *mf)
+{
+    size_t total = 0;
+    for (int i = 0; i < model_file_tensor_count(mf); i++) {
+        const struct tensor_ref *t = model_file_tensor_at(mf, i);
+        if (strcmp(t->name, "rope_freqs.weight") != 0)
+            total += (size_t)tensor_nelements(t) * sizeof(float);
+    }
+    return total;
+}
+
+static void free_weight(struct model *m, float *p)
+{
+    if (p) m->be->free(m->be, p);
+}
+
+void model_free(struct model *m)
+{
+    if (!m) return;
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            struct model_layer_weights *w = &m->layers[l];
+            float *all[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo, w->bq, w->bk, w->bv,
+                            w->q_norm, w->k_norm, w->ffn_norm, w->w_gate, w->w_up, w->w_down};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_weight(m, all[i]);
+        }
+        free(m->layers);
+    }
+    if (m->output != m->tok_embd) free_weight(m, m->output);
+    free_weight(m, m->tok_embd);
+    free_weight(m, m->output_norm);
+    free(m->inv_freq);
+    free(m);
+}
+
+static int check_config(const struct model_config *c, const char *path, struct eb_err *e)
+{
+    if (c->n_layer < 1 || c->n_embd < 1 || c->n_ff < 1 || c->n_head < 1 || c->n_head_kv < 1 ||
+        c->head_dim < 2 || c->n_vocab < 1)
+        return eb_fail(e, "%s: bad model dimensions", path);
+    if (c->n_head % c->n_head_kv != 0)
+        return eb_fail(e, "%s: %d heads is not a multiple of %d kv heads", path, c->n_head,
+                       c->n_head_kv);
+    if (c->head_dim % 2 != 0) return eb_fail(e, "%s: head_dim %d is odd", path, c->head_dim);
+    if (c->rope_dims != 0 && c->rope_dims != c->head_dim)
+        return eb_fail(e, "%s: partial rotary embeddings (%d of %d dims) are not supported", path,
+                       c->rope_dims, c->head_dim);
+    if (!(c->rope_theta > 0)) return eb_fail(e, "%s: rope theta must be > 0", path);
+    return 0;
+}
+
+int model_load(const struct model_file *mf, struct backend *be, struct model **out,
+               struct eb_err *e)
+{
+    *out = NULL;
+    const struct model_config *c = model_file_config(mf);
+    const char *path = model_file_path(mf);
+    if (check_config(c, path, e)) return -1;
+    struct model *m = eb_calloc(1, sizeof *m, e);
+    if (!m) return -1;
+    m->cfg = *c;
+    m->be = be;
+    m->pairing = c->qk_permuted ? ROPE_PAIR_ADJACENT : ROPE_PAIR_HALF;
+    int d = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
+    char name[96];
+
+    m->inv_freq = eb_malloc((size_t)(hd / 2) * sizeof *m->inv_freq, e);
+    if (!m->inv_freq) goto fail;
+    float *rope_freqs = NULL;
+    if (model_file_tensor(mf, "rope_freqs.weight")) {
+        rope_freqs = load_host(mf, "rope_freqs.weight", hd / 2, 0, e);
+        if (!rope_freqs) goto fail;
+    }
+    model_rope_inv_freq(c, rope_freqs, m->inv_freq);
+    free(rope_freqs);
+
+    if (!(m->tok_embd = load(m, mf, "token_embd.weight", d, c->n_vocab, e))) goto fail;
+    if (!(m->output_norm = load(m, mf, "output_norm.weight", d, 0, e))) goto fail;
+    if (c->tied_embeddings || !model_file_tensor(mf, "output.weight")) {
+        m->output = m->tok_embd;
+    } else if (!(m->output = load(m, mf, "output.weight", d, c->n_vocab, e))) {
+        goto fail;
+    }
+
+    m->layers = eb_calloc((size_t)c->n_layer, sizeof *m->layers, e);
+    if (!m->layers) goto fail;
+    for (int l = 0; l < c->n_layer; l++) {
+        struct model_layer_weights *w = &m->layers[l];
+#define LOAD(field, suffix, ne0, ne1)                                        \
+        do {                                                                 \
+            snprintf(name, sizeof name, "blk.%d.%s", l, suffix);             \
+            if (!(w->field = load(m, mf, name, ne0, ne1, e))) goto fail;     \
+        } while (0)
+        LOAD(attn_norm, "attn_norm.weight", d, 0);
+        LOAD(wq, "attn_q.weight", d, qd);
+        LOAD(wk, "attn_k.weight", d, kvd);
+        LOAD(wv, "attn_v.weight", d, kvd);
+        LOAD(wo, "attn_output.weight", qd, d);
+        if (c->has_qkv_bias) {
+            LOAD(bq, "attn_q.bias", qd, 0);
+            LOAD(bk, "attn_k.bias", kvd, 0);
+            LOAD(bv, "attn_v.bias", kvd, 0);
+        }
+        if (c->has_qk_norm) {
+            LOAD(q_norm, "attn_q_norm.weight", hd, 0);
+            LOAD(k_norm, "attn_k_norm.weight", hd, 0);
+        }
+        LOAD(ffn_norm, "ffn_norm.weight", d, 0);
+        LOAD(w_gate, "ffn_gate.weight", d, c->n_ff);
+        LOAD(w_up, "ffn_up.weight", d, c->n_ff);
+        LOAD(w_down, "ffn_down.weight", c->n_ff, d);
+#undef LOAD
+    }
+    *out = m;
+    return 0;
+fail:
+    model_free(m);
+    return -1;
+}
+
+int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,
+                         struct eb_err *e)
+{
+    return kvcache_create(m->be, m->cfg.n_layer, m->cfg.n_head_kv, m->cfg.head_dim, capacity, out,
+                          e);
+}

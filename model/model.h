@@ -1,0 +1,121 @@
+/* model.h - transformer weights on a backend, and the forward pass over a
+ * ragged batch.
+ *
+ * model_load dequantizes every tensor of an open model file to f32 and uploads
+ * it; the file can be closed afterwards.  model_forward runs the new tokens of
+ * several sequences, concatenated into one [T][n_embd] activation so every
+ * GEMM covers all of them, with attention per sequence over its own KV cache.
+ *
+ * Hooks (struct model_hooks) let a later layer look at or steer the
+ * computation without model/ knowing why: they cost nothing when absent. */
+#ifndef EB_MODEL_H
+#define EB_MODEL_H
+
+#include <stddef.h>
+
+#include "../kernels/backend.h"
+#include "../util/err.h"
+#include "kvcache.h"
+#include "modelfile.h"
+
+struct model_layer_weights {
+    float *attn_norm;                /* [n_embd] */
+    float *wq, *wk, *wv, *wo;        /* [out][in] */
+    float *bq, *bk, *bv;             /* qwen2 only, else NULL */
+    float *q_norm, *k_norm;          /* qwen3 only: [head_dim], else NULL */
+    float *ffn_norm;                 /* [n_embd] */
+    float *w_gate, *w_up, *w_down;
+};
+
+struct model {
+    struct model_config cfg;
+    struct backend *be;
+    enum rope_pairing pairing;       /* from cfg.qk_permuted */
+    float *inv_freq;                 /* host [head_dim/2], rope scaling applied */
+    float *tok_embd;                 /* backend [n_vocab][n_embd] */
+    float *output_norm;              /* backend [n_embd] */
+    float *output;                   /* backend [n_vocab][n_embd]; == tok_embd when tied */
+    struct model_layer_weights *layers;
+    size_t weight_bytes;             /* backend bytes held by the weights */
+};
+
+int model_load(const struct model_file *mf, struct backend *be, struct model **out,
+               struct eb_err *e);
+void model_free(struct model *m);
+
+/* Bytes model_load will allocate on the backend for this file (f32 weights). */
+size_t model_weight_bytes(const struct model_file *mf);
+
+/* RoPE inverse frequencies for a config: inv_freq[i] = theta^(-2i/d), then
+ * Llama-3 or linear scaling from cfg.rope_scaling, then division by
+ * rope_freqs[i] when non-NULL (GGUF's precomputed Llama-3 divisors). */
+void model_rope_inv_freq(const struct model_config *cfg, const float *rope_freqs, float *out);
+
+/* ---- forward over a ragged batch ---- */
+
+enum fwd_logits { FWD_LOGITS_NONE = 0, FWD_LOGITS_LAST = 1, FWD_LOGITS_ALL = 2 };
+
+struct fwd_seq {
+    int id;                  /* caller's sequence id, passed through to hooks */
+    struct kvcache *cache;   /* receives the new tokens' K/V */
+    const int *tokens;       /* host, n_tokens new tokens at positions cache->next_pos.. */
+    int n_tokens;
+    enum fwd_logits logits;  /* which rows of this sequence want logits */
+    /* filled by model_forward: */
+    int row0;                /* first row of this sequence in the batch activation */
+    int logit_row0;          /* first row of its logits in forward_logits() */
+};
+
+struct fwd_batch {
+    struct fwd_seq *seqs;
+    int n_seq;
+    int n_rows;              /* filled: total tokens T */
+};
+
+enum {
+    MODEL_NEED_ATTN_PROBS = 1u << 0,  /* call attn_probs for every (sequence, layer) */
+    MODEL_NEED_HIDDEN_LAST = 1u << 1  /* call hidden_last with the final-norm hidden rows */
+};
+
+struct model_hooks {
+    void *ctx;
+    unsigned needs;
+    /* After each layer's residual update.  hidden: backend rows [T][n_embd];
+     * sequence s owns rows [seqs[s].row0, + n_tokens).  May modify them (steering)
+     * through backend calls.  Return -1 with e set to abort the forward. */
+    int (*after_layer)(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
+                       struct eb_err *e);
+    /* MODEL_NEED_ATTN_PROBS: softmax probabilities of sequence s's new queries at
+     * layer, backend [n_head][n_new][cap]; slot j of kv head h is key j of
+     * kvcache_k(cache, layer, h). */
+    void (*attn_probs)(void *ctx, const struct fwd_batch *b, int s, int layer, const float *probs,
+                       int n_new, int cap);
+    /* MODEL_NEED_HIDDEN_LAST: the last layer's output after the final RMSNorm,
+     * backend rows [T][n_embd]. */
+    void (*hidden_last)(void *ctx, const struct fwd_batch *b, const float *hidden);
+};
+
+struct forward;
+
+/* Scratch for batches of up to max_tokens new tokens and max_logit_rows rows of
+ * logits. */
+int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
+                   struct forward **out, struct eb_err *e);
+void forward_free(struct forward *f);
+/* Bytes forward_create allocates (backend + host), for memory estimates. */
+size_t forward_alloc_bytes(const struct model_config *cfg, int max_tokens, int max_logit_rows);
+
+/* Run the batch: append every new token's K/V to its sequence's cache, advance
+ * the caches, and leave the requested logits in forward_logits().  hooks may be
+ * NULL.  Fails (nothing appended) if a batch exceeds the scratch sizes or a cache
+ * is full. */
+int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
+                  struct eb_err *e);
+/* Host logits [rows][n_vocab] of the last model_forward. */
+const float *forward_logits(const struct forward *f);
+
+/* A KV cache shaped for this model. */
+int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,
+                         struct eb_err *e);
+
+#endif

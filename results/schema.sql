@@ -1,0 +1,283 @@
+-- evictbench results database, schema version 1.
+--
+-- harness/store.c creates it (from the identical copy in harness/schema_sql.c;
+-- tests/test_store.c checks the two agree) and is the only code that writes it.
+-- Conventions: accuracy and agreement are fractions in [0, 1]; lengths are in
+-- tokens; memory in bytes; times in seconds (wall_s) or milliseconds (*_ms).
+-- NULL means "not measured" (e.g. PSS statistics of a policy without sentences).
+
+-- One row per experiment config as run by one code version.
+CREATE TABLE experiments (
+    id           INTEGER PRIMARY KEY,
+    name         TEXT NOT NULL,
+    config_json  TEXT NOT NULL,
+    started_at   TEXT NOT NULL,              -- UTC, ISO 8601
+    code_version TEXT NOT NULL,
+    UNIQUE (name, config_json, code_version)
+);
+
+-- One row per measured point of a sweep.  run_key is the SHA-256 of every
+-- parameter that changes a result (harness/runkey.c).  Runs that hit
+-- out-of-memory ('oom') or failed ('error') are recorded too, without samples.
+CREATE TABLE runs (
+    id              INTEGER PRIMARY KEY,
+    experiment_id   INTEGER REFERENCES experiments(id),
+    run_key         TEXT NOT NULL UNIQUE,
+    model           TEXT NOT NULL,
+    dataset         TEXT NOT NULL,
+    data_offset     INTEGER NOT NULL DEFAULT 0,
+    data_limit      INTEGER,                  -- NULL: every item
+    policy          TEXT NOT NULL,
+    params_json     TEXT,
+    budget          INTEGER,                  -- KV budget in tokens; NULL: none (fullkv)
+    batch_size      INTEGER NOT NULL CHECK (batch_size >= 1),
+    batching        TEXT NOT NULL,            -- padded | grouped | ragged | continuous
+    sampling_json   TEXT,
+    seed            INTEGER,
+    max_new_tokens  INTEGER,
+    device          TEXT,
+    status          TEXT NOT NULL CHECK (status IN ('ok', 'oom', 'error')),
+    error           TEXT,
+    n_samples       INTEGER NOT NULL,         -- rows in samples for this run
+    accuracy        REAL,                     -- pass@1: mean of samples.correct
+    mean_gen_tokens REAL,
+    wall_s          REAL,
+    gen_tokens      INTEGER,                  -- generated tokens, whole batch schedule
+    tokens_per_s    REAL,
+    peak_kv_bytes   INTEGER,                  -- whole batch
+    mean_kv_bytes   REAL,
+    finished_at     TEXT NOT NULL,            -- UTC, ISO 8601
+    CHECK (status = 'ok' OR (error IS NOT NULL AND n_samples = 0))
+);
+
+-- One row per generated trace.
+CREATE TABLE samples (
+    run_id            INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    sample_idx        INTEGER NOT NULL,
+    item_id           TEXT,
+    prompt_tokens     INTEGER NOT NULL,
+    gen_tokens        INTEGER NOT NULL,
+    think_tokens      INTEGER,
+    finished          INTEGER NOT NULL CHECK (finished IN (0, 1)),  -- 0: truncated
+    correct           INTEGER NOT NULL CHECK (correct IN (0, 1)),
+    pred_answer       TEXT,
+    ref_answer        TEXT,
+    n_compressions    INTEGER,
+    peak_kv_bytes     INTEGER,                -- this sequence
+    mean_kv_bytes     REAL,
+    n_sentences       INTEGER,
+    n_redundant_pairs INTEGER,                -- PSS: sentence pairs above the similarity threshold
+    pss_max           REAL,
+    pss_mean          REAL,
+    n_nonexec         INTEGER,                -- N_o: non-execution thoughts
+    steer_alpha_final REAL,
+    ttft_ms           REAL,
+    tpot_ms           REAL,
+    kl_mean           REAL,                   -- fidelity: mean KL(FullKV || policy)
+    top1_agree        REAL,                   -- fidelity: fraction of steps with the same argmax
+    first_divergence  INTEGER,                -- fidelity: first differing step of free-running greedy
+    text              TEXT,
+    PRIMARY KEY (run_id, sample_idx)
+);
+
+-- Optional per-sentence detail of a trace.
+CREATE TABLE sentences (
+    run_id       INTEGER NOT NULL,
+    sample_idx   INTEGER NOT NULL,
+    sent_idx     INTEGER NOT NULL,
+    start_tok    INTEGER NOT NULL,
+    end_tok      INTEGER NOT NULL,
+    kind         TEXT,                        -- e.g. execution | non-execution
+    max_sim      REAL,
+    evicted_step INTEGER,                     -- NULL: never evicted
+    PRIMARY KEY (run_id, sample_idx, sent_idx),
+    FOREIGN KEY (run_id, sample_idx) REFERENCES samples(run_id, sample_idx) ON DELETE CASCADE
+);
+
+CREATE INDEX runs_by_point ON runs(model, dataset, policy, budget, batch_size);
+
+-- Views.  Aggregates over samples count every trace once (pass@1 over all
+-- samples of all runs of a point).  Only status 'ok' runs carry samples.
+
+-- Runs with the dataset slice folded into one label, so that different slices
+-- of one dataset never mix in an aggregate: "gsm8k", "gsm8k[0:50]".
+CREATE VIEW v_run AS
+SELECT r.*,
+       CASE WHEN r.data_offset = 0 AND r.data_limit IS NULL THEN r.dataset
+            ELSE r.dataset || '[' || r.data_offset || ':' ||
+                 COALESCE(r.data_offset + r.data_limit, '') || ']' END AS dataset_label
+FROM runs r;
+
+-- The FullKV reference of each (model, dataset slice, sampling, max_new_tokens).
+CREATE VIEW v_fullkv_ref AS
+SELECT r.model, r.dataset_label AS dataset, r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(*) AS n_samples,
+       AVG(s.correct) AS accuracy,
+       AVG(s.gen_tokens) AS mean_gen_tokens,
+       AVG(s.peak_kv_bytes) AS seq_peak_kv_bytes
+FROM v_run r JOIN samples s ON s.run_id = r.id
+WHERE r.status = 'ok' AND r.policy = 'fullkv'
+GROUP BY r.model, r.dataset_label, r.sampling_json, r.max_new_tokens;
+
+-- Accuracy per policy and budget; budget_ratio is the budget over FullKV's mean
+-- generation length (how the SkipKV paper labels budgets).
+CREATE VIEW v_accuracy_by_budget AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batch_size, r.batching,
+       r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(DISTINCT r.id) AS n_runs,
+       COUNT(*) AS n_samples,
+       AVG(s.correct) AS accuracy,
+       AVG(s.gen_tokens) AS mean_gen_tokens,
+       f.accuracy AS fullkv_accuracy,
+       f.mean_gen_tokens AS fullkv_mean_gen_tokens,
+       r.budget / f.mean_gen_tokens AS budget_ratio
+FROM v_run r
+JOIN samples s ON s.run_id = r.id
+LEFT JOIN v_fullkv_ref f ON f.model = r.model AND f.dataset = r.dataset_label
+     AND f.sampling IS r.sampling_json AND f.max_new_tokens IS r.max_new_tokens
+WHERE r.status = 'ok'
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
+         r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
+
+-- Generation length per policy and budget (eviction can make models think longer).
+CREATE VIEW v_length_by_budget AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batch_size, r.batching,
+       r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(DISTINCT r.id) AS n_runs,
+       COUNT(*) AS n_samples,
+       AVG(s.gen_tokens) AS mean_gen_tokens,
+       MIN(s.gen_tokens) AS min_gen_tokens,
+       MAX(s.gen_tokens) AS max_gen_tokens,
+       AVG(s.think_tokens) AS mean_think_tokens,
+       AVG(s.finished) AS frac_finished,
+       f.mean_gen_tokens AS fullkv_mean_gen_tokens,
+       AVG(s.gen_tokens) / f.mean_gen_tokens AS length_ratio,
+       r.budget / f.mean_gen_tokens AS budget_ratio
+FROM v_run r
+JOIN samples s ON s.run_id = r.id
+LEFT JOIN v_fullkv_ref f ON f.model = r.model AND f.dataset = r.dataset_label
+     AND f.sampling IS r.sampling_json AND f.max_new_tokens IS r.max_new_tokens
+WHERE r.status = 'ok'
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
+         r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
+
+-- Throughput per batch size, OOM points included (status 'oom', tokens_per_s
+-- NULL); max_ok_batch_size is the largest batch size that ran for that line.
+CREATE VIEW v_throughput_by_batch AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batching, r.batch_size,
+       r.status, r.device, r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(*) AS n_runs,
+       SUM(r.n_samples) AS n_samples,
+       SUM(r.gen_tokens) AS gen_tokens,
+       SUM(r.wall_s) AS wall_s,
+       AVG(r.tokens_per_s) AS tokens_per_s,
+       MAX(r.peak_kv_bytes) AS peak_kv_bytes,
+       (SELECT MAX(o.batch_size) FROM v_run o
+         WHERE o.status = 'ok' AND o.model = r.model AND o.dataset_label = r.dataset_label
+           AND o.policy = r.policy AND o.budget IS r.budget AND o.batching = r.batching
+           AND o.device IS r.device AND o.sampling_json IS r.sampling_json
+           AND o.max_new_tokens IS r.max_new_tokens) AS max_ok_batch_size
+FROM v_run r
+WHERE r.status IN ('ok', 'oom')
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batching, r.batch_size, r.status,
+         r.device, r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batching, r.batch_size;
+
+-- Batch size 1 against larger padded / grouped / ragged / continuous batches.
+-- setting is 'bs1' for batch size 1 (no pads, so the mode does not matter),
+-- else the batching mode; bs1_accuracy is the same point's batch-size-1 accuracy.
+CREATE VIEW v_batching AS
+WITH pts AS (
+    SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget,
+           r.sampling_json AS sampling, r.max_new_tokens, r.batch_size,
+           CASE WHEN r.batch_size = 1 THEN 'bs1' ELSE r.batching END AS setting,
+           COUNT(DISTINCT r.id) AS n_runs,
+           COUNT(*) AS n_samples,
+           AVG(s.correct) AS accuracy,
+           AVG(s.gen_tokens) AS mean_gen_tokens
+    FROM v_run r JOIN samples s ON s.run_id = r.id
+    WHERE r.status = 'ok'
+    GROUP BY 1, 2, 3, 4, 5, 6, 7, 8
+)
+SELECT p.*, b.accuracy AS bs1_accuracy, p.accuracy - b.accuracy AS delta_vs_bs1
+FROM pts p
+LEFT JOIN pts b ON b.setting = 'bs1' AND b.model = p.model AND b.dataset = p.dataset
+     AND b.policy = p.policy AND b.budget IS p.budget AND b.sampling IS p.sampling
+     AND b.max_new_tokens IS p.max_new_tokens
+ORDER BY p.model, p.dataset, p.policy, p.budget, p.batch_size, p.setting;
+
+-- The SkipKV ablation: R-KV -> +sentence scoring -> +adaptive steering ->
+-- +batch grouping (the full preset), and the static-steering control.
+-- step orders the bars; batching tells the grouped from the ungrouped runs.
+CREATE VIEW v_ablation AS
+SELECT a.model, a.dataset, a.budget, a.batch_size, a.batching, a.sampling, a.max_new_tokens,
+       a.policy,
+       CASE a.policy WHEN 'rkv' THEN 0 WHEN 'skipkv-sent' THEN 1
+                     WHEN 'skipkv-sent-steer' THEN 2 WHEN 'skipkv' THEN 3
+                     WHEN 'seal-static' THEN 4 ELSE 5 END AS step,
+       a.n_runs, a.n_samples, a.accuracy, a.mean_gen_tokens,
+       a.fullkv_accuracy, a.fullkv_mean_gen_tokens
+FROM v_accuracy_by_budget a
+WHERE a.policy IN ('rkv', 'seal-static') OR a.policy LIKE 'skipkv%'
+ORDER BY a.model, a.dataset, a.budget, step, a.policy, a.batching, a.batch_size;
+
+-- PSS per trace (for distributions) and averaged over correct vs incorrect traces.
+CREATE VIEW v_pss_samples AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.id AS run_id,
+       s.sample_idx, s.item_id, s.correct, s.gen_tokens, s.n_sentences,
+       s.n_redundant_pairs, s.pss_max, s.pss_mean, s.n_nonexec
+FROM v_run r JOIN samples s ON s.run_id = r.id
+WHERE r.status = 'ok'
+  AND (s.pss_mean IS NOT NULL OR s.n_redundant_pairs IS NOT NULL OR s.n_nonexec IS NOT NULL);
+
+CREATE VIEW v_pss AS
+SELECT model, dataset, policy, budget, correct,
+       COUNT(*) AS n_samples,
+       AVG(pss_mean) AS mean_pss,
+       AVG(pss_max) AS mean_pss_max,
+       AVG(n_redundant_pairs) AS mean_redundant_pairs,
+       AVG(n_nonexec) AS mean_nonexec,
+       AVG(n_sentences) AS mean_sentences,
+       AVG(gen_tokens) AS mean_gen_tokens
+FROM v_pss_samples
+GROUP BY model, dataset, policy, budget, correct
+ORDER BY model, dataset, policy, budget, correct;
+
+-- Fidelity to FullKV (teacher-forced replay of FullKV traces).
+CREATE VIEW v_fidelity AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget,
+       r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(*) AS n_samples,
+       AVG(s.kl_mean) AS mean_kl,
+       AVG(s.top1_agree) AS top1_agree,
+       AVG(s.first_divergence) AS mean_first_divergence,
+       MIN(s.first_divergence) AS min_first_divergence
+FROM v_run r JOIN samples s ON s.run_id = r.id
+WHERE r.status = 'ok' AND (s.kl_mean IS NOT NULL OR s.top1_agree IS NOT NULL)
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget;
+
+-- KV memory per policy and budget: per sequence (comparable across batch
+-- sizes) and per batch, with the FullKV per-sequence peak as the reference.
+CREATE VIEW v_kv_by_budget AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batch_size, r.batching,
+       r.sampling_json AS sampling, r.max_new_tokens,
+       COUNT(DISTINCT r.id) AS n_runs,
+       COUNT(*) AS n_samples,
+       AVG(s.peak_kv_bytes) AS seq_peak_kv_bytes,
+       MAX(s.peak_kv_bytes) AS seq_max_peak_kv_bytes,
+       AVG(s.mean_kv_bytes) AS seq_mean_kv_bytes,
+       MAX(r.peak_kv_bytes) AS batch_peak_kv_bytes,
+       f.seq_peak_kv_bytes AS fullkv_seq_peak_kv_bytes
+FROM v_run r
+JOIN samples s ON s.run_id = r.id
+LEFT JOIN v_fullkv_ref f ON f.model = r.model AND f.dataset = r.dataset_label
+     AND f.sampling IS r.sampling_json AND f.max_new_tokens IS r.max_new_tokens
+WHERE r.status = 'ok'
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
+         r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
+
+PRAGMA user_version = 1;

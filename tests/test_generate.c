@@ -1,0 +1,429 @@
+/* test_generate.c - greedy continuations against transformers, batched ==
+ * one-at-a-time, EOS and length stops, bad requests, hooks. */
+#include "test.h"
+
+#include <cjson/cJSON.h>
+
+#include "kernels/backend.h"
+#include "model/generate.h"
+
+static struct backend *be;
+
+static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
+                             "tiny-qwen3"};
+#define SMOL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static cJSON *read_json(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    cJSON *j = NULL;
+    if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
+        s[n] = '\0';
+        j = cJSON_Parse(s);
+    }
+    free(s);
+    fclose(f);
+    return j;
+}
+
+static int *json_ints(const cJSON *arr, int *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
+    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
+    return v;
+}
+
+static struct model *open_model(const char *path)
+{
+    struct model_file *mf;
+    struct model *m = NULL;
+    struct eb_err e;
+    if (model_file_open(path, &mf, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return NULL;
+    }
+    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
+    model_file_close(mf);
+    return m;
+}
+
+static int same_tokens(const struct gen_result *r, const int *want, int n)
+{
+    if (r->n_tokens != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (r->tokens[i] != want[i]) return 0;
+    return 1;
+}
+
+/* The golden prompts of a tiny model, all in one batch, 32 greedy tokens each. */
+static void check_greedy(const char *name, const char *file)
+{
+    char path[512];
+    snprintf(path, sizeof path, "tests/fixtures/models/%s/golden.json", name);
+    cJSON *g = read_json(path);
+    snprintf(path, sizeof path, "tests/fixtures/models/%s%s", name, file);
+    struct model *m = g ? open_model(path) : NULL;
+    if (!m) { CHECK_MSG(0, "cannot load %s or its golden.json", path); cJSON_Delete(g); return; }
+    const cJSON *prompts = cJSON_GetObjectItem(g, "prompts"), *greedy = cJSON_GetObjectItem(g, "greedy");
+    int n = cJSON_GetArraySize(prompts);
+    struct gen_request req[8];
+    int *ids[8], *want[8], nw[8];
+    for (int i = 0; i < n; i++) {
+        ids[i] = json_ints(cJSON_GetArrayItem(prompts, i), &req[i].n_prompt);
+        want[i] = json_ints(cJSON_GetArrayItem(greedy, i), &nw[i]);
+        req[i].prompt = ids[i];
+        req[i].max_new = nw[i];
+        req[i].sampling = sampler_params_greedy();
+    }
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    struct gen_result res[8];
+    struct eb_err e;
+    CHECK(generate(m, req, n, &opt, res, NULL, &e) == 0);
+    for (int i = 0; i < n; i++) {
+        CHECK_MSG(same_tokens(&res[i], want[i], nw[i]), "%s prompt %d", path, i);
+        CHECK(res[i].finish == GEN_FINISH_LENGTH);
+    }
+    gen_results_free(res, n);
+    for (int i = 0; i < n; i++) {
+        free(ids[i]);
+        free(want[i]);
+    }
+    model_free(m);
+    cJSON_Delete(g);
+}
+
+static void test_greedy_golden(void)
+{
+    for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
+        check_greedy(TINY[i], "");
+        check_greedy(TINY[i], "/model.gguf");
+    }
+}
+
+/* Prompts of mixed lengths; deterministic ids. */
+enum { NP = 7 };
+static int prompt_buf[NP][64];
+static void make_requests(struct gen_request *req, int sample, int vocab)
+{
+    int lens[NP] = {5, 17, 1, 40, 9, 23, 2};
+    for (int i = 0; i < NP; i++) {
+        for (int t = 0; t < lens[i]; t++) prompt_buf[i][t] = (i * 131 + t * 29 + 7) % vocab;
+        req[i].prompt = prompt_buf[i];
+        req[i].n_prompt = lens[i];
+        req[i].max_new = 10 + 3 * i;
+        if (sample) {
+            struct sampler_params p = {0, 0.9f, 40, 0.9f, 1000 + (uint64_t)i};
+            req[i].sampling = p;
+        } else {
+            req[i].sampling = sampler_params_greedy();
+        }
+    }
+}
+
+static void check_batched_equals_single(const char *path, int sample)
+{
+    struct model *m = open_model(path);
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, sample, m->cfg.n_vocab);
+    struct gen_result single[NP], batch[NP], cont[NP];
+    struct eb_err e;
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    for (int i = 0; i < NP; i++) CHECK(generate(m, &req[i], 1, &opt, &single[i], NULL, &e) == 0);
+    /* All at once, prompts prefilled in chunks of 8 alongside the decodes. */
+    opt.prefill_chunk = 8;
+    struct gen_stats st;
+    CHECK(generate(m, req, NP, &opt, batch, &st, &e) == 0);
+    CHECK(st.prefill_tokens == 5 + 17 + 1 + 40 + 9 + 23 + 2);
+    CHECK(st.peak_kv_bytes > 0);
+    /* Two in flight, refilled as they finish. */
+    opt.max_live = 2;
+    opt.prefill_chunk = 0;
+    CHECK(generate(m, req, NP, &opt, cont, NULL, &e) == 0);
+    for (int i = 0; i < NP; i++) {
+        CHECK(single[i].n_tokens == req[i].max_new);
+        CHECK_MSG(same_tokens(&batch[i], single[i].tokens, single[i].n_tokens),
+                  "%s %s: sequence %d differs in the ragged batch", path, sample ? "sampled" : "greedy", i);
+        CHECK_MSG(same_tokens(&cont[i], single[i].tokens, single[i].n_tokens),
+                  "%s %s: sequence %d differs with 2 in flight", path, sample ? "sampled" : "greedy", i);
+        gen_results_free(&single[i], 1);
+    }
+    gen_results_free(batch, NP);
+    gen_results_free(cont, NP);
+    model_free(m);
+}
+
+static void test_batched_equals_single(void)
+{
+    check_batched_equals_single("tests/fixtures/models/tiny-qwen2", 0);
+    check_batched_equals_single("tests/fixtures/models/tiny-qwen2", 1);
+    check_batched_equals_single("tests/fixtures/models/tiny-llama/model.gguf", 0);
+    check_batched_equals_single("tests/fixtures/models/tiny-llama/model.gguf", 1);
+}
+
+static void test_seed_changes_output(void)
+{
+    struct model *m = open_model("tests/fixtures/models/tiny-qwen3");
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, 1, m->cfg.n_vocab);
+    req[1] = req[0];
+    req[1].sampling.seed = 77;
+    struct gen_result r[2];
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    struct eb_err e;
+    CHECK(generate(m, req, 2, &opt, r, NULL, &e) == 0);
+    CHECK(!same_tokens(&r[0], r[1].tokens, r[1].n_tokens));
+    gen_results_free(r, 2);
+    model_free(m);
+}
+
+/* A sequence stops at the first EOS id it samples; the others run on. */
+static void test_eos_and_length(void)
+{
+    cJSON *g = read_json("tests/fixtures/models/tiny-llama/golden.json");
+    struct model *m = g ? open_model("tests/fixtures/models/tiny-llama") : NULL;
+    if (!m) { CHECK(0); cJSON_Delete(g); return; }
+    int n0, n1, nw;
+    int *p0 = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "prompts"), 0), &n0);
+    int *p1 = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "prompts"), 1), &n1);
+    int *want = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "greedy"), 0), &nw);
+    int stop = want[4], first = 0;
+    while (want[first] != stop) first++;
+    struct gen_request req[2] = {{p0, n0, 32, sampler_params_greedy()},
+                                 {p1, n1, 32, sampler_params_greedy()}};
+    struct gen_options opt = {0};
+    int eos[2] = {stop, stop};
+    opt.eos_ids = eos;
+    opt.n_eos = 2;
+    struct gen_result r[2];
+    struct eb_err e;
+    CHECK(generate(m, req, 2, &opt, r, NULL, &e) == 0);
+    CHECK(r[0].finish == GEN_FINISH_EOS);
+    CHECK(same_tokens(&r[0], want, first));
+    CHECK(r[1].n_tokens > first || r[1].finish == GEN_FINISH_EOS);
+    for (int i = 0; i < r[1].n_tokens; i++) CHECK(r[1].tokens[i] != stop);
+    gen_results_free(r, 2);
+
+    /* The context clamps max_new: 7 prompt tokens in a context of 10 leave 3. */
+    opt.eos_ids = NULL;
+    opt.ignore_eos = 1;
+    opt.n_ctx = 10;
+    CHECK(generate(m, req, 1, &opt, r, NULL, &e) == 0);
+    CHECK(r[0].n_tokens == 3 && r[0].finish == GEN_FINISH_LENGTH);
+    CHECK(same_tokens(&r[0], want, 3));
+    gen_results_free(r, 1);
+    free(p0);
+    free(p1);
+    free(want);
+    model_free(m);
+    cJSON_Delete(g);
+}
+
+static void test_bad_requests(void)
+{
+    struct model *m = open_model("tests/fixtures/models/tiny-qwen2");
+    if (!m) { CHECK(0); return; }
+    int ids[200];
+    for (int i = 0; i < 200; i++) ids[i] = i % 200;
+    struct gen_request r = {ids, 5, 4, sampler_params_greedy()};
+    struct gen_options opt = {0};
+    struct gen_result res[2];
+    struct eb_err e;
+
+    r.n_prompt = 0;
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    CHECK(strstr(e.msg, "empty") != NULL);
+    r.n_prompt = 5;
+    r.max_new = 0;
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    CHECK(strstr(e.msg, ">= 1") != NULL);
+    r.max_new = 4;
+    r.n_prompt = 200; /* the tiny models' context is 128 */
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    CHECK(strstr(e.msg, "context") != NULL);
+    r.n_prompt = 5;
+    opt.mem_limit = m->weight_bytes + 1000;
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    CHECK(strstr(e.msg, "estimated") != NULL);
+    CHECK(generate_estimate_bytes(&m->cfg, m->weight_bytes, &r, 1, &opt) > m->weight_bytes + 1000);
+    opt.mem_limit = 0;
+    ids[2] = 100000;
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    ids[2] = 2;
+    r.sampling.greedy = 0;
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_p = 2.0f;
+    CHECK(generate(m, &r, 1, &opt, res, NULL, &e) == -1);
+    CHECK(generate(m, &r, 0, &opt, res, NULL, &e) == -1);
+    model_free(m);
+}
+
+/* Hooks: counts, the query ring, and compaction inside on_step. */
+struct hook_state {
+    int begins, ends, steps, layers, fail_at;
+    int compact_keep_all, compact_drop;
+    long long freed;
+    int ring_ok;
+};
+
+static int h_begin(void *ctx, int seq, const struct gen_request *r, struct kvcache *c, struct eb_err *e)
+{
+    (void)seq; (void)r; (void)e;
+    ((struct hook_state *)ctx)->begins++;
+    return c->next_pos == 0 ? 0 : -1;
+}
+
+static int h_step(void *ctx, int seq, int token, struct kvcache *c, struct eb_err *e)
+{
+    (void)seq; (void)token;
+    struct hook_state *h = ctx;
+    h->steps++;
+    if (h->fail_at && h->steps == h->fail_at) return eb_fail(e, "hook: stop here");
+    if (c->q_ring && c->q_count != (c->next_pos < c->q_window ? c->next_pos : c->q_window)) h->ring_ok = 0;
+    int keep[256];
+    for (int l = 0; l < c->n_layer; l++)
+        for (int k = 0; k < c->n_kv; k++) {
+            int len = kvcache_len(c, l, k), n = 0;
+            for (int i = 0; i < len; i++)
+                if (h->compact_keep_all || (h->compact_drop && (i < 2 || i >= len - 6))) keep[n++] = i;
+            if (!h->compact_keep_all && !h->compact_drop) continue;
+            int64_t fr = kvcache_compact(c, l, k, keep, n, e);
+            if (fr < 0) return -1;
+            h->freed += fr;
+        }
+    return 0;
+}
+
+static void h_end(void *ctx, int seq, const struct gen_result *r)
+{
+    (void)seq; (void)r;
+    ((struct hook_state *)ctx)->ends++;
+}
+
+static int h_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden, struct eb_err *e)
+{
+    (void)b; (void)layer; (void)hidden; (void)e;
+    ((struct hook_state *)ctx)->layers++;
+    return 0;
+}
+
+static void test_hooks(void)
+{
+    struct model *m = open_model("tests/fixtures/models/tiny-llama-tied");
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, 0, m->cfg.n_vocab);
+    struct gen_result plain[NP], hooked[NP];
+    struct eb_err e;
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    opt.max_live = 3;
+    CHECK(generate(m, req, NP, &opt, plain, NULL, &e) == 0);
+
+    struct hook_state hs = {0};
+    hs.ring_ok = 1;
+    hs.compact_keep_all = 1;
+    struct model_hooks mh = {&hs, 0, h_layer, NULL, NULL};
+    struct gen_hooks gh = {&hs, &mh, 4, h_begin, h_step, h_end};
+    opt.hooks = &gh;
+    struct gen_stats st;
+    CHECK(generate(m, req, NP, &opt, hooked, &st, &e) == 0);
+    int total = 0;
+    for (int i = 0; i < NP; i++) {
+        total += req[i].max_new;
+        /* Compacting with "keep everything" changes nothing. */
+        CHECK(same_tokens(&hooked[i], plain[i].tokens, plain[i].n_tokens));
+    }
+    CHECK(hs.begins == NP && hs.ends == NP && hs.steps == total);
+    CHECK(hs.layers == st.forward_calls * m->cfg.n_layer);
+    CHECK(hs.ring_ok);
+    CHECK(hs.freed == 0);
+    gen_results_free(hooked, NP);
+
+    /* Real eviction: positions continue, generation finishes, bytes are freed. */
+    hs = (struct hook_state){0};
+    hs.ring_ok = 1;
+    hs.compact_drop = 1;
+    CHECK(generate(m, req, NP, &opt, hooked, &st, &e) == 0);
+    CHECK(hs.freed > 0);
+    for (int i = 0; i < NP; i++) CHECK(hooked[i].n_tokens == req[i].max_new);
+    gen_results_free(hooked, NP);
+
+    /* A failing hook aborts with its message. */
+    hs = (struct hook_state){0};
+    hs.ring_ok = 1;
+    hs.fail_at = 5;
+    CHECK(generate(m, req, NP, &opt, hooked, NULL, &e) == -1);
+    CHECK(strstr(e.msg, "stop here") != NULL);
+    gen_results_free(plain, NP);
+    model_free(m);
+}
+
+static void test_smollm2(void)
+{
+    FILE *probe = fopen(SMOL_PATH, "rb");
+    if (!probe) SKIP("%s absent (make deps downloads it)", SMOL_PATH);
+    fclose(probe);
+    cJSON *g = read_json("tests/fixtures/models/smollm2-golden.json");
+    struct model *m = g ? open_model(SMOL_PATH) : NULL;
+    if (!m) { CHECK_MSG(0, "SmolLM2 fixtures or model unreadable"); cJSON_Delete(g); return; }
+    const cJSON *prompts = cJSON_GetObjectItem(g, "prompts"), *greedy = cJSON_GetObjectItem(g, "greedy");
+    const cJSON *chat = cJSON_GetObjectItem(g, "chat");
+    struct gen_request req[4];
+    int *ids[4], *want[4], nw[4];
+    for (int i = 0; i < 3; i++) {
+        ids[i] = json_ints(cJSON_GetArrayItem(prompts, i), &req[i].n_prompt);
+        want[i] = json_ints(cJSON_GetArrayItem(greedy, i), &nw[i]);
+        req[i].prompt = ids[i];
+        req[i].max_new = nw[i];
+        req[i].sampling = sampler_params_greedy();
+    }
+    ids[3] = json_ints(cJSON_GetObjectItem(chat, "prompt_ids"), &req[3].n_prompt);
+    want[3] = json_ints(cJSON_GetObjectItem(chat, "gen_ids"), &nw[3]);
+    req[3].prompt = ids[3];
+    req[3].max_new = 40;
+    req[3].sampling = sampler_params_greedy();
+    /* The golden continuations ignore EOS; the chat answer stops at <|im_end|>. */
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    struct gen_result r[4];
+    struct eb_err e;
+    CHECK(generate(m, req, 3, &opt, r, NULL, &e) == 0);
+    for (int i = 0; i < 3; i++) CHECK_MSG(same_tokens(&r[i], want[i], nw[i]), "prompt %d", i);
+    gen_results_free(r, 3);
+    opt.ignore_eos = 0;
+    CHECK(generate(m, &req[3], 1, &opt, &r[3], NULL, &e) == 0);
+    CHECK(same_tokens(&r[3], want[3], nw[3]));
+    CHECK(r[3].finish == (nw[3] < 40 ? GEN_FINISH_EOS : GEN_FINISH_LENGTH));
+    gen_results_free(&r[3], 1);
+    for (int i = 0; i < 4; i++) {
+        free(ids[i]);
+        free(want[i]);
+    }
+    model_free(m);
+    cJSON_Delete(g);
+}
+
+int main(void)
+{
+    be = backend_cpu_create(1); /* results do not depend on the thread count */
+    RUN(test_greedy_golden);
+    RUN(test_batched_equals_single);
+    RUN(test_seed_changes_output);
+    RUN(test_eos_and_length);
+    RUN(test_bad_requests);
+    RUN(test_hooks);
+    RUN(test_smollm2);
+    be->destroy(be);
+    return test_summary("generate");
+}
