@@ -59,6 +59,9 @@ deps:
 fuzz:
 	tools/fuzz/build.sh
 
+data:
+	tools/fetch_data.sh
+
 cuda:
 	$(MAKE) -C kernels/cuda
 

@@ -217,7 +217,12 @@ static int load_prompts(const char *path, const struct tokenizer *tok, enum chat
         n++;
         int erc = encode_prompt(tok, tpl, pr->valuestring, strlen(pr->valuestring), &it->ids, &it->n, e);
         cJSON_Delete(obj);
-        if (erc) { eb_wrap(e, path); goto done; }
+        if (erc) {
+            char where[300];
+            snprintf(where, sizeof where, "%.280s:%d", path, line_no);
+            eb_wrap(e, where);
+            goto done;
+        }
         p = next;
     }
     if (n == 0) { eb_fail(e, "%s: no prompts", path); goto done; }

@@ -48,14 +48,14 @@ int grade_math_equal(const char *pred, const char *ref);
 int grade_answer(const char *model_output, const char *reference, enum grade_dataset ds,
                  char **pred_out);
 
-/* The small LaTeX arithmetic evaluator behind the symbolic check
- * (grade_expr.c).  grade_expr_value: value of a constant expression such as
+/* The small LaTeX arithmetic evaluator that stands in for sympy
+ * (grade_expr.c).  grade_expr_value: the value of a constant expression such as
  * "\frac{\sqrt{3}}{2}" or "2\cdot3"; -1 when it does not parse or has free
- * symbols (\pi counts as a symbol, as in the reference).  grade_expr_equal:
- * *equal = 1 when the two expressions agree (numerically with rel_tol 1e-4 when
- * both are constant; at several points for their free symbols otherwise);
- * returns -1 when either does not parse. */
+ * symbols (\pi is a free symbol, as in the reference's LaTeX parser).
+ * grade_symbolic_equal: the reference's symbolic_equal - 1 when both parse and
+ * agree (constants: rel_tol 1e-4; with free symbols: as functions, at several
+ * points), or when neither parses and the strings are identical; else 0. */
 int grade_expr_value(const char *s, double *value);
-int grade_expr_equal(const char *a, const char *b, int *equal);
+int grade_symbolic_equal(const char *a, const char *b);
 
 #endif

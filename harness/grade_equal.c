@@ -1,12 +1,13 @@
 /* grade_equal.c - the reference's math_equal(pred, ref) on normalised strings.
  *
- * Checks in the reference's order (spec section 4): case-insensitive string
- * equality; multiple-choice letter; numbers (commas deleted, a trailing % means
- * /100) compared with isclose(rel_tol=1e-4) against ref, ref/100 and ref*100;
- * empty prediction; pmatrix vs {a,b} reference; bracket-insensitive strings;
- * tuples/intervals element-wise (bracket kinds ignored); pmatrix cell-wise;
- * equations; then the symbolic check, which the LaTeX evaluator in
- * grade_expr.c stands in for. */
+ * Checks in the reference's order (spec section 4; Qwen2.5-Math grader.py at
+ * a45202b): case-insensitive string equality; multiple-choice letter; numbers
+ * (commas deleted, a trailing % means /100) compared with isclose(rel_tol=1e-4)
+ * against ref, ref/100 and ref*100 - when both sides are numbers this is the
+ * verdict; empty prediction; pmatrix vs {a,b} reference; bracket-insensitive
+ * strings; tuples/intervals element-wise (bracket kinds ignored); pmatrix
+ * cell-wise; equations.  A structural rule that fails does not decide: the
+ * symbolic check runs last, and grade_expr.c stands in for sympy there. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +37,12 @@ static int parse_digits(const char *s, double *v)
     return rc;
 }
 
+/* Returns 1 equal, 0 not equal, -1 when either side is not a plain number
+ * (then the later checks decide). */
 static int numerically_equal(const char *pred, const char *ref)
 {
     double p, r;
-    if (parse_digits(pred, &p) || parse_digits(ref, &r)) return 0;
+    if (parse_digits(pred, &p) || parse_digits(ref, &r)) return -1;
     double candidates[3] = {r / 100, r, r * 100};  /* percentage leniency */
     for (int i = 0; i < 3; i++)
         if (gt_isclose(candidates[i], p, 1e-4)) return 1;
@@ -262,8 +265,7 @@ static char *remove_brackets(const char *s)
 static int bracketless_equal(const char *pred, const char *ref)
 {
     char *p, *r;
-    if ((has_format(pred, '[', ']') && !has_format(ref, '(', ')')) ||
-        (has_format(pred, '(', ')') && !has_format(ref, '[', ']'))) {
+    if ((has_format(pred, '[', ']') && ref[0] != '(') || (has_format(pred, '(', ')') && ref[0] != '[')) {
         p = gt_strip_chars(pred, "[]()", 1, 1);
         r = gt_strip_chars(ref, "[]()", 1, 1);
     } else {
@@ -276,15 +278,9 @@ static int bracketless_equal(const char *pred, const char *ref)
     return eq;
 }
 
-/* symbolic_equal: our evaluator where both sides parse; where neither does,
- * the reference compares the strings themselves. */
 static int symbolic_equal(const char *a, const char *b)
 {
-    int eq = 0;
-    if (grade_expr_equal(a, b, &eq) == 0) return eq;
-    double v;
-    if (grade_expr_value(a, &v) < 0 && grade_expr_value(b, &v) < 0) return !strcmp(a, b);
-    return 0;
+    return grade_symbolic_equal(a, b);
 }
 
 /* "lhs - (rhs)" of an equation with one '='. */
@@ -329,17 +325,21 @@ static int is_simple_equation(const char *s)
     return simple;
 }
 
+/* After the string and number checks: each structural rule may prove
+ * equality; when none does, the symbolic check decides. */
 static int structural_equal(const char *pred, const char *ref, int depth)
 {
     if (bracketless_equal(pred, ref)) return 1;
-    if (is_list_format(pred) && is_list_format(ref)) return compare_lists(pred, ref, depth);
-    if (is_matrix_format(pred) && is_matrix_format(ref)) return compare_matrices(pred, ref, depth);
-    if (gt_count_char(pred, '=') == 1 && gt_count_char(ref, '=') == 1)
-        return equations_equal(pred, ref);
-    if (is_simple_equation(pred) && !strchr(ref, '='))
-        return equal_rec(strchr(pred, '=') + 1, ref, depth + 1);
-    if (is_simple_equation(ref) && !strchr(pred, '='))
-        return equal_rec(pred, strchr(ref, '=') + 1, depth + 1);
+    if (is_list_format(pred) && is_list_format(ref) && compare_lists(pred, ref, depth)) return 1;
+    if (is_matrix_format(pred) && is_matrix_format(ref) && compare_matrices(pred, ref, depth))
+        return 1;
+    if (gt_count_char(pred, '=') == 1 && gt_count_char(ref, '=') == 1) {
+        if (equations_equal(pred, ref)) return 1;
+    } else if (is_simple_equation(pred) && !strchr(ref, '=')) {
+        if (equal_rec(strchr(pred, '=') + 1, ref, depth + 1)) return 1;
+    } else if (is_simple_equation(ref) && !strchr(pred, '=')) {
+        if (equal_rec(pred, strchr(ref, '=') + 1, depth + 1)) return 1;
+    }
     return symbolic_equal(pred, ref);
 }
 
@@ -354,7 +354,8 @@ static int equal_rec(const char *pred, const char *ref, int depth)
         eq = 1;
         goto done;
     }
-    if (numerically_equal(pred, ref)) { eq = 1; goto done; }
+    int num = numerically_equal(pred, ref);  /* both numbers: this is the verdict */
+    if (num >= 0) { eq = num; goto done; }
     if (!*pred) goto done;
     if (strstr(sp, "pmatrix") && !strstr(sr, "pmatrix")) {
         char *m = str_to_pmatrix(sr);

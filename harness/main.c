@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd_generate.h"
 #include "commands.h"
 
 struct command {
@@ -13,6 +14,8 @@ struct command {
 static const struct command commands[] = {
     {"info", cmd_info, "describe a model file: architecture, dims, tensors"},
     {"tokenize", cmd_tokenize, "print token ids of a text and the round trip"},
+    {"generate", cmd_generate, "generate text for one prompt or a JSONL file of prompts"},
+    {"bench", cmd_bench, "tokens/s, KV memory and policy overhead on a model"},
 };
 
 static void usage(FILE *f)

@@ -31,6 +31,42 @@ struct attn_args {
                               slots a query cannot see are 0 */
 };
 
+/* ---- scoring primitives for eviction policies (kernels/cpu/cpu_score.c) ----
+ * kernels/ does not know what a policy is: these are the per-token score
+ * vectors a policy combines in plain C.  Each works on one kv head. */
+
+enum score_gqa {
+    SCORE_GQA_MAX = 0,  /* max of the group's logits, before the softmax */
+    SCORE_GQA_MEAN = 1  /* mean of the group's logits, before the softmax */
+};
+enum score_pool { SCORE_POOL_MAX = 0, SCORE_POOL_AVG = 1 };
+
+struct window_score_args {
+    float *out;               /* [n_cand]: mean over the n_q rows of the softmax probabilities */
+    const float *q;           /* [n_q][n_head*head_dim] post-RoPE queries, oldest first; the
+                                 last row is the query of key len-1 */
+    const float *k;           /* [len][head_dim]: the keys of kv head kv_head */
+    int n_head, n_kv, kv_head, head_dim;
+    int n_q;                  /* query rows, >= 1 */
+    int len;                  /* keys held */
+    int n_cand;               /* scored keys are [0, n_cand), 1 <= n_cand <= len */
+    int softmax_all;          /* 0: softmax over the candidates only (no mask needed: they
+                                 precede every query); 1: over every key row i can see,
+                                 [0, len - n_q + i] (causal inside the window) */
+    enum score_gqa gqa;       /* how the n_head/n_kv query heads of the group are pooled */
+    const unsigned char *pad; /* host [len] or NULL: 1 marks a pad key (probability 0) */
+    float scale;              /* usually 1/sqrt(head_dim) */
+};
+
+struct redundancy_args {
+    float *out;               /* [len]: R = softmax_j(mean_i C[i][j]) */
+    const float *k;           /* [len][head_dim] keys of one kv head */
+    int len, head_dim;
+    float threshold;          /* C[i][j] > threshold counts as similar (0.5) */
+    int no_match_zero_col0;   /* reference quirk: a row with no similar key zeroes C[i][0] */
+    const unsigned char *pad; /* host [len] or NULL: pad keys count as zero vectors */
+};
+
 struct backend {
     const char *name;
     void *impl;
@@ -67,6 +103,22 @@ struct backend {
     void (*attention)(struct backend *be, const struct attn_args *a);
 
     void (*destroy)(struct backend *be);
+
+    /* ---- scoring primitives (may be NULL on a backend that lacks them; the
+     * policies then fail with a clear error).  Return 0, or -1 on bad
+     * arguments or no scratch memory. ---- */
+    /* Window attention importance: logits S = q k^T * scale, pooled over the
+     * GQA group, softmax (see softmax_all), mean over the n_q rows. */
+    int (*window_scores)(struct backend *be, const struct window_score_args *a);
+    /* 1-D pooling with stride 1 and padding kernel/2 (kernel odd): max (pads
+     * are -inf) or average (pads count as zeros, divided by kernel).  out != in. */
+    int (*pool1d)(struct backend *be, float *out, const float *in, int n, int kernel,
+                  enum score_pool mode);
+    /* Key-key redundancy of one kv head: cosine matrix C of the normalised keys
+     * (k / (|k| + 1e-8)) with a zero diagonal; in each row the largest column j
+     * with C[i][j] > threshold is zeroed (the most recent near-duplicate is
+     * protected); then the column mean over all rows, then a softmax. */
+    int (*key_redundancy)(struct backend *be, const struct redundancy_args *a);
 };
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores. */

@@ -333,15 +333,22 @@ int bpe_encode_word(const struct bpe *b, const unsigned char *raw, size_t len, i
         }
     }
     if (scratch_reserve(sc, len, e) != 0) return -1;
+    /* One symbol per byte.  A byte without a token of its own (SmolLM2 lacks
+     * some control characters) is dropped, as Hugging Face does without an
+     * unk token; its neighbours become adjacent and may merge. */
+    size_t ns = 0;
     for (size_t i = 0; i < len; i++) {
         int id = b->byte_id[raw[i]];
-        if (id < 0) return eb_fail(e, "byte 0x%02X has no token in the vocabulary", raw[i]);
-        sc->id[i] = id;
-        sc->prev[i] = (int32_t)i - 1;
-        sc->next[i] = (i + 1 < len) ? (int32_t)i + 1 : -1;
+        if (id < 0) continue;
+        sc->id[ns] = id;
+        sc->prev[ns] = (int32_t)ns - 1;
+        sc->next[ns] = (int32_t)ns + 1;
+        ns++;
     }
+    if (ns == 0) return 0;
+    sc->next[ns - 1] = -1;
     size_t hn = 0;
-    for (size_t i = 0; i + 1 < len; i++) {
+    for (size_t i = 0; i + 1 < ns; i++) {
         if (push_pair(b, sc, &hn, (int32_t)i, e) != 0) return -1;
     }
     while (hn > 0) {

@@ -132,7 +132,7 @@ int generate_check(const struct model_config *c, size_t weight_bytes, int weight
         if (weights_loaded) limit += weight_bytes; /* already resident, not in "available" */
     }
     if (need > limit)
-        return eb_fail(e, "generate: a batch of %d sequences needs an estimated %zu bytes "
+        return eb_fail(e, "generate: a batch of %d sequence(s) needs an estimated %zu bytes "
                           "(weights %zu + KV cache + activations), more than the %zu bytes %s",
                        live_count(opt, n), need, weight_bytes, limit,
                        opt->mem_limit ? "allowed" : "available");

@@ -431,6 +431,12 @@ static int open_hf(struct model_file *mf, struct eb_err *e)
 
 /* ---- open / close ---- */
 
+static int ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && strcmp(s + n - m, tail) == 0;
+}
+
 int model_file_open(const char *path_or_name, struct model_file **out, struct eb_err *e)
 {
     *out = NULL;
@@ -444,6 +450,9 @@ int model_file_open(const char *path_or_name, struct model_file **out, struct eb
             rc = eb_fail(e, "%s: cannot stat", mf->path);
         else if (S_ISDIR(sb.st_mode))
             rc = open_hf(mf, e);
+        else if (ends_with(mf->path, ".safetensors") || ends_with(mf->path, ".json"))
+            rc = eb_fail(e, "%s: give the Hugging Face checkpoint directory, not one of its files",
+                         mf->path);
         else
             rc = open_gguf(mf, e);
     }

@@ -170,8 +170,11 @@ static int build(const cJSON *root, struct tokenizer **out, struct eb_err *e)
         }
     }
     if (bpe_index_vocab(&t->bpe, e) != 0) goto fail;
-    for (int i = 0; i < n_merges; i++) {
-        if (add_merge(t, cJSON_GetArrayItem(merges, i), i, e) != 0) goto fail;
+    int rank = 0;
+    if (merges) {
+        cJSON_ArrayForEach(it, merges) { /* not GetArrayItem: that walks the list each time */
+            if (add_merge(t, it, rank++, e) != 0) goto fail;
+        }
     }
     if (tok_finish(t, e) != 0) goto fail;
     *out = t;

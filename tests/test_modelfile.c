@@ -396,11 +396,15 @@ static void test_bad_directories(void)
 
 static void test_bad_files(void)
 {
+    expect_open_fails(ST_DIR "/qwen2/model.safetensors",
+                      "model.safetensors: give the Hugging Face checkpoint directory");
     /* not GGUF */
     struct model_file *mf = NULL;
     struct eb_err e = {{0}};
-    CHECK(model_file_open(ST_DIR "/values.safetensors", &mf, &e) == -1 && mf == NULL);
-    CHECK_MSG(strncmp(e.msg, ST_DIR "/values.safetensors: ", strlen(ST_DIR) + 20) == 0, "%s", e.msg);
+    CHECK(model_file_open(ST_DIR "/llama/expected.json.x", &mf, &e) == -1 && mf == NULL);
+    CHECK(model_file_open(ST_DIR "/qwen2/expected.json", &mf, &e) == -1 && mf == NULL);
+    CHECK(model_file_open("tests/test.h", &mf, &e) == -1 && mf == NULL);
+    CHECK_MSG(strncmp(e.msg, "tests/test.h: ", 14) == 0, "%s", e.msg);
     /* a GGUF truncated in its tensor data */
     char tmp[] = "/tmp/eb_mf_XXXXXX";
     int fd = mkstemp(tmp);

@@ -14,9 +14,9 @@
 #include "model/tokenizer.h"
 
 /* Returns NULL with why filled (missing xz or fixture) or the load error. */
-static struct tokenizer *tok_fixture_load(const char *name, char *why, size_t why_cap)
+static inline struct tokenizer *tok_fixture_load(const char *name, char *why, size_t why_cap)
 {
-    char xz[256], cfg[256], dir[] = "/tmp/eb_tok_XXXXXX", cmd[1024], json[512];
+    char xz[256], cfg[256], dir[] = "/tmp/eb_tok_XXXXXX", cmd[2048], json[512];
     snprintf(xz, sizeof xz, "tests/fixtures/tok/%s.tokenizer.json.xz", name);
     snprintf(cfg, sizeof cfg, "tests/fixtures/tok/%s.tokenizer_config.json", name);
     if (access(xz, R_OK) != 0) { snprintf(why, why_cap, "%s missing", xz); return NULL; }
@@ -41,7 +41,7 @@ static struct tokenizer *tok_fixture_load(const char *name, char *why, size_t wh
 }
 
 /* All lines of a JSONL file parsed; *n set.  NULL if the file is unreadable. */
-static cJSON **tok_fixture_jsonl(const char *path, int *n)
+static inline cJSON **tok_fixture_jsonl(const char *path, int *n)
 {
     *n = 0;
     FILE *f = fopen(path, "rb");
@@ -65,14 +65,14 @@ static cJSON **tok_fixture_jsonl(const char *path, int *n)
     return rows;
 }
 
-static void tok_fixture_free_rows(cJSON **rows, int n)
+static inline void tok_fixture_free_rows(cJSON **rows, int n)
 {
     for (int i = 0; i < n; i++) cJSON_Delete(rows[i]);
     free(rows);
 }
 
 /* Compare ids with a JSON array of numbers. */
-static int tok_fixture_ids_equal(const int *ids, int n, const cJSON *arr)
+static inline int tok_fixture_ids_equal(const int *ids, int n, const cJSON *arr)
 {
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != n) return 0;
     int i = 0;
@@ -84,7 +84,7 @@ static int tok_fixture_ids_equal(const int *ids, int n, const cJSON *arr)
     return 1;
 }
 
-static void tok_fixture_print_ids(const char *label, const int *ids, int n)
+static inline void tok_fixture_print_ids(const char *label, const int *ids, int n)
 {
     fprintf(stderr, "    %s:", label);
     for (int i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);

@@ -88,5 +88,8 @@ struct backend *backend_cpu_create(int n_threads)
     be->gather_rows = cpu_gather_rows;
     be->attention = cpu_attention;
     be->destroy = cpu_destroy;
+    be->window_scores = cpu_window_scores;
+    be->pool1d = cpu_pool1d;
+    be->key_redundancy = cpu_key_redundancy;
     return be;
 }

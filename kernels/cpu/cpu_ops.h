@@ -9,7 +9,7 @@
 #include "kernels/backend.h"
 
 struct cpu_impl {
-    int n_threads; /* for OpenMP regions and OpenBLAS calls alike */
+    int n_threads; /* OpenMP threads per op (OpenBLAS itself runs single-threaded) */
 };
 
 static inline int cpu_threads(const struct backend *be)
@@ -32,5 +32,10 @@ void cpu_embed(struct backend *be, float *y, const float *table, const int *ids,
 void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
                      int dim);
 void cpu_attention(struct backend *be, const struct attn_args *a);
+/* cpu_score.c: scoring primitives for eviction policies */
+int cpu_window_scores(struct backend *be, const struct window_score_args *a);
+int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,
+               enum score_pool mode);
+int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a);
 
 #endif

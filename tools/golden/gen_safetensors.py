@@ -236,6 +236,18 @@ def write_fuzz_seeds():
         cut = head + f.read(n) + b"\0" * 64
     with open(os.path.join(d, "seed_truncated_qwen3"), "wb") as f:
         f.write(cut)
+    # Header JSON alone: the fuzzer also parses each input behind a correct
+    # length prefix, which is how these reach the tensor checks.
+    json_seeds = {
+        "seed_json_a": {"__metadata__": {"format": "pt"},
+                        "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                        "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}},
+        "seed_json_b": {"x": {"dtype": "F16", "shape": [], "data_offsets": [0, 2]},
+                        "y": {"dtype": "F16", "shape": [0, 5], "data_offsets": [2, 2]}},
+    }
+    for name, header in json_seeds.items():
+        with open(os.path.join(d, name), "w") as f:
+            f.write(json.dumps(header))
     for f in os.listdir(d):
         os.chmod(os.path.join(d, f), 0o644)
 

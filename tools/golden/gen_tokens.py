@@ -176,7 +176,8 @@ def test_strings(specials, llama_inputs):
     s += ["", " ", "  ", "   ", "    ", "\t", "\t\t", "\n", "\n\n", "\n\n\n", "\r\n", "\r\n\r\n", " \n", "\n ",
           "a  b", "a   b", "a\tb", "a \tb", "a\t b", "a\nb", "a\n\nb", "a \n b", "a\n\n\n\nb", "trailing space ",
           "trailing spaces   ", "trailing tab\t", "trailing newline\n", "  leading", "\n\nleading newlines",
-          "mixed \t\n \t\n text", "a\u00a0b", "a\u3000b", "a\u2009b", "x\u000bx\u000cx", "end  \n", " \t \n"]
+          "mixed \t\n \t\n text", "a\u00a0b", "a\u3000b", "a\u2009b", "x\u000bx\u000cx", "end  \n", " \t \n",
+          "ctl\x01\x04\x7fchars", "\x1b[0m reset", "a \x04\x04 b", "\x04", "bell\x07"]
     # CJK, other scripts
     s += ["你好，世界！", "我爱北京天安门", "日本語のテキスト", "カタカナとひらがな", "한국어 텍스트입니다", "中文English混合",
           "Привет, мир!", "Ελληνικά", "مرحبا بالعالم", "שלום עולם", "नमस्ते दुनिया", "ภาษาไทย", "Tiếng Việt",

@@ -1,0 +1,130 @@
+/* config.h - experiment configs (experiments/*.json): parsing and validation.
+ *
+ * A config names the models, datasets, prompt template, policies (with
+ * parameters; a list value sweeps), budgets, batch sizes, batching modes,
+ * sampling and length limits of a sweep.  Everything is checked before
+ * anything runs, and every message carries the JSON path of the offending
+ * value: "experiments/x.json: $.policies[2].budget: expected an integer".
+ * Unknown keys are rejected.  sweep.h turns a config into points.
+ *
+ * Keys (types; default):
+ *   name            string; the file's base name
+ *   description     string; ignored
+ *   mode            "generate" | "fidelity"; "generate"
+ *   models          string or [string]: registry names or paths   (required)
+ *   datasets        string or [string | {name, limit, offset, fallback}]  (required)
+ *                   fallback: the dataset used when name's data file is absent
+ *   prompt          template name, see prompt_templates(); "r1-boxed"
+ *   policies        string or [string | {name, budget(s), PARAM: value or [values]}];
+ *                   ["fullkv"]
+ *   budgets         int or [int] (tokens; ignored by fullkv); [1024]
+ *   batch_sizes     int or [int]; [1]
+ *   batching        mode or [modes]: "padded" | "grouped" | "ragged" | "continuous"; "ragged"
+ *   sampling        "greedy" or {greedy, temperature, top_p, top_k, n_samples, seed}; "greedy"
+ *   max_new_tokens  int; 1024
+ *   max_total_tokens int: prompt + generation cap per sample; none
+ *   max_kv_bytes    int: KV-cache cap of a whole batch; exceeding it is status 'oom'; none
+ *   seed            int: shorthand for sampling.seed; 0 */
+#ifndef EB_CONFIG_H
+#define EB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/err.h"
+
+enum exp_batching { BATCHING_PADDED = 0, BATCHING_GROUPED, BATCHING_RAGGED, BATCHING_CONTINUOUS };
+enum exp_mode { EXP_MODE_GENERATE = 0, EXP_MODE_FIDELITY };
+
+/* A named prompt: the chat template it is rendered with and the user text,
+ * in which "{problem}" stands for the problem. */
+struct prompt_template {
+    const char *name;   /* "r1-boxed" */
+    const char *chat;   /* "r1" | "chatml" | "raw" (model/tokenizer.h) */
+    int add_bos;        /* 1: prepend the tokenizer's BOS id (raw prompts) */
+    const char *user;
+    const char *about;
+};
+
+struct exp_dataset {
+    char *name;         /* registry name, e.g. "gsm8k" or "synthetic:20:1" */
+    char *fallback;     /* NULL: none */
+    int offset;
+    int limit;          /* -1: every item from offset */
+};
+
+struct exp_policy {
+    char *name;
+    int64_t *budgets;   /* own budgets, NULL: the config's */
+    int n_budgets;
+    cJSON *params;      /* object: parameter -> value, or array of values (swept) */
+};
+
+struct exp_sampling {
+    int greedy;
+    double temperature, top_p;
+    int top_k;
+    int n_samples;      /* samples per problem; pass@1 = mean over them */
+    uint64_t seed;      /* sample j of item i uses seed + i * n_samples + j */
+};
+
+struct exp_config {
+    char *source;       /* the path, for messages */
+    char *name;
+    char *json;         /* the config as unformatted JSON (stored with the experiment) */
+    enum exp_mode mode;
+    char **models;
+    int n_models;
+    struct exp_dataset *datasets;
+    int n_datasets;
+    const struct prompt_template *prompt;
+    struct exp_policy *policies;
+    int n_policies;
+    int64_t *budgets;
+    int n_budgets;
+    int *batch_sizes;
+    int n_batch_sizes;
+    enum exp_batching *batchings;
+    int n_batchings;
+    struct exp_sampling sampling;
+    int max_new_tokens;
+    int max_total_tokens;   /* 0: none */
+    int64_t max_kv_bytes;   /* 0: none */
+};
+
+/* The prompt templates, in listing order; *n receives the count. */
+const struct prompt_template *prompt_templates(int *n);
+const struct prompt_template *prompt_template_find(const char *name);
+
+/* The user text for one problem (malloc'd); NULL when out of memory. */
+char *prompt_user_text(const struct prompt_template *t, const char *problem);
+
+/* Canonical description of a template for the run key: chat, BOS and user
+ * text (malloc'd); NULL when out of memory. */
+char *prompt_template_key(const struct prompt_template *t);
+
+const char *batching_name(enum exp_batching b);
+int batching_parse(const char *s, enum exp_batching *out);
+
+/* Parse and validate config text.  source names it in messages.  On failure
+ * *out is left empty (safe to free). */
+int exp_config_parse(const char *text, size_t len, const char *source, struct exp_config *out,
+                     struct eb_err *e);
+
+/* Read a config: a path ending in ".json", or NAME for experiments/NAME.json. */
+int exp_config_load(const char *path_or_name, struct exp_config *out, struct eb_err *e);
+
+void exp_config_free(struct exp_config *c);
+
+/* Check before running that every model file, dataset (or its fallback) and
+ * policy exists; the message says which one is missing and how to get it. */
+int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
+                               struct eb_err *e);
+
+/* The dataset a config entry resolves to in data_dir: name when available,
+ * else fallback when given and available, else NULL. */
+const char *exp_dataset_resolve(const struct exp_dataset *d, const char *data_dir);
+
+#endif

@@ -1,0 +1,84 @@
+/* plots.h - figures from the results database: every figure's view exported to
+ * tab-separated data files, then rendered by gnuplot (plots/*.gp) as PNG and SVG.
+ *
+ * One figure is drawn per panel (e.g. per model, dataset and batch setting);
+ * its data file holds the view's rows for that panel, one block (gnuplot
+ * `index`) per series.  A figure whose view has no rows is skipped and
+ * reported, never rendered empty.  plots/README.md lists the figures, the
+ * view each reads and the columns of its data files.
+ *
+ * The view helpers (view_rows_*) and the label helpers are shared with
+ * harness/tables.c. */
+#ifndef EB_PLOTS_H
+#define EB_PLOTS_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+struct store;
+
+/* ---- query results held in memory ------------------------------------- */
+
+/* Every row of one query, values as text (NULL for SQL NULL). */
+struct view_rows {
+    int ncols;
+    int nrows;
+    int cap;
+    char **names;               /* ncols column names */
+    char **cells;               /* nrows * ncols, row-major */
+};
+
+int view_rows_load(struct store *s, const char *sql, struct view_rows *out, struct eb_err *e);
+void view_rows_free(struct view_rows *t);
+/* Column index by name, -1 when absent. */
+int view_col(const struct view_rows *t, const char *name);
+/* Cell text; NULL for SQL NULL or an index out of range. */
+const char *view_cell(const struct view_rows *t, int row, int col);
+/* The cell as a number; NAN when NULL or not a number. */
+double view_num(const struct view_rows *t, int row, int col);
+
+/* ---- labels shared by figures and tables ------------------------------ */
+
+/* "greedy", "T=0.6, top-p=0.95, 4 samples" ... from a runs.sampling_json. */
+void describe_sampling(const char *sampling_json, char *out, size_t n);
+/* "batch 1" or "batch 10, padded". */
+void describe_batching(const char *batch_size, const char *batching, char *out, size_t n);
+
+/* ---- rendering -------------------------------------------------------- */
+
+enum plots_event {
+    PLOTS_DATA,                 /* text: a data file written */
+    PLOTS_FIGURE,               /* text: a figure written (path without .png/.svg) */
+    PLOTS_SKIPPED               /* text: why a figure or panel was not drawn */
+};
+
+/* Called for every event; figure is the figure's name (e.g. "accuracy_vs_budget"). */
+typedef void (*plots_note_fn)(void *ctx, enum plots_event ev, const char *figure,
+                              const char *text);
+
+struct plots_options {
+    const char *out_dir;        /* figures go here, data files under <out_dir>/data */
+    const char *script_dir;     /* the .gp scripts; NULL: "plots" */
+    const char *gnuplot;        /* executable; NULL: "gnuplot" (found on PATH) */
+    int render;                 /* 0: write the data files only */
+    plots_note_fn note;         /* may be NULL */
+    void *ctx;
+};
+
+/* Names of the figures, in the order they are made; NULL past the end. */
+const char *plots_figure_name(int i);
+
+/* Export and (when o->render) render every figure that has rows.  Directories
+ * are created as needed.  Fails on the first error (a query, a file, gnuplot
+ * exiting non-zero: the message then carries the tail of its log). */
+int plots_make(struct store *s, const struct plots_options *o, struct eb_err *e);
+
+/* 0 when the gnuplot executable runs and has the pngcairo and svg terminals;
+ * -1 with the reason otherwise. */
+int plots_gnuplot_check(const char *gnuplot, struct eb_err *e);
+
+/* Create a directory and its parents (like mkdir -p). */
+int plots_mkdirs(const char *path, struct eb_err *e);
+
+#endif
