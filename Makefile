@@ -40,7 +40,7 @@ $(BUILD)/evictbench: $(BUILD)/harness/main.o $(BUILD)/libevictbench.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 evictbench: $(BUILD)/evictbench
-	@if [ "$(SAN)" != "1" ]; then cp $(BUILD)/evictbench evictbench; fi
+	@if [ "$(SAN)" != "1" ]; then rm -f evictbench && cp $(BUILD)/evictbench evictbench; fi
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h
 	@mkdir -p $(dir $@)

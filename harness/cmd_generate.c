@@ -11,8 +11,10 @@
 #include "../model/generate.h"
 #include "../model/model_tokenizer.h"
 #include "../model/unicode.h"
+#include "../policies/registry.h"
 #include "cli.h"
 #include "cmd_generate.h"
+#include "policy_glue.h"
 
 static void print_help(void)
 {
@@ -28,15 +30,20 @@ static void print_help(void)
         "  --temperature T --top-p P --top-k K   sampling (top-p 1 and top-k 0 disable the cuts)\n"
         "  --seed S             sampling seed; prompt i of a file uses S + i (default 0)\n"
         "  --batch B            sequences generated together (default 8)\n"
-        "  --out FILE           write the JSONL results to FILE instead of stdout\n"
+        "  --out FILE           write the JSONL results to FILE instead of stdout (with\n"
+        "                       --prompt: the text still streams, FILE gets its JSONL line)\n"
         "  --stats              print prefill/decode tokens/s and KV bytes to stderr\n"
         "  --threads N          CPU threads (default: all cores)\n"
-        "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n");
+        "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n"
+        "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
+        "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
+        "  --budget N           KV slots per layer and kv head after a compression (the\n"
+        "                       policy's window included)\n");
 }
 
 struct gen_cli {
-    const char *model, *chat, *prompt, *prompts_path, *out_path;
-    long max_new, batch, threads, top_k, mem_limit_mb;
+    const char *model, *chat, *prompt, *prompts_path, *out_path, *policy;
+    long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
     int greedy_flag, sampling_flag, stats;
@@ -65,11 +72,15 @@ static int stream_step(void *ctx, int seq, int token, struct kvcache *cache, str
     size_t len;
     const char *b = tokenizer_token_bytes(s->tok, token, &len);
     if (!b) return 0;
-    char buf[512];
-    if (len + 16 > sizeof buf) len = sizeof buf - 16;
-    size_t n = utf8_stream_feed(&s->us, b, len, buf, sizeof buf);
+    /* Invalid bytes may expand to U+FFFD (3 bytes each): size for the worst case. */
+    char small[512], *buf = small;
+    size_t cap = 3 * len + 16;
+    if (cap > sizeof small && !(buf = malloc(cap))) return eb_fail(e, "out of memory");
+    if (buf == small) cap = sizeof small;
+    size_t n = utf8_stream_feed(&s->us, b, len, buf, cap);
     fwrite(buf, 1, n, stdout);
     fflush(stdout);
+    if (buf != small) free(buf);
     return 0;
 }
 
@@ -90,7 +101,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--prompts") || !strcmp(o, "--out") || !strcmp(o, "--max-new") ||
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
-            !strcmp(o, "--mem-limit")) {
+            !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -100,6 +111,8 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--prompt")) a->prompt = v;
         else if (!strcmp(o, "--prompts")) a->prompts_path = v;
         else if (!strcmp(o, "--out")) a->out_path = v;
+        else if (!strcmp(o, "--policy")) a->policy = v;
+        else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
@@ -123,6 +136,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         }
     }
     if (!a->model) return cli_error("generate: missing --model (see evictbench generate --help)"), -1;
+    if (a->budget && !a->policy) return cli_error("generate: --budget needs --policy"), -1;
     if (!a->prompt == !a->prompts_path)
         return cli_error("generate: give exactly one of --prompt TEXT and --prompts FILE"), -1;
     if (a->greedy_flag && a->sampling_flag)
@@ -295,10 +309,21 @@ int cmd_generate(int argc, char **argv)
     struct prompt_item *items = NULL;
     struct gen_request *reqs = NULL;
     struct gen_result *res = NULL;
+    struct policy *pol = NULL;
+    struct policy_glue *glue = NULL;
     int n = 0, rc = 1;
 
     if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
     if (model_file_tokenizer(mf, &tok, &e)) { cli_error(e.msg); goto done; }
+    if (a.policy) { /* a bad policy or budget fails before the weights load */
+        struct policy_model pm = policy_model_of_config(model_file_config(mf));
+        pm.tok = tok;
+        pm.model_name = a.model;
+        if (policy_create(a.policy, &pm, &pol, &e) || policy_check_budget(pol, (int)a.budget, &e)) {
+            cli_errorf("generate: %s", e.msg);
+            goto done;
+        }
+    }
     if (a.prompt) {
         items = calloc(1, sizeof *items);
         if (!items) { cli_error("generate: out of memory"); goto done; }
@@ -348,6 +373,15 @@ int cmd_generate(int argc, char **argv)
         hooks.on_step = stream_step;
         opt.hooks = &hooks;
     }
+    struct gen_hooks policy_hooks;
+    if (pol) {
+        if (policy_glue_create(pol, (int)a.budget, m, &glue, &e)) {
+            cli_errorf("generate: %s", e.msg);
+            goto done;
+        }
+        policy_glue_hooks(glue, a.prompt ? &hooks : NULL, &policy_hooks);
+        opt.hooks = &policy_hooks;
+    }
     struct gen_stats st;
     if (generate(m, reqs, n, &opt, res, &st, &e)) {
         if (a.prompt) fflush(stdout);
@@ -360,7 +394,9 @@ int cmd_generate(int argc, char **argv)
         fwrite(tail, 1, tn, stdout);
         putchar('\n');
         fflush(stdout);
-    } else if (write_results(a.out_path, tok, items, res, n, &e)) {
+    }
+    /* JSONL for a file of prompts, and for a single prompt when --out asks for it. */
+    if ((!a.prompt || a.out_path) && write_results(a.out_path, tok, items, res, n, &e)) {
         cli_errorf("generate: %s", e.msg);
         goto done;
     }
@@ -374,6 +410,19 @@ int cmd_generate(int argc, char **argv)
                 gen);
         fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes\n", st.peak_kv_bytes,
                 st.est_bytes);
+        if (glue) {
+            struct policy_glue_stats ps;
+            policy_glue_stats(glue, &ps);
+            double fwd = st.prefill_s + st.decode_s;
+            fprintf(stderr, "policy %s, budget %ld: %ld compressions, %.0f tokens evicted (%ld "
+                            "layer-head slots)\n", pol->spec, a.budget, ps.compressions,
+                    ps.evicted_tokens, ps.evicted_slots);
+            fprintf(stderr, "policy kv: peak %zu bytes, mean %.0f bytes per sequence; at most %d "
+                            "slots in a head\n", ps.peak_kv_bytes, ps.mean_kv_bytes, ps.max_slots);
+            fprintf(stderr, "policy overhead: %.3f ms per step (%.1f%% of forward time)\n",
+                    ps.steps ? 1e3 * ps.policy_s / ps.steps : 0.0,
+                    fwd > 0 ? 100.0 * ps.policy_s / fwd : 0.0);
+        }
     }
     rc = 0;
 done:
@@ -385,6 +434,8 @@ done:
         free(items[i].ids);
     }
     free(items);
+    policy_glue_free(glue);
+    policy_free(pol);
     model_free(m);
     if (be) be->destroy(be);
     tokenizer_free(tok);

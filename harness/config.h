@@ -1,4 +1,4 @@
-/* config.h - experiment configs (experiments/*.json): parsing and validation.
+/* config.h - experiment configs (experiments/NAME.json): parsing and validation.
  *
  * A config names the models, datasets, prompt template, policies (with
  * parameters; a list value sweeps), budgets, batch sizes, batching modes,
@@ -118,8 +118,9 @@ int exp_config_load(const char *path_or_name, struct exp_config *out, struct eb_
 
 void exp_config_free(struct exp_config *c);
 
-/* Check before running that every model file, dataset (or its fallback) and
- * policy exists; the message says which one is missing and how to get it. */
+/* Check before running that every model file and dataset (or its fallback)
+ * exists; the message says which one is missing and how to get it.  (Policy
+ * names and parameters are checked by sweep_expand.) */
 int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
                                struct eb_err *e);
 

@@ -17,9 +17,10 @@
  * \frac{\pi}{2} vs \pi/2 is), letters are one-letter symbols multiplied
  * together, implicit multiplication binds tighter than * and / (1/2x is
  * 1/(2x)), a mixed number 2\frac{1}{2} is the product 1, NUMBER tokens may
- * group thousands with commas, "^23" is the power 23, and parsing stops quietly
- * at a top-level ',', ')', ']' or '}' ("x,y" reads as x).  Where parse_latex
- * fails, a plain float literal (".5") is still read, as parse_expr would. */
+ * group thousands with commas, "^23" is the power 23, and the longest prefix
+ * that parses is the expression ("x,y" reads as x, "b+" as b).  Where
+ * parse_latex fails, a plain float literal (".5") is still read, as parse_expr
+ * would. */
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -80,7 +81,32 @@ struct parser {
     struct symtab *syms;
     int nest;
     int in_abs;
+    int fatal;   /* a lexical error: no backtracking rescues the parse */
 };
+
+/* Parser state to return to when an optional continuation does not parse. */
+struct mark {
+    size_t i;
+    int n, nsyms, nest, in_abs;
+};
+
+static struct mark mark_here(const struct parser *p)
+{
+    return (struct mark){p->i, p->n, p->syms->n, p->nest, p->in_abs};
+}
+
+/* Back to m; 0 when the failure was not lexical (the caller then stops
+ * before the failed part, as parse_latex does), -1 otherwise. */
+static int rewind_to(struct parser *p, struct mark m)
+{
+    if (p->fatal) return -1;
+    p->i = m.i;
+    p->n = m.n;
+    p->syms->n = m.nsyms;
+    p->nest = m.nest;
+    p->in_abs = m.in_abs;
+    return 0;
+}
 
 static int parse_add(struct parser *p);
 static int parse_unary(struct parser *p);
@@ -144,7 +170,8 @@ static int symbol(struct parser *p, const char *name, size_t n)
     return node(p, K_SYM, -1, -1, t->n++);
 }
 
-/* NUMBER: digits, optional ",ddd" groups, optional ".digits" ("3." is an error). */
+/* NUMBER: digits, optional ",ddd" groups, optional ".digits"; "3." and an
+ * integer with a leading zero ("03", as in 4.21e+03) are errors. */
 static int parse_number(struct parser *p)
 {
     const char *s = p->s;
@@ -157,12 +184,17 @@ static int parse_number(struct parser *p)
         i += 4;
     }
     if (s[i] == '.') {
-        if (!isdigit((unsigned char)s[i + 1])) { free(gbuf_take(&b)); return -1; }
+        if (!isdigit((unsigned char)s[i + 1])) { free(gbuf_take(&b)); p->fatal = 1; return -1; }
         gbuf_putc(&b, s[i++]);
         while (isdigit((unsigned char)s[i])) gbuf_putc(&b, s[i++]);
     }
     char *digits = gbuf_take(&b);
     if (!digits) return -1;
+    if (digits[0] == '0' && isdigit((unsigned char)digits[1]) && !strchr(digits, '.')) {
+        free(digits);  /* "03": sympy cannot sympify the token, parse_latex fails */
+        p->fatal = 1;
+        return -1;
+    }
     double v = strtod(digits, NULL);
     free(digits);
     p->i = i;
@@ -359,9 +391,11 @@ static int parse_postfix(struct parser *p)
         skip(p);
         char c = p->s[p->i];
         if (c == '^') {
+            struct mark m = mark_here(p);
             p->i++;
             int e = parse_exponent(p);
-            a = e < 0 ? -1 : node(p, K_POW, a, e, 0);
+            if (e < 0) return rewind_to(p, m) ? -1 : a;
+            a = node(p, K_POW, a, e, 0);
         } else if (c == '!') {
             p->i++;
             a = node(p, K_FACT, a, -1, 0);
@@ -379,8 +413,10 @@ static int parse_implicit(struct parser *p)
     while (a >= 0) {
         skip(p);
         if (!starts_atom(p)) break;
+        struct mark m = mark_here(p);
         int b = parse_postfix(p);
-        a = b < 0 ? -1 : node(p, K_MUL, a, b, 0);
+        if (b < 0) return rewind_to(p, m) ? -1 : a;
+        a = node(p, K_MUL, a, b, 0);
     }
     return a;
 }
@@ -411,6 +447,7 @@ static int parse_mul(struct parser *p)
     int a = parse_unary(p);
     while (a >= 0) {
         skip(p);
+        struct mark m = mark_here(p);
         const char *s = p->s + p->i;
         enum kind k;
         if (*s == '*' || *s == '/' || *s == ':') { k = *s == '*' ? K_MUL : K_DIV; p->i++; }
@@ -418,7 +455,8 @@ static int parse_mul(struct parser *p)
         else if (command_is(s, "div")) { k = K_DIV; p->i += 4; }
         else break;
         int b = parse_unary(p);
-        a = b < 0 ? -1 : node(p, k, a, b, 0);
+        if (b < 0) return rewind_to(p, m) ? -1 : a;
+        a = node(p, k, a, b, 0);
     }
     return a;
 }
@@ -430,9 +468,11 @@ static int parse_add(struct parser *p)
         skip(p);
         char c = p->s[p->i];
         if (c != '+' && c != '-') break;
+        struct mark m = mark_here(p);
         p->i++;
         int b = parse_mul(p);
-        a = b < 0 ? -1 : node(p, c == '+' ? K_ADD : K_SUB, a, b, 0);
+        if (b < 0) return rewind_to(p, m) ? -1 : a;
+        a = node(p, c == '+' ? K_ADD : K_SUB, a, b, 0);
     }
     return a;
 }
@@ -447,7 +487,9 @@ static int lexable(const char *s)
     return 1;
 }
 
-/* The whole input: expr ('=' expr)?, then only an ignorable tail. */
+/* The whole input: expr ('=' expr)?.  Like parse_latex, the longest prefix
+ * that parses is the expression and the rest is ignored ("x,y" is x, "b+" is
+ * b), as long as every character is one its lexer knows. */
 static int parse_top(struct parser *p)
 {
     if (!lexable(p->s)) return -1;
@@ -455,16 +497,13 @@ static int parse_top(struct parser *p)
     if (a < 0) return -1;
     skip(p);
     if (p->s[p->i] == '=') {
+        struct mark m = mark_here(p);
         p->i++;
         int b = parse_add(p);
-        if (b < 0) return -1;
-        a = node(p, K_EQ, a, b, 0);
-        skip(p);
+        if (b >= 0) return node(p, K_EQ, a, b, 0);
+        if (rewind_to(p, m)) return -1;
     }
-    char c = p->s[p->i];
-    if (c == '\0' || strchr(",)]}", c)) return a;
-    if (c == '.' && p->i > 0 && !isdigit((unsigned char)p->s[p->i - 1])) return a;
-    return -1;
+    return a;
 }
 
 /* Parse s into p (sharing the symbol table); a plain float literal is accepted
@@ -518,8 +557,9 @@ static double apply_function(enum func fn, double x)
     return NAN;
 }
 
-/* Value of node k with symbol values vals; *mag collects the largest finite
- * magnitude seen, the scale against which rounding is judged. */
+/* Value of node k with symbol values vals; *mag collects the largest operand
+ * of a sum or difference, the scale against which rounding is judged (an
+ * exact identity such as \sqrt{2}^2-2 = 0 leaves only rounding at that scale). */
 static double eval(const struct node *nodes, int k, const double *vals, double *mag)
 {
     const struct node *n = &nodes[k];
@@ -549,7 +589,10 @@ static double eval(const struct node *nodes, int k, const double *vals, double *
     case K_EQ: r = fabs(a - b); break;  /* |lhs - rhs|, the reference's equation test */
     default: r = NAN;
     }
-    if (isfinite(r) && fabs(r) > *mag) *mag = fabs(r);
+    if (n->kind == K_ADD || n->kind == K_SUB || n->kind == K_EQ) {
+        double m = fmax(fabs(a), fabs(b));  /* cancellation loses digits at this scale */
+        if (isfinite(m) && m > *mag) *mag = m;
+    }
     return r;
 }
 

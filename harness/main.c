@@ -1,8 +1,10 @@
 /* main.c - the evictbench binary: dispatch to subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd_generate.h"
+#include "cmd_grade.h"
 #include "commands.h"
 
 struct command {
@@ -15,6 +17,7 @@ static const struct command commands[] = {
     {"info", cmd_info, "describe a model file: architecture, dims, tensors"},
     {"tokenize", cmd_tokenize, "print token ids of a text and the round trip"},
     {"generate", cmd_generate, "generate text for one prompt or a JSONL file of prompts"},
+    {"grade", cmd_grade, "grade completions (JSONL) against reference answers"},
     {"bench", cmd_bench, "tokens/s, KV memory and policy overhead on a model"},
 };
 
@@ -27,6 +30,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Spinning OpenMP workers steal the only other core from BLAS and from
+     * each other on small machines; sleeping workers cost little here. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -1,5 +1,5 @@
 /* plots.h - figures from the results database: every figure's view exported to
- * tab-separated data files, then rendered by gnuplot (plots/*.gp) as PNG and SVG.
+ * tab-separated data files, then rendered by gnuplot (plots/NAME.gp) as PNG and SVG.
  *
  * One figure is drawn per panel (e.g. per model, dataset and batch setting);
  * its data file holds the view's rows for that panel, one block (gnuplot
@@ -42,7 +42,7 @@ double view_num(const struct view_rows *t, int row, int col);
 
 /* "greedy", "T=0.6, top-p=0.95, 4 samples" ... from a runs.sampling_json. */
 void describe_sampling(const char *sampling_json, char *out, size_t n);
-/* "batch 1" or "batch 10, padded". */
+/* "batch 10, padded" ("batch 10" when the mode is not known). */
 void describe_batching(const char *batch_size, const char *batching, char *out, size_t n);
 
 /* ---- rendering -------------------------------------------------------- */

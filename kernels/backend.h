@@ -119,6 +119,11 @@ struct backend {
      * with C[i][j] > threshold is zeroed (the most recent near-duplicate is
      * protected); then the column mean over all rows, then a softmax. */
     int (*key_redundancy)(struct backend *be, const struct redundancy_args *a);
+
+    /* ---- value-aware primitives (kernels/cpu/cpu_vscore.c; may be NULL: the
+     * policies then compute on downloaded rows) ---- */
+    /* out[i] = max_c x[i][c] - min_c x[i][c] for n rows of dim (VaSE's value range). */
+    int (*row_range)(struct backend *be, float *out, const float *x, int n, int dim);
 };
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores. */

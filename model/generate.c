@@ -124,6 +124,9 @@ int generate_check(const struct model_config *c, size_t weight_bytes, int weight
             if (r->prompt[t] < 0 || r->prompt[t] >= c->n_vocab)
                 return eb_fail(e, "generate: prompt %d has token id %d outside [0, %d)", i,
                                r->prompt[t], c->n_vocab);
+        struct sampler probe; /* the sampler's own parameter checks, up front */
+        if (sampler_init(&probe, &r->sampling, 1, e)) return eb_wrap(e, "generate");
+        sampler_free(&probe);
     }
     size_t need = generate_estimate_bytes(c, weight_bytes, reqs, n, opt);
     size_t limit = opt->mem_limit;

@@ -2,8 +2,10 @@
  *
  * Built from GGUF metadata (tokenizer.ggml.*) or from a tokenizer.json.
  * Pre-tokenizers: "qwen2"/"deepseek-r1-qwen" (digits one by one), "llama-bpe"
- * (Llama 3: digits in runs of <= 3, ignore_merges), "smollm" (SmolLM2).
- * An unknown pre-tokenizer is an error. */
+ * (Llama 3: digits in runs of <= 3, ignore_merges), "smollm" (SmolLM2: digits
+ * isolated, then the GPT-2 split), "gpt2".  An unknown pre-tokenizer is an error.
+ * Text outside added tokens is NFC-normalized for qwen2/deepseek-r1-qwen (their
+ * tokenizer.json says so; from a tokenizer.json, whatever its normalizer says). */
 #ifndef EB_TOKENIZER_H
 #define EB_TOKENIZER_H
 
@@ -29,8 +31,12 @@ int tokenizer_bos(const struct tokenizer *t); /* -1 if none */
 int tokenizer_eos(const struct tokenizer *t); /* -1 if none */
 
 /* Encode len bytes of UTF-8 text.  parse_special: match added/special tokens
- * (e.g. "<|im_start|>", "<think>") atomically before BPE.  Never adds BOS.
- * *ids is malloc'd (caller frees).  Invalid UTF-8 is an error. */
+ * (control and user-defined, e.g. "<|im_start|>", "<think>") atomically before
+ * BPE, leftmost then longest; with 0 no added token is matched and such text is
+ * plain text.  Never adds BOS.  *ids is malloc'd (caller frees, also when
+ * *n_ids is 0).  Invalid UTF-8 is an error.  A byte whose own token the
+ * vocabulary lacks (SmolLM2 has none for some control bytes) is dropped, as
+ * Hugging Face does. */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, int parse_special,
                      int **ids, int *n_ids, struct eb_err *e);
 
@@ -49,10 +55,13 @@ struct utf8_stream {
     unsigned char pending[8];
     int n_pending;
 };
-/* Appends the printable bytes of token `id` to out (capacity cap, at least 16 +
- * token length); returns bytes written. */
+/* Appends the complete characters among the pending and new bytes to out and
+ * returns how many bytes it wrote; bytes that can never form a character become
+ * U+FFFD (3 bytes each), so cap = 3 * len + 16 always suffices (output that
+ * does not fit is cut, never written past cap). */
 size_t utf8_stream_feed(struct utf8_stream *s, const char *bytes, size_t len, char *out, size_t cap);
-/* Flush whatever is pending at end of stream (invalid leftovers become U+FFFD). */
+/* Flush whatever is pending at end of stream (an unfinished character becomes
+ * one U+FFFD); cap >= 3. */
 size_t utf8_stream_finish(struct utf8_stream *s, char *out, size_t cap);
 
 /* Chat templates. */

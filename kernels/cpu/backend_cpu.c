@@ -91,5 +91,6 @@ struct backend *backend_cpu_create(int n_threads)
     be->window_scores = cpu_window_scores;
     be->pool1d = cpu_pool1d;
     be->key_redundancy = cpu_key_redundancy;
+    be->row_range = cpu_row_range;
     return be;
 }

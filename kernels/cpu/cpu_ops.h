@@ -37,5 +37,7 @@ int cpu_window_scores(struct backend *be, const struct window_score_args *a);
 int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,
                enum score_pool mode);
 int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a);
+/* cpu_vscore.c: value-aware primitives */
+int cpu_row_range(struct backend *be, float *out, const float *x, int n, int dim);
 
 #endif

@@ -507,6 +507,7 @@ extern "C" struct backend *backend_cuda_create(int device)
     be->gather_rows = cuda_gather_rows;
     be->attention = cuda_attention;
     be->destroy = cuda_destroy;
+    be->row_range = NULL; /* not on the GPU yet: policies reduce downloaded rows */
     return be;
 }
 

@@ -23,6 +23,7 @@ expect_error() {
 }
 
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+"$BIN" generate --help >/dev/null 2>&1 || { echo "FAIL: $BIN has no generate command"; exit 1; }
 
 # Input errors found before the model is read.
 expect_error "max-new 0" generate --model smollm2-135m --prompt hi --max-new 0

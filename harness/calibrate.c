@@ -1,0 +1,426 @@
+/* calibrate.c - `evictbench calibrate`: build a SEAL steering vector
+ * (../shared/specs/policies.md §6.1-§6.5).
+ *
+ *   1. generate greedily, with the SEAL prompt in the model's chat template,
+ *      on the calibration problems in dataset order, a round of --batch
+ *      problems at a time;
+ *   2. grade each response (harness/grade.h) and keep the first N correct and
+ *      the first N incorrect; stop once both quotas are met;
+ *   3. split the thought into steps at split tokens (tokens whose text
+ *      contains "\n\n"): a step is the span after one split token up to the
+ *      next split token or the end of the thought; the text before the first
+ *      split token is not a step (no split token precedes it);
+ *   4. classify each step (policies/steering.h, keyword lists of §6.2) and
+ *      take, as its representation, the residual-stream hidden state entering
+ *      layer L at the split token before it - recorded during generation by a
+ *      model hook (causal attention makes it the state a forward over the
+ *      whole response would give);
+ *   5. V = mean(reflection U transition) - mean(execution), pooled over every
+ *      step of every kept response, written with its header
+ *      (policies/steering.h documents the format).
+ *
+ * The thought is <think> .. </think> (--think tags; the prompt's <think>
+ * counts; no </think> means it runs to the end), or the whole response
+ * (--think always, for models without <think> such as SmolLM2); the default,
+ * auto, picks tags when the tokenizer has a <think> token. */
+#include "cmd_calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../datasets/dataset.h"
+#include "../model/generate.h"
+#include "../model/model_tokenizer.h"
+#include "../policies/sentences.h"
+#include "../policies/steering.h"
+#include "cli.h"
+#include "grade.h"
+
+#define SEAL_PROMPT                                                                                \
+    "Answer the following questions. You should think step-by-step and put your final answer "    \
+    "within \\boxed{}.\nQuestion: "
+
+static void print_help(void)
+{
+    printf(
+        "usage: evictbench calibrate --model M --data NAME --layer L --out FILE [options]\n\n"
+        "Builds a SEAL steering vector V = mean(reflection + transition steps) - mean(execution\n"
+        "steps) from greedy generations (specs/policies.md section 6).\n\n"
+        "  --model M            registry name, GGUF file or HF directory\n"
+        "  --data NAME          calibration problems (e.g. math_train_1000, synthetic:200)\n"
+        "  --data-dir DIR       where the dataset files live (default: $EVICTBENCH_DATA, else\n"
+        "                       datasets/data)\n"
+        "  --layer L            residual stream entering decoder layer L (HF hidden_states[L]),\n"
+        "                       1 <= L < n_layer\n"
+        "  --out FILE           the vector file (e.g. vectors/NAME.bin)\n"
+        "  --n-correct N        correct responses to keep (default 500)\n"
+        "  --n-incorrect N      incorrect responses to keep (default 500)\n"
+        "  --max-new N          tokens per response (default 10000, as SEAL)\n"
+        "  --limit N            problems to try at most (default: the whole dataset)\n"
+        "  --batch B            problems generated together (default 8)\n"
+        "  --chat r1|chatml|raw chat template (default: the registry's, else raw)\n"
+        "  --think auto|tags|always  thought region: <think>..</think>, or the whole response\n"
+        "                       (models without <think>); auto: tags when the tokenizer has\n"
+        "                       <think> (default)\n"
+        "  --keywords reference|fixed  reference: the official list with its typo \"think\n"
+        "                       differenly\" (default); fixed: \"think differently\"\n"
+        "  --threads N          CPU threads (default: all cores)\n");
+}
+
+struct cal_cli {
+    const char *model, *data, *data_dir, *out, *chat, *think, *keywords;
+    long layer, n_correct, n_incorrect, max_new, limit, batch, threads;
+};
+
+static int parse_args(int argc, char **argv, struct cal_cli *a)
+{
+    memset(a, 0, sizeof *a);
+    a->n_correct = a->n_incorrect = 500;
+    a->max_new = 10000;
+    a->batch = 8;
+    a->layer = -1;
+    a->think = "auto";
+    a->keywords = "reference";
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v;
+        if (strncmp(o, "--", 2) != 0) return cli_errorf("calibrate: unexpected argument '%s'", o), -1;
+        if (!(v = cli_value(argc, argv, &i))) return -1;
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--data")) a->data = v;
+        else if (!strcmp(o, "--data-dir")) a->data_dir = v;
+        else if (!strcmp(o, "--out")) a->out = v;
+        else if (!strcmp(o, "--chat")) a->chat = v;
+        else if (!strcmp(o, "--think")) a->think = v;
+        else if (!strcmp(o, "--keywords")) a->keywords = v;
+        else if (!strcmp(o, "--layer")) { if (cli_int(o, v, 0, 100000, &a->layer)) return -1; }
+        else if (!strcmp(o, "--n-correct")) { if (cli_int(o, v, 0, 1 << 24, &a->n_correct)) return -1; }
+        else if (!strcmp(o, "--n-incorrect")) { if (cli_int(o, v, 0, 1 << 24, &a->n_incorrect)) return -1; }
+        else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 24, &a->max_new)) return -1; }
+        else if (!strcmp(o, "--limit")) { if (cli_int(o, v, 1, 1 << 30, &a->limit)) return -1; }
+        else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 4096, &a->batch)) return -1; }
+        else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
+        else return cli_errorf("calibrate: unknown option '%s' (see evictbench calibrate --help)", o), -1;
+    }
+    if (!a->model || !a->data || !a->out || a->layer < 0)
+        return cli_error("calibrate: --model, --data, --layer and --out are required (see "
+                         "evictbench calibrate --help)"), -1;
+    if (strcmp(a->think, "auto") && strcmp(a->think, "tags") && strcmp(a->think, "always"))
+        return cli_errorf("calibrate: --think %s: expected auto, tags or always", a->think), -1;
+    if (strcmp(a->keywords, "reference") && strcmp(a->keywords, "fixed"))
+        return cli_errorf("calibrate: --keywords %s: expected reference or fixed", a->keywords), -1;
+    if (a->n_correct + a->n_incorrect == 0)
+        return cli_error("calibrate: --n-correct and --n-incorrect are both 0"), -1;
+    return 0;
+}
+
+/* Hidden rows entering layer L at split tokens, per request of a round. */
+struct capture {
+    int n, cap;
+    int *pos;                /* absolute position of the split token */
+    float *rows;             /* [cap][dim] */
+};
+
+struct cal_ctx {
+    const struct model *m;
+    const struct sent_tokens *tok;
+    int layer, dim;
+    struct capture *cap;     /* [round size] */
+    const int *n_prompt;     /* [round size] */
+    float *row;              /* host [dim] */
+    int failed;
+};
+
+static int cal_after_layer(void *vctx, const struct fwd_batch *b, int layer, float *hidden,
+                           struct eb_err *e)
+{
+    struct cal_ctx *c = vctx;
+    if (layer != c->layer - 1) return 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        struct capture *cp = &c->cap[q->id];
+        int pos0 = q->cache->next_pos; /* advanced only after the last layer */
+        for (int i = 0; i < q->n_tokens; i++) {
+            if (pos0 + i < c->n_prompt[q->id] || !sent_tokens_is_split(c->tok, q->tokens[i]))
+                continue;
+            if (cp->n == cp->cap) {
+                int nc = cp->cap ? cp->cap * 2 : 64;
+                int *np = realloc(cp->pos, (size_t)nc * sizeof *np);
+                if (np) cp->pos = np;
+                float *nr = np ? realloc(cp->rows, (size_t)nc * c->dim * sizeof *nr) : NULL;
+                if (nr) cp->rows = nr;
+                if (!np || !nr) return eb_fail(e, "calibrate: out of memory for hidden states");
+                cp->cap = nc;
+            }
+            c->m->be->download(c->m->be, cp->rows + (size_t)cp->n * c->dim,
+                               hidden + (size_t)(q->row0 + i) * c->dim, (size_t)c->dim);
+            cp->pos[cp->n++] = pos0 + i;
+        }
+    }
+    return 0;
+}
+
+struct sums {
+    double *nonexec, *exec;  /* [dim] */
+    int n_refl, n_trans, n_exec;
+};
+
+/* The steps of one kept response: add their representations to the sums. */
+static int add_steps(const struct tokenizer *tok, const struct sent_tokens *st, int think_tags,
+                     int fixed_typo, const int *prompt, int n_prompt, const int *gen, int n_gen,
+                     const struct capture *cp, int dim, struct sums *S, struct eb_err *e)
+{
+    /* the thought region [r0, r1) in generated-token indices */
+    int r0 = 0, r1 = n_gen;
+    if (think_tags) {
+        int open_in_prompt = 0;
+        for (int i = 0; i < n_prompt; i++)
+            if (prompt[i] == st->think_open) open_in_prompt = 1;
+            else if (prompt[i] == st->think_close) open_in_prompt = 0;
+        r0 = open_in_prompt ? 0 : -1;
+        for (int i = 0; i < n_gen; i++) {
+            if (r0 < 0 && gen[i] == st->think_open) r0 = i + 1;
+            else if (r0 >= 0 && gen[i] == st->think_close) { r1 = i; break; }
+        }
+        if (r0 < 0) return 0; /* no thought */
+    }
+    int c = 0; /* captures are in position order */
+    for (int i = r0; i < r1; i++) {
+        if (!sent_tokens_is_split(st, gen[i])) continue;
+        int j = i + 1;
+        while (j < r1 && !sent_tokens_is_split(st, gen[j])) j++;
+        int pos = n_prompt + i;
+        while (c < cp->n && cp->pos[c] < pos) c++;
+        if (c >= cp->n || cp->pos[c] != pos) continue; /* the final token never ran a forward */
+        if (j == i + 1) continue;                      /* an empty step */
+        char *text = NULL;
+        size_t len = 0;
+        if (tokenizer_decode(tok, gen + i + 1, j - i - 1, &text, &len, e)) return -1;
+        enum step_class k = steering_classify(text, len, fixed_typo);
+        free(text);
+        const float *h = cp->rows + (size_t)c * dim;
+        double *acc = k == STEP_EXECUTION ? S->exec : S->nonexec;
+        for (int d = 0; d < dim; d++) acc[d] += h[d];
+        if (k == STEP_REFLECTION) S->n_refl++;
+        else if (k == STEP_TRANSITION) S->n_trans++;
+        else S->n_exec++;
+    }
+    return 0;
+}
+
+static void progress(int done, int limit, int got_c, int want_c, int got_i, int want_i,
+                     double elapsed)
+{
+    /* the fraction of the quotas filled, or of the problems, whichever is further */
+    double fq = (double)(got_c + got_i) / (want_c + want_i), fp = (double)done / limit;
+    double f = fq > fp ? fq : fp;
+    if (f > 1) f = 1;
+    int bar = (int)(f * 30);
+    char b[31];
+    for (int i = 0; i < 30; i++) b[i] = i < bar ? '#' : '.';
+    b[30] = '\0';
+    double eta = f > 0 ? elapsed * (1 - f) / f : 0;
+    fprintf(stderr, "\rcalibrate: [%s] %d problems, correct %d/%d, incorrect %d/%d, %.0f s, "
+                    "ETA %.0f s   ", b, done, got_c, want_c, got_i, want_i, elapsed, eta);
+    fflush(stderr);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
+    struct cal_cli a;
+    if (parse_args(argc, argv, &a)) return 2;
+
+    struct eb_err e = {""};
+    char chat_default[32];
+    const char *chat = a.chat;
+    if (!chat) chat = model_registry_chat(a.model, chat_default, sizeof chat_default) == 0 ? chat_default : "raw";
+    enum chat_template tpl;
+    if (chat_template_parse(chat, &tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
+
+    struct model_file *mf = NULL;
+    struct tokenizer *tok = NULL;
+    struct backend *be = NULL;
+    struct model *m = NULL;
+    struct dataset ds = {0};
+    struct sent_tokens st = {0};
+    struct sums S = {0};
+    int rc = 1, round = (int)a.batch;
+    int **prompts = calloc((size_t)round, sizeof *prompts);
+    int *n_prompt = calloc((size_t)round, sizeof *n_prompt);
+    struct capture *caps = calloc((size_t)round, sizeof *caps);
+    struct gen_request *reqs = calloc((size_t)round, sizeof *reqs);
+    struct gen_result *res = calloc((size_t)round, sizeof *res);
+    float *row = NULL;
+    if (!prompts || !n_prompt || !caps || !reqs || !res) { cli_error("calibrate: out of memory"); goto done; }
+
+    if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
+    const struct model_config *cfg = model_file_config(mf);
+    if (a.layer < 1 || a.layer >= cfg->n_layer) {
+        cli_errorf("calibrate: --layer %ld outside [1, %d) for this model", a.layer, cfg->n_layer);
+        goto done;
+    }
+    if (model_file_tokenizer(mf, &tok, &e)) { cli_error(e.msg); goto done; }
+    if (sent_tokens_from_tokenizer(tok, 0, &st, &e)) { cli_errorf("calibrate: %s", e.msg); goto done; }
+    int think_tags = !strcmp(a.think, "tags") || (!strcmp(a.think, "auto") && st.think_open >= 0);
+    if (think_tags && st.think_open < 0) {
+        cli_error("calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
+        goto done;
+    }
+    if (dataset_load(a.data, a.data_dir, 0, (int)a.limit, &ds, &e)) { cli_error(e.msg); goto done; }
+    enum grade_dataset gds = grade_dataset_from_name(a.data);
+    be = backend_cpu_create((int)a.threads);
+    if (!be) { cli_error("calibrate: cannot create the CPU backend"); goto done; }
+    if (model_load(mf, be, &m, &e)) { cli_error(e.msg); goto done; }
+    int dim = m->cfg.n_embd;
+    S.nonexec = calloc((size_t)dim, sizeof *S.nonexec);
+    S.exec = calloc((size_t)dim, sizeof *S.exec);
+    row = malloc((size_t)dim * sizeof *row);
+    if (!S.nonexec || !S.exec || !row) { cli_error("calibrate: out of memory"); goto done; }
+
+    struct cal_ctx cc = {m, &st, (int)a.layer, dim, caps, n_prompt, row, 0};
+    struct model_hooks mh = {.ctx = &cc, .after_layer = cal_after_layer};
+    struct gen_hooks gh = {.ctx = &cc, .model = &mh};
+    struct gen_options opt = {0};
+    opt.max_live = round;
+    opt.n_vocab_valid = tokenizer_n_vocab(tok);
+    opt.hooks = &gh;
+
+    int got_c = 0, got_i = 0, done_n = 0;
+    double t0 = now_s();
+    progress(0, ds.n, 0, (int)a.n_correct, 0, (int)a.n_incorrect, 0);
+    for (int start = 0; start < ds.n && (got_c < a.n_correct || got_i < a.n_incorrect);
+         start += round) {
+        int n = ds.n - start < round ? ds.n - start : round;
+        for (int i = 0; i < n; i++) {
+            const char *q = ds.items[start + i].problem;
+            size_t ql = strlen(SEAL_PROMPT) + strlen(q) + 1;
+            char *user = malloc(ql);
+            if (!user) { cli_error("calibrate: out of memory"); goto done; }
+            snprintf(user, ql, "%s%s", SEAL_PROMPT, q);
+            char *rendered = chat_render(tpl, user, &e);
+            free(user);
+            if (!rendered) { cli_error(e.msg); goto done; }
+            free(prompts[i]);
+            prompts[i] = NULL;
+            int erc = tokenizer_encode(tok, rendered, strlen(rendered), tpl != CHAT_RAW,
+                                       &prompts[i], &n_prompt[i], &e);
+            free(rendered);
+            if (erc) { cli_errorf("calibrate: problem %s: %s", ds.items[start + i].id, e.msg); goto done; }
+            reqs[i] = (struct gen_request){prompts[i], n_prompt[i], (int)a.max_new,
+                                           sampler_params_greedy()};
+            caps[i].n = 0;
+        }
+        if (generate(m, reqs, n, &opt, res, NULL, &e)) {
+            fputc('\n', stderr);
+            cli_errorf("calibrate: %s", e.msg);
+            goto done;
+        }
+        for (int i = 0; i < n; i++) {
+            char *text = NULL;
+            size_t tl = 0;
+            int ok = tokenizer_decode(tok, res[i].tokens, res[i].n_tokens, &text, &tl, &e) == 0;
+            int correct = ok ? grade_answer(text, ds.items[start + i].answer, gds, NULL) : -1;
+            free(text);
+            if (correct < 0) {
+                gen_results_free(res, n);
+                fputc('\n', stderr);
+                cli_errorf("calibrate: grading problem %s failed", ds.items[start + i].id);
+                goto done;
+            }
+            int keep = correct ? got_c < a.n_correct : got_i < a.n_incorrect;
+            if (keep) {
+                if (add_steps(tok, &st, think_tags, !strcmp(a.keywords, "fixed"), prompts[i],
+                              n_prompt[i], res[i].tokens, res[i].n_tokens, &caps[i], dim, &S,
+                              &e)) {
+                    gen_results_free(res, n);
+                    fputc('\n', stderr);
+                    cli_errorf("calibrate: %s", e.msg);
+                    goto done;
+                }
+                if (correct) got_c++;
+                else got_i++;
+            }
+        }
+        gen_results_free(res, n);
+        done_n += n;
+        progress(done_n, ds.n, got_c, (int)a.n_correct, got_i, (int)a.n_incorrect,
+                 now_s() - t0);
+    }
+    fputc('\n', stderr);
+    int n_non = S.n_refl + S.n_trans;
+    if (n_non == 0 || S.n_exec == 0) {
+        cli_errorf("calibrate: no %s steps in %d kept responses (reflection %d, transition %d, "
+                   "execution %d): more problems or tokens are needed",
+                   n_non == 0 ? "reflection/transition" : "execution", got_c + got_i, S.n_refl,
+                   S.n_trans, S.n_exec);
+        goto done;
+    }
+    struct steer_vector sv = {0};
+    sv.version = STEER_VERSION;
+    sv.layer = (int)a.layer;
+    sv.dim = dim;
+    sv.n_reflection = S.n_refl;
+    sv.n_transition = S.n_trans;
+    sv.n_execution = S.n_exec;
+    sv.n_correct = got_c;
+    sv.n_incorrect = got_i;
+    sv.max_new = (int)a.max_new;
+    snprintf(sv.model, sizeof sv.model, "%s", a.model);
+    if (steering_model_identity(m, sv.model_identity, sizeof sv.model_identity, &e)) {
+        cli_errorf("calibrate: %s", e.msg);
+        goto done;
+    }
+    snprintf(sv.dataset, sizeof sv.dataset, "%s", a.data);
+    snprintf(sv.keywords, sizeof sv.keywords, "%s", a.keywords);
+    snprintf(sv.think, sizeof sv.think, "%s", think_tags ? "tags" : "always");
+    time_t now = time(NULL);
+    struct tm tmv;
+    gmtime_r(&now, &tmv);
+    strftime(sv.created, sizeof sv.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+    sv.v = row;
+    for (int d = 0; d < dim; d++)
+        row[d] = (float)(S.nonexec[d] / n_non - S.exec[d] / S.n_exec);
+    if (steer_vector_save(a.out, &sv, &e)) { cli_errorf("calibrate: %s", e.msg); goto done; }
+    double norm = 0;
+    for (int d = 0; d < dim; d++) norm += (double)row[d] * row[d];
+    fprintf(stderr, "calibrate: wrote %s: layer %d, dim %d, %d correct + %d incorrect responses, "
+                    "steps: reflection %d, transition %d, execution %d, |V| = %.4g, %.1f s\n",
+            a.out, sv.layer, dim, got_c, got_i, S.n_refl, S.n_trans, S.n_exec, sqrt(norm),
+            now_s() - t0);
+    if (got_c < a.n_correct || got_i < a.n_incorrect)
+        fprintf(stderr, "calibrate: note: the data ran out before the quotas (%d/%ld correct, "
+                        "%d/%ld incorrect)\n", got_c, a.n_correct, got_i, a.n_incorrect);
+    rc = 0;
+done:
+    for (int i = 0; prompts && i < round; i++) free(prompts[i]);
+    for (int i = 0; caps && i < round; i++) {
+        free(caps[i].pos);
+        free(caps[i].rows);
+    }
+    free(prompts);
+    free(n_prompt);
+    free(caps);
+    free(reqs);
+    free(res);
+    free(row);
+    free(S.nonexec);
+    free(S.exec);
+    sent_tokens_free(&st);
+    dataset_free(&ds);
+    model_free(m);
+    if (be) be->destroy(be);
+    tokenizer_free(tok);
+    model_file_close(mf);
+    return rc;
+}

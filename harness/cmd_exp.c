@@ -1,0 +1,314 @@
+/* cmd_exp.c - `evictbench exp CONFIG` and `evictbench run` (one point from flags). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "cmd_exp.h"
+#include "config.h"
+#include "runner.h"
+#include "store.h"
+#include "sweep.h"
+
+/* Set by the SIGINT handler; the runner stops after the current batch. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (stop_requested) _exit(130); /* a second ^C: leave now (the store stays consistent) */
+    stop_requested = 1;
+}
+
+struct common {
+    const char *db, *data_dir;
+    long threads, mem_limit_mb;
+    int dry_run, quiet;
+};
+
+static void fmt_time(double s, char *buf, size_t cap)
+{
+    if (s < 0) { snprintf(buf, cap, "?"); return; }
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, cap, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void print_progress(void *ctx, const struct runner_progress *p)
+{
+    const struct common *c = ctx;
+    if (c->quiet) return;
+    char eta[32], seta[32];
+    fmt_time(p->eta_s, eta, sizeof eta);
+    fmt_time(p->sweep_eta_s, seta, sizeof seta);
+    if (!strcmp(p->event, "skip")) {
+        fprintf(stderr, "[%d/%d] skip (done before): %s\n", p->point, p->n_points, p->label);
+    } else if (!strcmp(p->event, "batch")) {
+        fprintf(stderr, "[%d/%d] %s: %d/%d samples, %.1f tok/s, ETA %s (sweep %s)\n", p->point,
+                p->n_points, p->label, p->samples_done, p->n_samples, p->tokens_per_s, eta, seta);
+    } else {
+        fprintf(stderr, "[%d/%d] %s: %s (%d samples, %ld tokens, %.1f s)\n", p->point, p->n_points,
+                p->event, p->label, p->n_samples, p->gen_tokens, p->elapsed_s);
+    }
+}
+
+static void print_points(const struct sweep *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        char label[512];
+        sweep_point_label(&s->pts[i], label, sizeof label);
+        printf("%4d  %.12s  %s\n", i + 1, s->pts[i].run_key, label);
+    }
+    printf("%d point(s)\n", s->n);
+}
+
+/* Validate, expand and run a parsed config. */
+static int run_config(struct exp_config *cfg, const struct common *c)
+{
+    struct eb_err e = {{0}};
+    struct sweep sw;
+    struct store *st = NULL;
+    struct runner *r = NULL;
+    int rc = 1;
+    if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
+    if (sweep_expand(cfg, c->data_dir, runner_policy_check, &sw, &e)) return cli_error(e.msg);
+    if (c->dry_run) {
+        print_points(&sw);
+        if (exp_config_check_resources(cfg, c->data_dir, &e))
+            fprintf(stderr, "evictbench: note: %s\n", e.msg);
+        sweep_free(&sw);
+        return 0;
+    }
+    int64_t exp_id = 0;
+    if (store_open(c->db, &st, &e) ||
+        store_begin_experiment(st, cfg->name, cfg->json, SWEEP_CODE_VERSION, &exp_id, &e)) {
+        cli_error(e.msg);
+        goto done;
+    }
+    struct runner_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.data_dir = c->data_dir;
+    ro.threads = (int)c->threads;
+    ro.mem_limit = (size_t)c->mem_limit_mb << 20;
+    ro.stop = &stop_requested;
+    ro.progress = print_progress;
+    ro.progress_ctx = (void *)c;
+    ro.device = "cpu";
+    if (runner_create(&ro, &r, &e)) { cli_error(e.msg); goto done; }
+
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    struct sweep_summary sum;
+    int src = runner_sweep(r, &sw, st, exp_id, &sum, &e);
+    sigaction(SIGINT, &old, NULL);
+    if (src) { cli_error(e.msg); goto done; }
+    fprintf(stderr, "%s: %d point(s): %d run, %d skipped (done before), %d oom, %d error%s -> %s\n",
+            cfg->name, sum.n_points, sum.ok, sum.skipped, sum.oom, sum.errors,
+            sum.interrupted ? "; interrupted" : "", c->db);
+    rc = sum.interrupted ? 130 : sum.errors ? 1 : 0;
+done:
+    runner_free(r);
+    store_close(st);
+    sweep_free(&sw);
+    return rc;
+}
+
+/* Options both commands take; returns 1 when argv[*i] was one of them, 0 if
+ * not, -1 on a bad value. */
+static int common_option(int argc, char **argv, int *i, struct common *c)
+{
+    const char *o = argv[*i], *v;
+    if (!strcmp(o, "--dry-run")) { c->dry_run = 1; return 1; }
+    if (!strcmp(o, "--quiet")) { c->quiet = 1; return 1; }
+    if (strcmp(o, "--db") && strcmp(o, "--data-dir") && strcmp(o, "--threads") &&
+        strcmp(o, "--mem-limit"))
+        return 0;
+    if (!(v = cli_value(argc, argv, i))) return -1;
+    if (!strcmp(o, "--db")) c->db = v;
+    else if (!strcmp(o, "--data-dir")) c->data_dir = v;
+    else if (!strcmp(o, "--threads")) return cli_int(o, v, 1, 1024, &c->threads) ? -1 : 1;
+    else if (!strcmp(o, "--mem-limit")) return cli_int(o, v, 1, 1L << 40, &c->mem_limit_mb) ? -1 : 1;
+    return 1;
+}
+
+static const char COMMON_HELP[] =
+    "  --db FILE            results database (default results/results.db)\n"
+    "  --data-dir DIR       dataset files (default $EVICTBENCH_DATA, else datasets/data)\n"
+    "  --threads N          CPU threads (default: all cores)\n"
+    "  --mem-limit MB       memory a batch may use; a batch that does not fit is 'oom'\n"
+    "                       (default: weights + available RAM)\n"
+    "  --dry-run            print the expanded points and their run keys, run nothing\n"
+    "  --quiet              no progress on stderr\n";
+
+int cmd_exp(int argc, char **argv)
+{
+    const char *config = NULL;
+    struct common c = {"results/results.db", NULL, 0, 0, 0, 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: evictbench exp CONFIG.json|NAME [options]\n\n"
+                   "Runs every point of an experiment config (NAME: experiments/NAME.json) that\n"
+                   "is not yet in the results database; a rerun resumes a killed sweep.\n\n%s",
+                   COMMON_HELP);
+            return 0;
+        }
+        int k = common_option(argc, argv, &i, &c);
+        if (k < 0) return 2;
+        if (k) continue;
+        if (argv[i][0] == '-') return cli_errorf("exp: unknown option '%s' (see evictbench exp --help)", argv[i]), 2;
+        if (config) return cli_errorf("exp: more than one config given ('%s', '%s')", config, argv[i]), 2;
+        config = argv[i];
+    }
+    if (!config) return cli_error("exp: missing CONFIG (a .json file or a name in experiments/)"), 2;
+    struct exp_config cfg;
+    struct eb_err e = {{0}};
+    if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
+    int rc = run_config(&cfg, &c);
+    exp_config_free(&cfg);
+    return rc;
+}
+
+/* ---- evictbench run: flags -> a one-point config ---- */
+
+/* A scalar from text: a number when it parses as one, true/false, else a string. */
+static cJSON *scalar(const char *v)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (*v && !*end) return cJSON_CreateNumber(d);
+    if (!strcmp(v, "true")) return cJSON_CreateTrue();
+    if (!strcmp(v, "false")) return cJSON_CreateFalse();
+    return cJSON_CreateString(v);
+}
+
+/* "NAME[:k=v,...]" -> {"name": NAME, k: v, ...} */
+static cJSON *policy_object(const char *spec)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *s = strdup(spec);
+    if (!o || !s) { cJSON_Delete(o); free(s); return NULL; }
+    char *colon = strchr(s, ':');
+    if (colon) *colon = '\0';
+    cJSON_AddStringToObject(o, "name", s);
+    for (char *kv = colon ? strtok(colon + 1, ",") : NULL; kv; kv = strtok(NULL, ",")) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv) { cJSON_Delete(o); free(s); return NULL; }
+        *eq = '\0';
+        cJSON_AddItemToObject(o, kv, scalar(eq + 1));
+    }
+    free(s);
+    return o;
+}
+
+static void print_run_help(void)
+{
+    printf("usage: evictbench run --model M --dataset D [options]\n\n"
+           "Runs one point and records it like `exp` does (a rerun skips it).\n\n"
+           "  --model M            registry name (e.g. smollm2-135m), GGUF file or HF directory\n"
+           "  --dataset D          dataset name (e.g. gsm8k, synthetic:20)\n"
+           "  --limit N --offset K the slice of the dataset (default: all from 0)\n"
+           "  --prompt TPL         r1-boxed (default), chatml-boxed, seal, rkv\n"
+           "  --policy P           NAME[:key=value,...] (default fullkv)\n"
+           "  --budget B           KV budget in tokens (default 1024; fullkv ignores it)\n"
+           "  --batch B            batch size (default 1)\n"
+           "  --batching MODE      ragged (default), continuous, grouped, padded\n"
+           "  --max-new N          tokens to generate at most (default 1024)\n"
+           "  --max-total N        cap on prompt + generated tokens\n"
+           "  --max-kv-bytes N     KV bytes a batch may hold; more is recorded as 'oom'\n"
+           "  --greedy             argmax decoding (the default)\n"
+           "  --temperature T --top-p P --top-k K --n-samples N   sampling\n"
+           "  --seed S             sampling seed (default 0)\n"
+           "  --fidelity           fidelity mode (replay greedy FullKV traces under the policy)\n"
+           "  --name NAME          experiment name (default \"run\")\n%s", COMMON_HELP);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct common c = {"results/results.db", NULL, 0, 0, 0, 0};
+    cJSON *cfg = cJSON_CreateObject(), *ds = cJSON_CreateObject(), *samp = cJSON_CreateObject();
+    const char *model = NULL, *dataset = NULL, *name = "run";
+    int rc = 2, greedy = 0, sampling = 0;
+    if (!cfg || !ds || !samp) { rc = cli_error("run: out of memory"); goto done; }
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_run_help(); rc = 0; goto done; }
+        int k = common_option(argc, argv, &i, &c);
+        if (k < 0) goto done;
+        if (k) continue;
+        if (!strcmp(o, "--greedy")) { greedy = 1; continue; }
+        if (!strcmp(o, "--fidelity")) { cJSON_AddStringToObject(cfg, "mode", "fidelity"); continue; }
+        static const char *const with_value[] = {
+            "--model", "--dataset", "--limit", "--offset", "--prompt", "--policy", "--budget",
+            "--batch", "--batching", "--max-new", "--max-total", "--max-kv-bytes", "--temperature",
+            "--top-p", "--top-k", "--n-samples", "--seed", "--name", NULL};
+        int known = 0;
+        for (int j = 0; with_value[j]; j++) known |= !strcmp(o, with_value[j]);
+        if (!known) { cli_errorf("run: unknown option '%s' (see evictbench run --help)", o); goto done; }
+        if (!(v = cli_value(argc, argv, &i))) goto done;
+        long n;
+        double d;
+        if (!strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "--dataset")) dataset = v;
+        else if (!strcmp(o, "--name")) name = v;
+        else if (!strcmp(o, "--prompt")) cJSON_AddStringToObject(cfg, "prompt", v);
+        else if (!strcmp(o, "--batching")) cJSON_AddStringToObject(cfg, "batching", v);
+        else if (!strcmp(o, "--policy")) {
+            cJSON *p = policy_object(v);
+            if (!p) { cli_errorf("--policy: expected NAME[:key=value,...], got '%s'", v); goto done; }
+            cJSON_AddItemToObject(cfg, "policies", p);
+        } else if (!strcmp(o, "--temperature") || !strcmp(o, "--top-p")) {
+            if (cli_float(o, v, 0, 100, &d)) goto done;
+            cJSON_AddNumberToObject(samp, o[2] == 't' && o[3] == 'e' ? "temperature" : "top_p", d);
+            sampling = 1;
+        } else {
+            if (cli_int(o, v, 0, 1L << 53, &n)) goto done;
+            const char *key = !strcmp(o, "--limit") ? "limit" : !strcmp(o, "--offset") ? "offset"
+                            : !strcmp(o, "--budget") ? "budgets" : !strcmp(o, "--batch") ? "batch_sizes"
+                            : !strcmp(o, "--max-new") ? "max_new_tokens"
+                            : !strcmp(o, "--max-total") ? "max_total_tokens"
+                            : !strcmp(o, "--max-kv-bytes") ? "max_kv_bytes"
+                            : !strcmp(o, "--top-k") ? "top_k" : !strcmp(o, "--n-samples") ? "n_samples"
+                            : "seed";
+            cJSON *dst = (!strcmp(key, "limit") || !strcmp(key, "offset")) ? ds
+                       : (!strcmp(key, "top_k") || !strcmp(key, "n_samples") || !strcmp(key, "seed")) ? samp
+                       : cfg;
+            cJSON_AddNumberToObject(dst, key, (double)n);
+            if (dst == samp && strcmp(key, "seed")) sampling = 1;
+        }
+    }
+    if (!model || !dataset) { cli_error("run: --model and --dataset are required (see evictbench run --help)"); goto done; }
+    if (greedy && sampling) { cli_error("run: --greedy cannot be combined with sampling options"); goto done; }
+    cJSON_AddStringToObject(cfg, "name", name);
+    cJSON_AddStringToObject(cfg, "models", model);
+    cJSON_AddStringToObject(ds, "name", dataset);
+    cJSON_AddItemToObject(cfg, "datasets", ds);
+    ds = NULL;
+    if (cJSON_GetArraySize(samp) > 0) {
+        cJSON_AddItemToObject(cfg, "sampling", samp);
+        samp = NULL;
+    }
+    char *text = cJSON_PrintUnformatted(cfg);
+    if (!text) { rc = cli_error("run: out of memory"); goto done; }
+    struct exp_config ec;
+    struct eb_err e = {{0}};
+    if (exp_config_parse(text, strlen(text), "evictbench run", &ec, &e)) {
+        free(text);
+        rc = cli_error(e.msg);
+        goto done;
+    }
+    free(text);
+    rc = run_config(&ec, &c);
+    exp_config_free(&ec);
+done:
+    cJSON_Delete(cfg);
+    cJSON_Delete(ds);
+    cJSON_Delete(samp);
+    return rc;
+}

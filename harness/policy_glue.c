@@ -1,0 +1,388 @@
+/* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
+#include "policy_glue.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct glue_seq {
+    int n_steps;             /* tokens sampled so far */
+};
+
+struct policy_glue {
+    struct policy *p;
+    int budget;
+    const struct model *m;
+    struct backend *be;
+    struct policy_model pm;
+    struct model_hooks mh;
+    const struct gen_hooks *inner;
+    struct glue_seq *seqs;
+    int seqs_cap;
+    float **qbuf;            /* [n_layer] backend, q_window rows of n_head * head_dim */
+    float *host;             /* probabilities / hidden rows downloaded for the policy */
+    size_t host_cap;
+    struct keep_set ks;
+    unsigned char *mark;     /* [ks.stride] duplicate check */
+    struct eb_err deferred;  /* an error inside a void model hook, reported at on_step */
+    int has_deferred;
+    struct policy_glue_stats st;
+    double kv_bytes_sum;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct policy_model policy_model_of(const struct model *m)
+{
+    struct policy_model pm = policy_model_of_config(&m->cfg);
+    pm.rope_inv_freq = m->inv_freq;
+    pm.rope_pairing = m->pairing;
+    return pm;
+}
+
+struct policy_model policy_model_of_config(const struct model_config *cfg)
+{
+    struct policy_model pm = {.n_layer = cfg->n_layer, .n_head = cfg->n_head,
+                              .n_kv = cfg->n_head_kv, .head_dim = cfg->head_dim,
+                              .n_embd = cfg->n_embd};
+    return pm;
+}
+
+int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
+{
+    if (p->info.schedule == POLICY_NEVER) {
+        if (budget < 0) return eb_fail(e, "budget must be > 0 (got %d)", budget);
+        return 0;
+    }
+    if (budget <= 0)
+        return eb_fail(e, "policy %s needs a budget > 0 (got %d)", p->ops->name, budget);
+    if (budget <= p->info.window)
+        return eb_fail(e, "budget %d must exceed the %d slots policy %s always keeps (window)",
+                       budget, p->info.window, p->ops->name);
+    return 0;
+}
+
+void policy_glue_free(struct policy_glue *g)
+{
+    if (!g) return;
+    if (g->qbuf) {
+        for (int l = 0; l < g->pm.n_layer; l++)
+            if (g->qbuf[l]) g->be->free(g->be, g->qbuf[l]);
+        free(g->qbuf);
+    }
+    free(g->seqs);
+    free(g->host);
+    free(g->ks.n_keep);
+    free(g->ks.idx);
+    free(g->mark);
+    free(g);
+}
+
+static int reserve_host(struct policy_glue *g, size_t n, struct eb_err *e)
+{
+    if (n <= g->host_cap) return 0;
+    float *h = realloc(g->host, n * sizeof *h);
+    if (!h) return eb_fail(e, "policy glue: out of memory for %zu floats", n);
+    g->host = h;
+    g->host_cap = n;
+    return 0;
+}
+
+static struct glue_seq *glue_seq(struct policy_glue *g, int seq, struct eb_err *e)
+{
+    if (seq < 0 || seq > (1 << 28)) return eb_fail(e, "policy glue: sequence id %d", seq), NULL;
+    if (seq >= g->seqs_cap) {
+        int cap = g->seqs_cap ? g->seqs_cap : 16;
+        while (cap <= seq) cap *= 2;
+        struct glue_seq *s = realloc(g->seqs, (size_t)cap * sizeof *s);
+        if (!s) return eb_fail(e, "policy glue: out of memory"), NULL;
+        memset(s + g->seqs_cap, 0, (size_t)(cap - g->seqs_cap) * sizeof *s);
+        g->seqs = s;
+        g->seqs_cap = cap;
+    }
+    return &g->seqs[seq];
+}
+
+static int reserve_keep(struct policy_glue *g, int stride, struct eb_err *e)
+{
+    if (stride <= g->ks.stride) return 0;
+    size_t heads = (size_t)g->pm.n_layer * g->pm.n_kv;
+    free(g->ks.idx);
+    free(g->mark);
+    g->ks.idx = malloc(heads * (size_t)stride * sizeof *g->ks.idx);
+    g->mark = malloc((size_t)stride);
+    g->ks.stride = g->ks.idx && g->mark ? stride : 0;
+    if (!g->ks.stride) return eb_fail(e, "policy glue: out of memory for keep-sets");
+    return 0;
+}
+
+/* ---- model hooks ---- */
+
+static void glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int layer,
+                            const float *probs, int n_new, int cap)
+{
+    struct policy_glue *g = ctx;
+    double t0 = now_s();
+    const struct fwd_seq *q = &b->seqs[s];
+    size_t n = (size_t)g->pm.n_head * n_new * cap;
+    if (g->has_deferred) return;
+    if (reserve_host(g, n, &g->deferred)) {
+        g->has_deferred = 1;
+        return;
+    }
+    g->be->download(g->be, g->host, probs, n);
+    struct attn_view av = {layer, g->host, g->pm.n_head, n_new, cap,
+                           q->cache->len + (size_t)layer * g->pm.n_kv};
+    g->p->ops->observe_attn(g->p->self, q->id, &av);
+    g->st.policy_s += now_s() - t0;
+}
+
+static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden)
+{
+    struct policy_glue *g = ctx;
+    double t0 = now_s();
+    int dim = g->m->cfg.n_embd;
+    for (int s = 0; s < b->n_seq && !g->has_deferred; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        size_t n = (size_t)q->n_tokens * dim;
+        if (reserve_host(g, n, &g->deferred)) {
+            g->has_deferred = 1;
+            break;
+        }
+        g->be->download(g->be, g->host, hidden + (size_t)q->row0 * dim, n);
+        g->p->ops->observe_hidden(g->p->self, q->id, g->host, q->n_tokens, dim);
+    }
+    g->st.policy_s += now_s() - t0;
+}
+
+static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
+                            struct eb_err *e)
+{
+    struct policy_glue *g = ctx;
+    double t0 = now_s();
+    int dim = g->m->cfg.n_embd, rc = 0;
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        rc = g->p->ops->steer(g->p->self, q->id, layer, g->be, hidden + (size_t)q->row0 * dim,
+                              q->n_tokens, dim, e);
+    }
+    g->st.policy_s += now_s() - t0;
+    return rc;
+}
+
+/* ---- selection ---- */
+
+/* Every head's keep-set is either -1 or distinct indices in [0, len). */
+static int validate(struct policy_glue *g, const struct kvcache *c, struct eb_err *e)
+{
+    for (int l = 0; l < g->pm.n_layer; l++)
+        for (int h = 0; h < g->pm.n_kv; h++) {
+            int n = g->ks.n_keep[l * g->pm.n_kv + h], len = kvcache_len(c, l, h);
+            if (n < 0) continue;
+            if (n > len)
+                return eb_fail(e, "policy %s: keep-set of %d slots for layer %d kv head %d holding "
+                                  "%d", g->p->ops->name, n, l, h, len);
+            const int *idx = keep_set_head(&g->ks, l, h);
+            memset(g->mark, 0, (size_t)len);
+            for (int i = 0; i < n; i++) {
+                if (idx[i] < 0 || idx[i] >= len)
+                    return eb_fail(e, "policy %s: keep index %d out of range [0, %d) (layer %d, kv "
+                                      "head %d)", g->p->ops->name, idx[i], len, l, h);
+                if (g->mark[idx[i]])
+                    return eb_fail(e, "policy %s: duplicate keep index %d (layer %d, kv head %d)",
+                                   g->p->ops->name, idx[i], l, h);
+                g->mark[idx[i]] = 1;
+            }
+        }
+    return 0;
+}
+
+static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_prefill,
+                      struct eb_err *e)
+{
+    if (reserve_keep(g, c->capacity, e)) return -1;
+    struct cache_view cv = {
+        .be = g->be,
+        .n_layer = g->pm.n_layer,
+        .n_head = g->pm.n_head,
+        .n_kv = g->pm.n_kv,
+        .head_dim = g->pm.head_dim,
+        .capacity = c->capacity,
+        .len = c->len,
+        .pos = c->pos,
+        .pad = NULL, /* the ragged runtime stores no pad slots */
+        .k = c->k,
+        .v = c->v,
+        .next_pos = c->next_pos,
+        .at_prefill = at_prefill,
+    };
+    if (g->qbuf) {
+        for (int l = 0; l < g->pm.n_layer; l++) cv.n_q = kvcache_qring_gather(c, l, g->qbuf[l]);
+        cv.q = g->qbuf;
+    }
+    keep_set_none(&g->ks);
+    g->st.selections++;
+    if (g->p->ops->select(g->p->self, seq, &cv, g->budget, &g->ks, e))
+        return eb_wrap(e, g->p->ops->name);
+    if (validate(g, c, e)) return -1;
+    long evicted = 0;
+    for (int l = 0; l < g->pm.n_layer; l++)
+        for (int h = 0; h < g->pm.n_kv; h++) {
+            int n = g->ks.n_keep[l * g->pm.n_kv + h], len = kvcache_len(c, l, h);
+            if (n < 0 || n == len) continue; /* validated: n == len keeps every slot */
+            if (kvcache_compact(c, l, h, keep_set_head(&g->ks, l, h), n, e) < 0) return -1;
+            evicted += len - n;
+        }
+    if (evicted > 0) g->st.compressions++;
+    g->st.evicted_slots += evicted;
+    return 0;
+}
+
+static int wants_select(const struct policy_glue *g, const struct kvcache *c, int at_prefill)
+{
+    switch (g->p->info.schedule) {
+    case POLICY_NEVER:
+        return 0;
+    case POLICY_PREFILL_ONLY:
+        return at_prefill;
+    case POLICY_DIVIDE:
+        /* The reference sets its flag when the token count is divisible and
+         * compresses in the next forward, which processed token next_pos - 1. */
+        return at_prefill || (c->next_pos - 1) % g->p->info.divide_length == 0;
+    case POLICY_EVERY_STEP:
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- generation hooks ---- */
+
+static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kvcache *cache,
+                      struct eb_err *e)
+{
+    struct policy_glue *g = ctx;
+    struct glue_seq *s = glue_seq(g, seq, e);
+    if (!s) return -1;
+    memset(s, 0, sizeof *s);
+    if (g->p->ops->begin_sequence) {
+        struct seq_view sv = {.n_prompt = r->n_prompt, .capacity = cache->capacity,
+                              .prompt = r->prompt};
+        if (g->p->ops->begin_sequence(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
+    }
+    if (g->inner && g->inner->begin_sequence)
+        return g->inner->begin_sequence(g->inner->ctx, seq, r, cache, e);
+    return 0;
+}
+
+static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e)
+{
+    struct policy_glue *g = ctx;
+    double t0 = now_s();
+    if (g->has_deferred) {
+        *e = g->deferred;
+        return -1;
+    }
+    struct glue_seq *s = glue_seq(g, seq, e);
+    if (!s) return -1;
+    s->n_steps++;
+    int at_prefill = s->n_steps == 1;
+    g->st.steps++;
+    g->kv_bytes_sum += (double)cache->bytes;
+    for (int i = 0; i < g->pm.n_layer * g->pm.n_kv; i++)
+        if (cache->len[i] > g->st.max_slots) g->st.max_slots = cache->len[i];
+    if (g->p->ops->observe) {
+        struct step_view sv = {token, s->n_steps, cache->next_pos};
+        g->p->ops->observe(g->p->self, seq, &sv);
+    }
+    if (wants_select(g, cache, at_prefill) && run_select(g, seq, cache, at_prefill, e)) return -1;
+    g->st.policy_s += now_s() - t0;
+    if (g->inner && g->inner->on_step) return g->inner->on_step(g->inner->ctx, seq, token, cache, e);
+    return 0;
+}
+
+static void glue_end(void *ctx, int seq, const struct gen_result *r)
+{
+    struct policy_glue *g = ctx;
+    if (r->peak_kv_bytes > g->st.peak_kv_bytes) g->st.peak_kv_bytes = r->peak_kv_bytes;
+    if (g->p->ops->end_sequence) g->p->ops->end_sequence(g->p->self, seq);
+    if (g->inner && g->inner->end_sequence) g->inner->end_sequence(g->inner->ctx, seq, r);
+}
+
+int policy_glue_create(struct policy *p, int budget, const struct model *m,
+                       struct policy_glue **out, struct eb_err *e)
+{
+    *out = NULL;
+    if (policy_check_budget(p, budget, e)) return -1;
+    const struct policy_info *in = &p->info;
+    if ((in->needs & POLICY_NEED_ATTN_PROBS) && !p->ops->observe_attn)
+        return eb_fail(e, "policy %s asks for attention probabilities but cannot observe them",
+                       p->ops->name);
+    if ((in->needs & POLICY_NEED_HIDDEN_LAST) && !p->ops->observe_hidden)
+        return eb_fail(e, "policy %s asks for hidden states but cannot observe them", p->ops->name);
+    if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
+        return eb_fail(e, "policy %s asks for recent queries with a window of %d", p->ops->name,
+                       in->q_window);
+    if (in->schedule == POLICY_DIVIDE && in->divide_length < 1)
+        return eb_fail(e, "policy %s: divide_length must be >= 1", p->ops->name);
+    struct policy_glue *g = eb_calloc(1, sizeof *g, e);
+    if (!g) return -1;
+    g->p = p;
+    g->budget = budget;
+    g->m = m;
+    g->be = m->be;
+    g->pm = policy_model_of(m);
+    g->ks.n_layer = g->pm.n_layer;
+    g->ks.n_kv = g->pm.n_kv;
+    g->ks.n_keep = eb_calloc((size_t)g->pm.n_layer * g->pm.n_kv, sizeof *g->ks.n_keep, e);
+    if (!g->ks.n_keep) goto fail;
+    if (in->needs & POLICY_NEED_RECENT_Q) {
+        g->qbuf = eb_calloc((size_t)g->pm.n_layer, sizeof *g->qbuf, e);
+        if (!g->qbuf) goto fail;
+        size_t n = (size_t)in->q_window * g->pm.n_head * g->pm.head_dim;
+        for (int l = 0; l < g->pm.n_layer; l++)
+            if (!(g->qbuf[l] = g->be->alloc(g->be, n))) {
+                eb_fail(e, "policy glue: out of memory for the query window");
+                goto fail;
+            }
+    }
+    g->mh.ctx = g;
+    if (in->needs & POLICY_NEED_ATTN_PROBS) {
+        g->mh.needs |= MODEL_NEED_ATTN_PROBS;
+        g->mh.attn_probs = glue_attn_probs;
+    }
+    if (in->needs & POLICY_NEED_HIDDEN_LAST) {
+        g->mh.needs |= MODEL_NEED_HIDDEN_LAST;
+        g->mh.hidden_last = glue_hidden_last;
+    }
+    if (p->ops->steer) g->mh.after_layer = glue_after_layer;
+    *out = g;
+    return 0;
+fail:
+    policy_glue_free(g);
+    return -1;
+}
+
+void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
+                       struct gen_hooks *out)
+{
+    memset(out, 0, sizeof *out);
+    g->inner = inner;
+    out->ctx = g;
+    out->model = g->mh.needs || g->mh.after_layer ? &g->mh : NULL;
+    out->recent_q_window = g->qbuf ? g->p->info.q_window : 0;
+    out->begin_sequence = glue_begin;
+    out->on_step = glue_step;
+    out->end_sequence = glue_end;
+}
+
+void policy_glue_stats(const struct policy_glue *g, struct policy_glue_stats *out)
+{
+    *out = g->st;
+    out->evicted_tokens = (double)g->st.evicted_slots / ((double)g->pm.n_layer * g->pm.n_kv);
+    out->mean_kv_bytes = g->st.steps > 0 ? g->kv_bytes_sum / g->st.steps : 0.0;
+}

@@ -1,0 +1,57 @@
+/* policy_glue.h - runs an eviction policy inside generate().
+ *
+ * The glue turns the generation hooks of model/ into the policy's views:
+ * after every sampled token it lets the policy observe, decides from the
+ * policy's schedule whether to select (specs/policies.md §1.2: budget B
+ * counts the window; at prefill when the prompt holds >= B tokens, using the
+ * last w prompt queries; then at the step whose forward follows a token
+ * count divisible by divide_length, once a head holds >= B slots; the
+ * compressing step's attention has already seen the uncompressed cache),
+ * checks the keep-sets (duplicate or out-of-range slot: an error), compacts
+ * the cache through kvcache_compact and counts what it did. */
+#ifndef EB_POLICY_GLUE_H
+#define EB_POLICY_GLUE_H
+
+#include <stddef.h>
+
+#include "../model/generate.h"
+#include "../policies/policy.h"
+
+struct policy_glue;
+
+struct policy_glue_stats {
+    long steps;              /* sampled tokens seen */
+    long selections;         /* select calls */
+    long compressions;       /* selections that evicted at least one slot */
+    long evicted_slots;      /* (layer, kv head) slots evicted */
+    double evicted_tokens;   /* evicted_slots / (n_layer * n_kv) */
+    double policy_s;         /* wall time spent in the policy and this glue */
+    size_t peak_kv_bytes;    /* largest peak of any sequence's cache */
+    double mean_kv_bytes;    /* mean over steps of the stepping sequence's KV bytes, as its
+                                forward saw them (before any compaction) */
+    int max_slots;           /* most slots any head held after a forward */
+};
+
+/* The model's shape as a policy sees it (tokenizer and names left NULL),
+ * from a loaded model or from a model file's config before loading. */
+struct policy_model policy_model_of(const struct model *m);
+struct policy_model policy_model_of_config(const struct model_config *cfg);
+
+/* A budget this policy can run with: > 0 and above its window (FullKV: any;
+ * 0 means none given). */
+int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
+
+/* p is borrowed and must outlive the glue. */
+int policy_glue_create(struct policy *p, int budget, const struct model *m,
+                       struct policy_glue **out, struct eb_err *e);
+void policy_glue_free(struct policy_glue *g);
+
+/* Hooks that run the policy and then inner's callbacks (inner may be NULL;
+ * its model hooks and query window are not used).  g and inner must outlive
+ * the generate() call. */
+void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
+                       struct gen_hooks *out);
+
+void policy_glue_stats(const struct policy_glue *g, struct policy_glue_stats *out);
+
+#endif

@@ -1,0 +1,66 @@
+/* sweep.h - a config expanded into the points it measures.
+ *
+ * Order: model x dataset x policy (x every combination of its list-valued
+ * parameters) x budget x batching x batch size.  FullKV takes no budget, so it
+ * gives one point per (batching, batch size); in fidelity mode it gives none
+ * (it is the reference every point is compared with).  Batch size 1 has no
+ * pads and nothing to refill, so it is one point recorded as "ragged"
+ * whatever the batching list says; points that would repeat a run_key are
+ * dropped.
+ *
+ * Each point carries its run_key (harness/runkey.h): the hash of everything
+ * that changes its result, including the prompt template text, the model's
+ * identity (name and size of its weight files) and SWEEP_CODE_VERSION. */
+#ifndef EB_SWEEP_H
+#define EB_SWEEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "runkey.h"
+
+/* Bump when a change to the runtime, a policy or the grader changes results,
+ * so that reruns measure again instead of skipping. */
+#define SWEEP_CODE_VERSION "evictbench-0.1"
+
+struct sweep_point {
+    int index;                  /* 0-based position in the sweep */
+    const char *model;          /* as the config names it (borrowed) */
+    char *model_id;             /* "name@<bytes>" ("name@absent" when the file is missing) */
+    char *dataset;              /* resolved name (a fallback applied) */
+    int data_offset;
+    int data_limit;             /* -1: all */
+    const char *policy;         /* borrowed from the config */
+    char *params_json;          /* JSON object of this point's parameters */
+    int64_t budget;             /* -1: none (fullkv) */
+    int batch_size;
+    enum exp_batching batching;
+    char *sampling_json;
+    char *extra_json;           /* max_total_tokens, max_kv_bytes, mode */
+    char run_key[RUNKEY_HEX_LEN + 1];
+};
+
+struct sweep {
+    const struct exp_config *cfg;
+    struct sweep_point *pts;
+    int n;
+};
+
+/* Policy names and parameters are validated through check (NULL: accept
+ * everything); it returns 0 or -1 with e set.  A failure is reported with the
+ * policy's JSON path. */
+typedef int (*sweep_policy_check_fn)(const char *policy, const char *params_json,
+                                     struct eb_err *e);
+
+int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_policy_check_fn check,
+                 struct sweep *out, struct eb_err *e);
+void sweep_free(struct sweep *s);
+
+/* "smollm2-135m synthetic:20 rkv{...} B=64 bs=4 ragged" into buf. */
+void sweep_point_label(const struct sweep_point *p, char *buf, size_t cap);
+
+/* The model identity used in run keys: "name@<bytes of its weight files>". */
+int sweep_model_id(const char *model, char **out, struct eb_err *e);
+
+#endif

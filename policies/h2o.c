@@ -1,0 +1,254 @@
+/* h2o.c - the two incompatible H2Os of specs/policies.md §3:
+ *
+ *   h2o      the original (heavy hitters): per kv head, an accumulated score
+ *            per slot, the sum of the attention every query has paid it
+ *            (prefill rows included); whenever a head holds more than B slots,
+ *            keep the heavy_ratio * B best of the older slots plus the
+ *            B - heavy slots most recent, i.e. one eviction per generated
+ *            token.  The original targets multi-head attention; with GQA a
+ *            slot's score is the mean over the group's query heads.
+ *   h2o-rkv  the baseline the SkipKV and R-KV papers plot: every
+ *            divide_length tokens once a head holds >= B slots, the last
+ *            query's attention (GQA max over the group's logits, softmax over
+ *            keys [0, L-1)), averaged over the kv heads, picks one token set
+ *            shared by every head of the layer: topk(B - 1) plus the last
+ *            token. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+#include "score.h"
+
+/* ---- h2o (accumulated) ---- */
+
+const struct param_def h2o_params[] = {
+    {"heavy_ratio", PARAM_FLOAT, 0.5, 0, 0.99, NULL,
+     "share of the budget for heavy hitters; the rest holds the most recent slots"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+struct h2o_seq {
+    double *score;   /* [n_layer * n_kv][cap] accumulated attention per slot */
+    int cap;
+};
+
+struct h2o {
+    double heavy_ratio;
+    enum pad_policy pads;
+    struct policy_model m;
+    struct seq_table seqs;
+    struct score_buf buf;
+    double *z;
+    int z_cap;
+};
+
+static int h2o_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                      struct policy_info *info, struct eb_err *e)
+{
+    struct h2o *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->heavy_ratio = policy_param(p, "heavy_ratio");
+    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->m = *m;
+    *info = (struct policy_info){.needs = POLICY_NEED_ATTN_PROBS, .window = 0,
+                                 .schedule = POLICY_EVERY_STEP};
+    *self = s;
+    return 0;
+}
+
+static void h2o_seq_free(void *p)
+{
+    struct h2o_seq *q = p;
+    if (!q) return;
+    free(q->score);
+    free(q);
+}
+
+static void h2o_destroy(void *self)
+{
+    struct h2o *s = self;
+    if (!s) return;
+    seq_table_free(&s->seqs, h2o_seq_free);
+    score_buf_free(&s->buf);
+    free(s->z);
+    free(s);
+}
+
+static int h2o_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct h2o *s = self;
+    void **slot = seq_table_slot(&s->seqs, seq, e);
+    if (!slot) return -1;
+    h2o_seq_free(*slot);
+    struct h2o_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    if (!q) return -1;
+    q->cap = sv->capacity;
+    q->score = eb_calloc((size_t)s->m.n_layer * s->m.n_kv * (size_t)q->cap, sizeof *q->score, e);
+    return q->score ? 0 : -1;
+}
+
+static void h2o_end(void *self, int seq)
+{
+    struct h2o *s = self;
+    if (seq < 0 || seq >= s->seqs.cap) return;
+    h2o_seq_free(s->seqs.state[seq]);
+    s->seqs.state[seq] = NULL;
+}
+
+static void h2o_observe_attn(void *self, int seq, const struct attn_view *a)
+{
+    struct h2o *s = self;
+    struct h2o_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q || !q->score || a->layer < 0 || a->layer >= s->m.n_layer || a->n_head != s->m.n_head)
+        return;
+    int group = s->m.n_head / s->m.n_kv;
+    for (int g = 0; g < s->m.n_kv; g++) {
+        double *sc = q->score + ((size_t)a->layer * s->m.n_kv + g) * q->cap;
+        int len = a->kv_len[g] < q->cap ? a->kv_len[g] : q->cap;
+        if (len > a->cap) len = a->cap;
+        for (int hq = g * group; hq < (g + 1) * group; hq++)
+            for (int r = 0; r < a->n_new; r++) {
+                const float *p = a->probs + ((size_t)hq * a->n_new + r) * a->cap;
+                for (int j = 0; j < len; j++) sc[j] += (double)p[j] / group;
+            }
+    }
+}
+
+static int h2o_select(void *self, int seq, const struct cache_view *cv, int budget,
+                      struct keep_set *out, struct eb_err *e)
+{
+    struct h2o *s = self;
+    struct h2o_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q) return eb_fail(e, "sequence %d was not begun", seq);
+    int heavy = (int)(budget * s->heavy_ratio), recent = budget - heavy;
+    for (int l = 0; l < cv->n_layer; l++)
+        for (int h = 0; h < cv->n_kv; h++) {
+            int len = cache_view_len(cv, l, h), *keep = keep_set_head(out, l, h);
+            out->n_keep[l * cv->n_kv + h] = -1;
+            if (len <= budget) continue;
+            if (len > q->cap) return eb_fail(e, "head holds %d slots, more than %d", len, q->cap);
+            if (len > s->z_cap) {
+                double *z = realloc(s->z, (size_t)len * sizeof *z);
+                if (!z) return eb_fail(e, "out of memory");
+                s->z = z;
+                s->z_cap = len;
+            }
+            double *sc = q->score + ((size_t)l * cv->n_kv + h) * q->cap;
+            memcpy(s->z, sc, (size_t)len * sizeof *s->z);
+            score_apply_pads(s->z, len - recent, cache_view_pad(cv, l, h), s->pads, PAD_SCORE_H2O);
+            int n = score_keep_topk_window(&s->buf, s->z, len - recent, len, heavy, keep, e);
+            if (n < 0) return -1;
+            out->n_keep[l * cv->n_kv + h] = n;
+            /* The kept slots keep their scores, in the same compacted order. */
+            for (int i = 0; i < n; i++) sc[i] = sc[keep[i]];
+            memset(sc + n, 0, (size_t)(q->cap - n) * sizeof *sc);
+        }
+    return 0;
+}
+
+const struct policy_ops h2o_ops = {
+    .name = "h2o",
+    .create = h2o_create,
+    .destroy = h2o_destroy,
+    .begin_sequence = h2o_begin,
+    .end_sequence = h2o_end,
+    .observe_attn = h2o_observe_attn,
+    .select = h2o_select,
+};
+
+/* ---- h2o-rkv (last query, shared per layer) ---- */
+
+const struct param_def h2o_rkv_params[] = {
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+struct h2o_rkv {
+    struct importance_opts imp;
+    enum pad_policy pads;
+    struct score_buf buf;
+    double *z, *one;
+    int z_cap;
+};
+
+static int h2o_rkv_create(const struct policy_params *p, const struct policy_model *m,
+                          void **self, struct policy_info *info, struct eb_err *e)
+{
+    (void)m;
+    struct h2o_rkv *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->imp = (struct importance_opts){
+        .window = 1,
+        .softmax_all = 0,
+        .gqa = policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+        .kernel = 1,
+        .pool = SCORE_POOL_MAX,
+    };
+    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
+                                 .schedule = POLICY_DIVIDE,
+                                 .divide_length = policy_param_int(p, "divide_length")};
+    *self = s;
+    return 0;
+}
+
+static void h2o_rkv_destroy(void *self)
+{
+    struct h2o_rkv *s = self;
+    if (!s) return;
+    score_buf_free(&s->buf);
+    free(s->z);
+    free(s->one);
+    free(s);
+}
+
+static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int budget,
+                          struct keep_set *out, struct eb_err *e)
+{
+    (void)seq;
+    struct h2o_rkv *s = self;
+    for (int l = 0; l < cv->n_layer; l++) {
+        int len = cache_view_len(cv, l, 0);
+        for (int h = 0; h < cv->n_kv; h++) {
+            out->n_keep[l * cv->n_kv + h] = -1;
+            if (cache_view_len(cv, l, h) != len)
+                return eb_fail(e, "layer %d: kv heads hold different lengths (%d, %d) but h2o-rkv "
+                                  "keeps one set per layer", l, len, cache_view_len(cv, l, h));
+        }
+        if (len < budget) continue;
+        if (len > s->z_cap) {
+            double *z = realloc(s->z, (size_t)len * sizeof *z);
+            if (z) s->z = z;
+            double *o = z ? realloc(s->one, (size_t)len * sizeof *o) : NULL;
+            if (o) s->one = o;
+            if (!z || !o) return eb_fail(e, "out of memory");
+            s->z_cap = len;
+        }
+        int n_cand = len - 1;
+        memset(s->z, 0, (size_t)n_cand * sizeof *s->z);
+        for (int h = 0; h < cv->n_kv; h++) {
+            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->one, e)) return -1;
+            for (int j = 0; j < n_cand; j++) s->z[j] += s->one[j];
+        }
+        for (int j = 0; j < n_cand; j++) s->z[j] /= cv->n_kv;
+        score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, 0), s->pads, PAD_SCORE);
+        int *keep0 = keep_set_head(out, l, 0);
+        int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - 1, keep0, e);
+        if (n < 0) return -1;
+        for (int h = 0; h < cv->n_kv; h++) {
+            if (h > 0) memcpy(keep_set_head(out, l, h), keep0, (size_t)n * sizeof *keep0);
+            out->n_keep[l * cv->n_kv + h] = n;
+        }
+    }
+    return 0;
+}
+
+const struct policy_ops h2o_rkv_ops = {
+    .name = "h2o-rkv",
+    .create = h2o_rkv_create,
+    .destroy = h2o_rkv_destroy,
+    .select = h2o_rkv_select,
+};

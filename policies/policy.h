@@ -1,0 +1,173 @@
+/* policy.h - the eviction policy vtable.
+ *
+ * A policy sees the runtime only through the views below and answers with
+ * keep-sets: for every (layer, kv head), the cache slots to keep.  It never
+ * frees or moves cache memory; harness/policy_glue.c validates the keep-sets
+ * and model/ compacts.  Heavy math runs as backend primitives
+ * (kernels/backend.h: window_scores, pool1d, key_redundancy) on the memory
+ * the views point at; the policy combines the per-token scores in plain C
+ * (policies/score.h).
+ *
+ * State is per sequence (begin_sequence .. end_sequence, keyed by the
+ * sequence id): nothing carries over between sequences of a batch or between
+ * batches.  Several sequences may be live at once. */
+#ifndef EB_POLICY_H
+#define EB_POLICY_H
+
+#include "../kernels/backend.h"
+#include "../util/err.h"
+
+/* What a policy asks the runtime to record (FullKV asks for nothing). */
+enum {
+    POLICY_NEED_ATTN_PROBS = 1u << 0,  /* observe_attn: each step's attention probabilities */
+    POLICY_NEED_RECENT_Q = 1u << 1,    /* cache_view.q: the last info.q_window queries per layer */
+    POLICY_NEED_HIDDEN_LAST = 1u << 2  /* observe_hidden: final-norm hidden rows */
+};
+
+/* When select runs (harness/policy_glue.c applies it; specs/policies.md §1.2). */
+enum policy_schedule {
+    POLICY_NEVER = 0,        /* fullkv */
+    POLICY_DIVIDE = 1,       /* at prefill (prompt >= B), then at every step whose forward
+                                follows a token count divisible by divide_length */
+    POLICY_PREFILL_ONLY = 2, /* once, at prefill (original SnapKV) */
+    POLICY_EVERY_STEP = 3    /* after every forward (original H2O) */
+};
+
+/* Filled by create. */
+struct policy_info {
+    unsigned needs;
+    int q_window;            /* NEED_RECENT_Q: query rows per layer */
+    int window;              /* most recent slots always kept; a budget must exceed it */
+    enum policy_schedule schedule;
+    int divide_length;       /* POLICY_DIVIDE */
+};
+
+struct tokenizer;
+
+struct policy_model {
+    int n_layer, n_head, n_kv, head_dim;
+    /* For policies that read token text or steer (seal, skipkv: policies/steering.h);
+     * 0 / NULL when the caller has none (those policies then fail clearly). */
+    int n_embd;
+    const struct tokenizer *tok;
+    const char *model_name;       /* registry name or path; default vector vectors/<name>.bin */
+    const char *model_identity;   /* steering_model_identity(); a vector must match it */
+    const char *steer_vector;     /* steering vector file, or NULL */
+    /* For policies that need pre-RoPE queries (beaconkv): the model's RoPE, so a
+     * recorded post-RoPE query can be rotated back; NULL when the caller has none. */
+    const float *rope_inv_freq;   /* host [head_dim / 2] */
+    int rope_pairing;             /* enum rope_pairing */
+};
+
+struct seq_view {
+    int n_prompt;
+    int capacity;            /* slots per (layer, kv head) of this sequence's cache */
+    const int *prompt;       /* host [n_prompt] token ids (NULL when the caller has none) */
+};
+
+struct step_view {
+    int token;               /* just sampled (not yet in the cache) */
+    int n_generated;         /* tokens sampled so far, this one included */
+    int next_pos;            /* tokens processed so far = position of the next one */
+};
+
+/* One layer's attention probabilities of a forward's new queries (host copy). */
+struct attn_view {
+    int layer;
+    const float *probs;      /* [n_head][n_new][cap]; slot j of kv head h is cache slot j */
+    int n_head, n_new, cap;
+    const int *kv_len;       /* [n_kv]: slots held, the n_new new ones included */
+};
+
+/* Read access to one sequence's cache.  len/pos/pad are host memory; k and q
+ * point at backend memory (pass them to backend primitives, download to read). */
+struct cache_view {
+    struct backend *be;
+    int n_layer, n_head, n_kv, head_dim;
+    int capacity;                  /* slot stride of k, pos and pad */
+    const int *len;                /* [n_layer][n_kv] */
+    const int *pos;                /* [n_layer][n_kv][capacity]: original positions, ascending */
+    const unsigned char *pad;      /* same layout as pos, 1 = pad slot; NULL: no pads */
+    float *const *k;               /* [n_layer]: [n_kv][capacity][head_dim] post-RoPE keys */
+    float *const *v;               /* [n_layer]: [n_kv][capacity][head_dim] values; may be NULL */
+    float *const *q;               /* [n_layer]: [n_q][n_head*head_dim], oldest first; NULL
+                                      unless NEED_RECENT_Q */
+    int n_q;
+    int next_pos;
+    int at_prefill;                /* 1: the prompt has just entered the cache */
+};
+
+static inline int cache_view_len(const struct cache_view *v, int layer, int kv_head)
+{
+    return v->len[layer * v->n_kv + kv_head];
+}
+static inline const float *cache_view_k(const struct cache_view *v, int layer, int kv_head)
+{
+    return v->k[layer] + (size_t)kv_head * v->capacity * v->head_dim;
+}
+static inline const float *cache_view_v(const struct cache_view *v, int layer, int kv_head)
+{
+    return v->v ? v->v[layer] + (size_t)kv_head * v->capacity * v->head_dim : NULL;
+}
+static inline const unsigned char *cache_view_pad(const struct cache_view *v, int layer,
+                                                  int kv_head)
+{
+    return v->pad ? v->pad + ((size_t)layer * v->n_kv + kv_head) * v->capacity : NULL;
+}
+
+/* select's answer, allocated by the caller: per (layer, kv head) either -1
+ * (leave the head as it is) or n_keep distinct slot indices in [0, len). */
+struct keep_set {
+    int n_layer, n_kv;
+    int stride;                    /* >= the capacity of the cache */
+    int *n_keep;                   /* [n_layer * n_kv] */
+    int *idx;                      /* [n_layer * n_kv][stride] */
+};
+
+static inline int *keep_set_head(struct keep_set *ks, int layer, int kv_head)
+{
+    return ks->idx + ((size_t)layer * ks->n_kv + kv_head) * ks->stride;
+}
+
+/* Every head unchanged. */
+static inline void keep_set_none(struct keep_set *ks)
+{
+    for (int i = 0; i < ks->n_layer * ks->n_kv; i++) ks->n_keep[i] = -1;
+}
+
+struct policy_params;
+
+struct policy_ops {
+    const char *name;
+    int (*create)(const struct policy_params *p, const struct policy_model *m, void **self,
+                  struct policy_info *info, struct eb_err *e);
+    void (*destroy)(void *self);
+    /* Optional.  The sequence's cache is empty. */
+    int (*begin_sequence)(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
+    void (*end_sequence)(void *self, int seq);
+    /* Optional: a token was sampled. */
+    void (*observe)(void *self, int seq, const struct step_view *s);
+    /* NEED_ATTN_PROBS: called during the forward, once per layer. */
+    void (*observe_attn)(void *self, int seq, const struct attn_view *a);
+    /* NEED_HIDDEN_LAST: host rows [n][dim] of this sequence's new tokens. */
+    void (*observe_hidden)(void *self, int seq, const float *rows, int n, int dim);
+    /* Fill out for every (layer, kv head).  The policy may assume the keep-set
+     * is applied (a failure to apply aborts generation). */
+    int (*select)(void *self, int seq, const struct cache_view *cv, int budget,
+                  struct keep_set *out, struct eb_err *e);
+    /* Optional: modify this sequence's hidden rows (backend) after `layer`. */
+    int (*steer)(void *self, int seq, int layer, struct backend *be, float *hidden, int n_rows,
+                 int dim, struct eb_err *e);
+};
+
+/* An instance: made by policy_create (policies/registry.h). */
+struct policy {
+    const struct policy_ops *ops;
+    void *self;
+    struct policy_info info;
+    char spec[256];                /* "name:key=value,..." with every parameter resolved */
+};
+
+void policy_free(struct policy *p);
+
+#endif

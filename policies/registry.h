@@ -1,0 +1,73 @@
+/* registry.h - policy names -> constructors with typed parameters.
+ *
+ * A policy is named on the command line as NAME[:key=value,...] (e.g.
+ * "rkv:lambda=0.07,gqa=mean") and in experiment configs as a JSON object
+ * {"name": "rkv", "lambda": 0.07} (or {"name": ..., "params": {...}}).
+ * Every parameter has a type, a range and a default from
+ * ../shared/specs/policies.md; an unknown key or a bad value is an error that
+ * lists the valid keys.  Presets (e.g. snapkv-decode, rkv-code) are registry
+ * entries that share a policy's code and change its defaults. */
+#ifndef EB_POLICY_REGISTRY_H
+#define EB_POLICY_REGISTRY_H
+
+#include <cjson/cJSON.h>
+
+#include "policy.h"
+
+enum param_type { PARAM_INT, PARAM_FLOAT, PARAM_BOOL, PARAM_CHOICE };
+
+struct param_def {
+    const char *key;          /* NULL ends a table */
+    enum param_type type;
+    double def, lo, hi;       /* default and inclusive range; PARAM_CHOICE: index into choices */
+    const char *choices;      /* PARAM_CHOICE: "a|b|c" */
+    const char *help;
+};
+
+enum { POLICY_MAX_PARAMS = 16 };
+
+struct policy_params {
+    const struct param_def *defs;
+    int n;
+    double val[POLICY_MAX_PARAMS];
+};
+
+/* A parameter's value by key (an int, a 0/1 bool or a choice index is a
+ * whole double).  Policies only ask for keys of their own table; an unknown
+ * key yields NaN / 0. */
+double policy_param(const struct policy_params *p, const char *key);
+int policy_param_int(const struct policy_params *p, const char *key);
+
+struct policy_entry {
+    const char *name;
+    const char *summary;
+    const struct policy_ops *ops;
+    const struct param_def *params;
+    const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
+};
+
+/* All entries, in a stable order. */
+const struct policy_entry *policy_registry(int *n);
+const struct policy_entry *policy_registry_find(const char *name);
+
+/* Parse NAME[:key=value,...] into its entry and resolved parameters.  Needs
+ * no model, so configs can be checked before anything loads. */
+int policy_parse(const char *spec, const struct policy_entry **entry, struct policy_params *out,
+                 struct eb_err *e);
+/* The same from JSON: a string (parsed as above) or an object with "name"
+ * and the parameters, either inline or under "params". */
+int policy_parse_json(const cJSON *j, const struct policy_entry **entry,
+                      struct policy_params *out, struct eb_err *e);
+
+/* Build an instance for a model. */
+int policy_instantiate(const struct policy_entry *entry, const struct policy_params *params,
+                       const struct policy_model *m, struct policy **out, struct eb_err *e);
+/* policy_parse + policy_instantiate. */
+int policy_create(const char *spec, const struct policy_model *m, struct policy **out,
+                  struct eb_err *e);
+
+/* "name:key=value,..." with every parameter, choices by name. */
+void policy_params_format(const struct policy_entry *entry, const struct policy_params *p,
+                          char *buf, size_t size);
+
+#endif

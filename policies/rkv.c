@@ -1,0 +1,205 @@
+/* rkv.c - R-KV, redundancy-aware selection (specs/policies.md §5):
+ *
+ *   Z = lambda * I - (1 - lambda) * R,   keep topk(Z[0, L-w), B - w) + window
+ *
+ * I: window importance (§1.3: 8 queries, softmax over the non-window keys,
+ * mean, max-pool 7, GQA max); R: key-key redundancy over every slot, window
+ * included (§5.2), sliced to the candidates.  Both are per kv head and per
+ * sequence.
+ *
+ * rkv_batch0_bug=1 reproduces the released code, which computes R from batch
+ * element 0's keys and uses it for the whole batch: here every sequence
+ * borrows R from the latest compression of the lowest-numbered live
+ * sequence, slot by slot (zero past its length).  That is the original
+ * exactly when the batch's sequences share a length and compress at the same
+ * step (padded batching); keep it 0 for real runs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+#include "score.h"
+
+const struct param_def rkv_params[] = {
+    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy"},
+    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept"},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)"},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
+    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "cosine above which keys are similar"},
+    {"no_match_zero_col0", PARAM_BOOL, 1, 0, 1, NULL,
+     "reference quirk: a key with no similar key zeroes column 0 of its row"},
+    {"rkv_batch0_bug", PARAM_BOOL, 0, 0, 1, NULL,
+     "reuse the first live sequence's redundancy for every sequence (released code's bug)"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+/* A sequence's last redundancy vectors (kept for rkv_batch0_bug only). */
+struct rkv_seq {
+    double *r;       /* [n_layer * n_kv][cap] */
+    int *r_len;      /* [n_layer * n_kv], 0: none yet */
+    int cap;
+};
+
+struct rkv {
+    struct importance_opts imp;
+    double lambda;
+    float threshold;
+    int quirk, batch0_bug;
+    enum pad_policy pads;
+    struct policy_model m;
+    struct score_buf buf;
+    double *imp_s, *red;
+    int s_cap;
+    struct seq_table seqs;   /* batch0_bug: live sequences */
+};
+
+static int rkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                      struct policy_info *info, struct eb_err *e)
+{
+    int kernel = policy_param_int(p, "kernel");
+    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct rkv *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->imp = (struct importance_opts){
+        .window = policy_param_int(p, "window"),
+        .softmax_all = 0,
+        .gqa = policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+        .kernel = kernel,
+        .pool = SCORE_POOL_MAX,
+    };
+    s->lambda = policy_param(p, "lambda");
+    s->threshold = (float)policy_param(p, "threshold");
+    s->quirk = policy_param_int(p, "no_match_zero_col0");
+    s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
+    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->m = *m;
+    *info = (struct policy_info){
+        .needs = POLICY_NEED_RECENT_Q,
+        .q_window = s->imp.window,
+        .window = s->imp.window,
+        .schedule = POLICY_DIVIDE,
+        .divide_length = policy_param_int(p, "divide_length"),
+    };
+    *self = s;
+    return 0;
+}
+
+static void rkv_seq_free(void *p)
+{
+    struct rkv_seq *q = p;
+    if (!q) return;
+    free(q->r);
+    free(q->r_len);
+    free(q);
+}
+
+static void rkv_destroy(void *self)
+{
+    struct rkv *s = self;
+    if (!s) return;
+    score_buf_free(&s->buf);
+    free(s->imp_s);
+    free(s->red);
+    seq_table_free(&s->seqs, rkv_seq_free);
+    free(s);
+}
+
+static int rkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct rkv *s = self;
+    if (!s->batch0_bug) return 0;
+    void **slot = seq_table_slot(&s->seqs, seq, e);
+    if (!slot) return -1;
+    rkv_seq_free(*slot);
+    struct rkv_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    if (!q) return -1;
+    size_t heads = (size_t)s->m.n_layer * s->m.n_kv;
+    q->cap = sv->capacity;
+    q->r = eb_calloc(heads * (size_t)q->cap, sizeof *q->r, e);
+    q->r_len = eb_calloc(heads, sizeof *q->r_len, e);
+    if (!q->r || !q->r_len) return -1; /* freed by end_sequence or destroy */
+    return 0;
+}
+
+static void rkv_end(void *self, int seq)
+{
+    struct rkv *s = self;
+    void **slot = seq < s->seqs.cap && seq >= 0 ? &s->seqs.state[seq] : NULL;
+    if (!slot) return;
+    rkv_seq_free(*slot);
+    *slot = NULL;
+}
+
+/* batch0_bug: the lowest-numbered live sequence. */
+static int anchor_seq(const struct rkv *s)
+{
+    for (int i = 0; i < s->seqs.cap; i++)
+        if (s->seqs.state[i]) return i;
+    return -1;
+}
+
+/* R of (l, h) for seq into s->red[0, len). */
+static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l, int h, int len,
+                      struct eb_err *e)
+{
+    int head = l * cv->n_kv + h;
+    if (s->batch0_bug) {
+        int a = anchor_seq(s);
+        const struct rkv_seq *anchor = a >= 0 && a != seq ? seq_table_get(&s->seqs, a) : NULL;
+        if (anchor && anchor->r_len[head] > 0) {
+            const double *r = anchor->r + (size_t)head * anchor->cap;
+            for (int j = 0; j < len; j++) s->red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
+            return 0;
+        }
+    }
+    if (score_redundancy(&s->buf, cv, l, h, s->threshold, s->quirk, s->red, e)) return -1;
+    struct rkv_seq *mine = s->batch0_bug ? seq_table_get(&s->seqs, seq) : NULL;
+    if (mine && len <= mine->cap) {
+        memcpy(mine->r + (size_t)head * mine->cap, s->red, (size_t)len * sizeof *s->red);
+        mine->r_len[head] = len;
+    }
+    return 0;
+}
+
+static int rkv_select(void *self, int seq, const struct cache_view *cv, int budget,
+                      struct keep_set *out, struct eb_err *e)
+{
+    struct rkv *s = self;
+    int w = s->imp.window;
+    for (int l = 0; l < cv->n_layer; l++)
+        for (int h = 0; h < cv->n_kv; h++) {
+            int len = cache_view_len(cv, l, h), n_cand = len - w;
+            out->n_keep[l * cv->n_kv + h] = -1;
+            if (len < budget) continue;
+            if (len > s->s_cap) {
+                double *a = realloc(s->imp_s, (size_t)len * sizeof *a);
+                if (a) s->imp_s = a;
+                double *b = a ? realloc(s->red, (size_t)len * sizeof *b) : NULL;
+                if (b) s->red = b;
+                if (!a || !b) return eb_fail(e, "out of memory");
+                s->s_cap = len;
+            }
+            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->imp_s, e)) return -1;
+            if (s->lambda < 1.0) {
+                if (redundancy(s, seq, cv, l, h, len, e)) return -1;
+                for (int j = 0; j < n_cand; j++)
+                    s->imp_s[j] = s->lambda * s->imp_s[j] - (1.0 - s->lambda) * s->red[j];
+            }
+            score_apply_pads(s->imp_s, n_cand, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
+            int n = score_keep_topk_window(&s->buf, s->imp_s, n_cand, len, budget - w,
+                                           keep_set_head(out, l, h), e);
+            if (n < 0) return -1;
+            out->n_keep[l * cv->n_kv + h] = n;
+        }
+    return 0;
+}
+
+const struct policy_ops rkv_ops = {
+    .name = "rkv",
+    .create = rkv_create,
+    .destroy = rkv_destroy,
+    .begin_sequence = rkv_begin,
+    .end_sequence = rkv_end,
+    .select = rkv_select,
+};

@@ -1,0 +1,302 @@
+/* rpc.c - Reasoning Path Compression (../shared/specs/vase_beaconkv.md §5,
+ * from the official code), BeaconKV's main baseline:
+ *
+ *   every P generated tokens, the R most recent (post-RoPE) queries attend to
+ *   the generated keys except the last R (softmax over that range only; the
+ *   prompt is excluded and always kept), summed over the queries, averaged
+ *   over every query head of the layer (aggregation=all: one token set shared
+ *   by the layer's kv heads) or over each GQA group (aggregation=group),
+ *   avg-pooled with kernel 7; the top (n + 1) * P / c are kept (n = earlier
+ *   compressions) in position order, with the prompt and the last R tokens.
+ *
+ * RPC's budget is a ratio and grows with the trace; budget_mode=fixed is the
+ * fixed-budget adaptation BeaconKV presumably compares against [spec: INFER]:
+ * keep B - prompt - R generated tokens.  The run's budget is ignored in ratio
+ * mode.  The trigger is this policy's own (POLICY_EVERY_STEP): the count of
+ * generated tokens in the cache, not the total. */
+#include "rpc.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+#include "score.h"
+
+/* ---- shared with beaconkv.c (rpc.h) ---- */
+
+void attend_buf_free(struct attend_buf *b)
+{
+    if (b->be) {
+        if (b->dq) b->be->free(b->be, b->dq);
+        if (b->dy) b->be->free(b->be, b->dy);
+    }
+    free(b->hy);
+    memset(b, 0, sizeof *b);
+}
+
+static int grow_dev(struct backend *be, float **p, size_t *cap, size_t n, struct eb_err *e)
+{
+    if (n <= *cap) return 0;
+    if (*p) be->free(be, *p);
+    *p = be->alloc(be, n);
+    *cap = *p ? n : 0;
+    return *p ? 0 : eb_fail(e, "out of backend memory for %zu floats", n);
+}
+
+int attend_reduce(struct attend_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                  int k0, int n, const float *q, int nq, int softmax, enum attend_reduce red,
+                  double *out, struct eb_err *e)
+{
+    struct backend *be = cv->be;
+    int d = cv->head_dim;
+    if (n <= 0 || nq <= 0) return 0;
+    if (b->be && b->be != be) attend_buf_free(b);
+    b->be = be;
+    size_t ny = (size_t)nq * n;
+    if (grow_dev(be, &b->dq, &b->dq_cap, (size_t)nq * d, e) ||
+        grow_dev(be, &b->dy, &b->dy_cap, ny, e))
+        return -1;
+    if (ny > b->hy_cap) {
+        float *h = realloc(b->hy, ny * sizeof *h);
+        if (!h) return eb_fail(e, "out of memory for %zu logits", ny);
+        b->hy = h;
+        b->hy_cap = ny;
+    }
+    be->upload(be, b->dq, q, (size_t)nq * d);
+    be->gemm(be, b->dy, b->dq, cache_view_k(cv, layer, kv_head) + (size_t)k0 * d, NULL, nq, n, d);
+    be->download(be, b->hy, b->dy, ny);
+    double scale = 1.0 / sqrt((double)d);
+    for (int r = 0; r < nq; r++) {
+        const float *y = b->hy + (size_t)r * n;
+        double mx = -INFINITY, sum = 0.0;
+        if (softmax) {
+            for (int j = 0; j < n; j++)
+                if (y[j] * scale > mx) mx = y[j] * scale;
+            for (int j = 0; j < n; j++) sum += exp(y[j] * scale - mx);
+        }
+        for (int j = 0; j < n; j++) {
+            double v = softmax ? exp(y[j] * scale - mx) / sum : y[j] * scale;
+            if (red == ATTEND_SUM) out[j] += v;
+            else if (v > out[j]) out[j] = v;
+        }
+    }
+    return 0;
+}
+
+int prompt_slots(const struct cache_view *cv, int layer, int kv_head, int n_prompt)
+{
+    int len = cache_view_len(cv, layer, kv_head);
+    const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
+    int lo = 0, hi = len; /* first slot with pos >= n_prompt */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (pos[mid] < n_prompt) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* ---- the policy ---- */
+
+const struct param_def rpc_params[] = {
+    {"interval", PARAM_INT, 1024, 1, 1 << 24, NULL, "P: compress every P generated tokens"},
+    {"selector", PARAM_INT, 32, 1, 4096, NULL,
+     "R: recent queries that score; the last R tokens are kept"},
+    {"ratio", PARAM_FLOAT, 4, 1, 1024, NULL, "c: keep (n + 1) * P / c generated tokens"},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "avg-pool kernel (odd; 1: none)"},
+    {"aggregation", PARAM_CHOICE, 0, 0, 1, "all|group",
+     "mean over every query head of the layer (one set per layer) or per GQA group"},
+    {"budget_mode", PARAM_CHOICE, 0, 0, 1, "ratio|fixed",
+     "RPC's growing ratio budget, or keep B - prompt - R generated tokens"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+struct rpc_seq {
+    int n_prompt, n_comp;
+};
+
+struct rpc {
+    int interval, selector, kernel, group_agg, fixed;
+    double ratio;
+    struct policy_model m;
+    struct seq_table seqs;
+    struct attend_buf ab;
+    struct score_buf sb;
+    float *qh;          /* host selector rows [R][n_head * head_dim] */
+    float *rows;        /* host [R * group][head_dim] */
+    double *s, *acc, *tmp;
+    int s_cap;
+};
+
+static int rpc_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                      struct policy_info *info, struct eb_err *e)
+{
+    int kernel = policy_param_int(p, "kernel");
+    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct rpc *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->interval = policy_param_int(p, "interval");
+    s->selector = policy_param_int(p, "selector");
+    s->ratio = policy_param(p, "ratio");
+    s->kernel = kernel;
+    s->group_agg = policy_param_int(p, "aggregation") == 1;
+    s->fixed = policy_param_int(p, "budget_mode") == 1;
+    s->m = *m;
+    s->qh = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->qh);
+    s->rows = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->rows);
+    if (!s->qh || !s->rows) {
+        free(s->qh);
+        free(s->rows);
+        free(s);
+        return eb_fail(e, "out of memory");
+    }
+    *info = (struct policy_info){
+        .needs = POLICY_NEED_RECENT_Q,
+        .q_window = s->selector,
+        .window = s->selector,
+        .schedule = POLICY_EVERY_STEP,
+    };
+    *self = s;
+    return 0;
+}
+
+static void rpc_destroy(void *self)
+{
+    struct rpc *s = self;
+    if (!s) return;
+    attend_buf_free(&s->ab);
+    score_buf_free(&s->sb);
+    free(s->qh);
+    free(s->rows);
+    free(s->s);
+    free(s->acc);
+    free(s->tmp);
+    seq_table_free(&s->seqs, free);
+    free(s);
+}
+
+static int rpc_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct rpc *s = self;
+    void **slot = seq_table_slot(&s->seqs, seq, e);
+    if (!slot) return -1;
+    free(*slot);
+    struct rpc_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    if (!q) return -1;
+    q->n_prompt = sv->n_prompt;
+    return 0;
+}
+
+static void rpc_end(void *self, int seq)
+{
+    struct rpc *s = self;
+    if (seq < 0 || seq >= s->seqs.cap) return;
+    free(s->seqs.state[seq]);
+    s->seqs.state[seq] = NULL;
+}
+
+static int reserve(struct rpc *s, int n, struct eb_err *e)
+{
+    if (n <= s->s_cap) return 0;
+    double **d[] = {&s->s, &s->acc, &s->tmp};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        double *x = realloc(*d[i], (size_t)n * sizeof *x);
+        if (!x) return eb_fail(e, "out of memory");
+        *d[i] = x;
+    }
+    s->s_cap = n;
+    return 0;
+}
+
+/* Sum over the selector rows and the group's query heads of the softmax over
+ * the candidates [k0, k0 + n) of (l, h), added into out. */
+static int group_sum(struct rpc *s, const struct cache_view *cv, int l, int h, int k0, int n,
+                     int rows, double *out, struct eb_err *e)
+{
+    int group = cv->n_head / cv->n_kv, d = cv->head_dim, nq = 0;
+    for (int r = 0; r < rows; r++)
+        for (int g = 0; g < group; g++)
+            memcpy(s->rows + (size_t)nq++ * d,
+                   s->qh + (size_t)r * cv->n_head * d + (size_t)(h * group + g) * d,
+                   (size_t)d * sizeof *s->rows);
+    return attend_reduce(&s->ab, cv, l, h, k0, n, s->rows, nq, 1, ATTEND_SUM, out, e);
+}
+
+static int rpc_select(void *self, int seq, const struct cache_view *cv, int budget,
+                      struct keep_set *out, struct eb_err *e)
+{
+    struct rpc *s = self;
+    keep_set_none(out);
+    struct rpc_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q) return eb_fail(e, "sequence %d was not begun", seq);
+    int generated = cv->next_pos - q->n_prompt;
+    if (cv->at_prefill || generated <= 0 || generated % s->interval != 0) return 0;
+    if (!cv->q || cv->n_q < 1) return eb_fail(e, "no recent queries recorded");
+    int R = s->selector, rows = cv->n_q < R ? cv->n_q : R, d = cv->head_dim;
+    int keep_n = s->fixed ? budget - q->n_prompt - R
+                          : (int)((q->n_comp + 1) * (double)s->interval / s->ratio);
+    if (keep_n < 0) keep_n = 0;
+    for (int l = 0; l < cv->n_layer; l++) {
+        cv->be->download(cv->be, s->qh,
+                         cv->q[l] + (size_t)(cv->n_q - rows) * cv->n_head * d,
+                         (size_t)rows * cv->n_head * d);
+        /* aggregation=all needs the same candidate range in every head. */
+        int len0 = cache_view_len(cv, l, 0), p0 = prompt_slots(cv, l, 0, q->n_prompt);
+        int shared = !s->group_agg;
+        for (int h = 1; h < cv->n_kv && shared; h++)
+            shared = cache_view_len(cv, l, h) == len0 &&
+                     prompt_slots(cv, l, h, q->n_prompt) == p0;
+        if (shared) {
+            int n = len0 - p0 - R;
+            if (n <= keep_n) continue;
+            if (reserve(s, n, e)) return -1;
+            for (int j = 0; j < n; j++) s->acc[j] = 0.0;
+            for (int h = 0; h < cv->n_kv; h++)
+                if (group_sum(s, cv, l, h, p0, n, rows, s->acc, e)) return -1;
+            for (int j = 0; j < n; j++) s->acc[j] /= (double)rows * cv->n_head;
+        }
+        for (int h = 0; h < cv->n_kv; h++) {
+            int len = cache_view_len(cv, l, h), p = prompt_slots(cv, l, h, q->n_prompt);
+            int n = len - p - R;
+            if (n <= keep_n) continue;
+            if (reserve(s, n, e)) return -1;
+            if (shared) {
+                memcpy(s->s, s->acc, (size_t)n * sizeof *s->s);
+            } else {
+                for (int j = 0; j < n; j++) s->s[j] = 0.0;
+                if (group_sum(s, cv, l, h, p, n, rows, s->s, e)) return -1;
+                int group = cv->n_head / cv->n_kv;
+                for (int j = 0; j < n; j++) s->s[j] /= (double)rows * group;
+            }
+            if (s->kernel > 1) {
+                int half = s->kernel / 2;
+                for (int j = 0; j < n; j++) {
+                    double a = 0.0;
+                    for (int t = j - half; t <= j + half; t++)
+                        if (t >= 0 && t < n) a += s->s[t];
+                    s->tmp[j] = a / s->kernel;
+                }
+                memcpy(s->s, s->tmp, (size_t)n * sizeof *s->s);
+            }
+            int *keep = keep_set_head(out, l, h), k = 0;
+            for (int j = 0; j < p; j++) keep[k++] = j;
+            if (score_topk(&s->sb, s->s, n, keep_n, keep + k, e)) return -1;
+            for (int i = 0; i < keep_n; i++) keep[k + i] += p;
+            k += keep_n;
+            for (int j = p + n; j < len; j++) keep[k++] = j;
+            out->n_keep[l * cv->n_kv + h] = k;
+        }
+    }
+    q->n_comp++;
+    return 0;
+}
+
+const struct policy_ops rpc_ops = {
+    .name = "rpc",
+    .create = rpc_create,
+    .destroy = rpc_destroy,
+    .begin_sequence = rpc_begin,
+    .end_sequence = rpc_end,
+    .select = rpc_select,
+};

@@ -1,0 +1,178 @@
+/* score.c - combining helpers shared by the policies (see score.h). */
+#include "score.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void score_buf_free(struct score_buf *b)
+{
+    if (b->dev) b->be->free(b->be, b->dev);
+    free(b->host);
+    free(b->pairs);
+    memset(b, 0, sizeof *b);
+}
+
+/* Room for two backend rows and one host row of n floats. */
+static int reserve(struct score_buf *b, struct backend *be, size_t n, struct eb_err *e)
+{
+    if (b->be && b->be != be) score_buf_free(b);
+    b->be = be;
+    if (n <= b->dev_cap) return 0;
+    if (b->dev) be->free(be, b->dev);
+    free(b->host);
+    b->dev_cap = 0;
+    b->dev = be->alloc(be, 2 * n);
+    b->host = malloc(n * sizeof *b->host);
+    if (!b->dev || !b->host) return eb_fail(e, "out of memory for %zu scores", n);
+    b->dev_cap = n;
+    return 0;
+}
+
+int score_check_backend(const struct backend *be, int need_redundancy, struct eb_err *e)
+{
+    if (!be->window_scores || !be->pool1d || (need_redundancy && !be->key_redundancy))
+        return eb_fail(e, "the %s backend has no scoring primitives (window_scores, pool1d%s)",
+                       be->name, need_redundancy ? ", key_redundancy" : "");
+    return 0;
+}
+
+int score_importance(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                     const struct importance_opts *o, int n_cand, double *out, struct eb_err *e)
+{
+    struct backend *be = cv->be;
+    int len = cache_view_len(cv, layer, kv_head);
+    if (!cv->q || cv->n_q < 1) return eb_fail(e, "no recent queries recorded");
+    if (score_check_backend(be, 0, e)) return -1;
+    if (n_cand < 1 || n_cand > len)
+        return eb_fail(e, "%d candidates for a head of %d slots", n_cand, len);
+    if (reserve(b, be, (size_t)len, e)) return -1;
+    int rows = o->window < cv->n_q ? o->window : cv->n_q;
+    struct window_score_args a = {
+        .out = b->dev,
+        .q = cv->q[layer] + (size_t)(cv->n_q - rows) * cv->n_head * cv->head_dim,
+        .k = cache_view_k(cv, layer, kv_head),
+        .n_head = cv->n_head,
+        .n_kv = cv->n_kv,
+        .kv_head = kv_head,
+        .head_dim = cv->head_dim,
+        .n_q = rows,
+        .len = len,
+        .n_cand = n_cand,
+        .softmax_all = o->softmax_all,
+        .gqa = o->gqa,
+        .pad = cache_view_pad(cv, layer, kv_head),
+        .scale = 1.0f / sqrtf((float)cv->head_dim),
+    };
+    if (be->window_scores(be, &a)) return eb_fail(e, "window attention scores failed");
+    const float *res = b->dev;
+    if (o->kernel > 1) {
+        if (be->pool1d(be, b->dev + b->dev_cap, b->dev, n_cand, o->kernel, o->pool))
+            return eb_fail(e, "pooling with kernel %d failed", o->kernel);
+        res = b->dev + b->dev_cap;
+    }
+    be->download(be, b->host, res, (size_t)n_cand);
+    for (int j = 0; j < n_cand; j++) out[j] = b->host[j];
+    return 0;
+}
+
+int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                     float threshold, int no_match_zero_col0, double *out, struct eb_err *e)
+{
+    struct backend *be = cv->be;
+    int len = cache_view_len(cv, layer, kv_head);
+    if (score_check_backend(be, 1, e)) return -1;
+    if (len < 1) return eb_fail(e, "redundancy of an empty head");
+    if (reserve(b, be, (size_t)len, e)) return -1;
+    struct redundancy_args a = {
+        .out = b->dev,
+        .k = cache_view_k(cv, layer, kv_head),
+        .len = len,
+        .head_dim = cv->head_dim,
+        .threshold = threshold,
+        .no_match_zero_col0 = no_match_zero_col0,
+        .pad = cache_view_pad(cv, layer, kv_head),
+    };
+    if (be->key_redundancy(be, &a)) return eb_fail(e, "key redundancy of %d keys failed", len);
+    be->download(be, b->host, b->dev, (size_t)len);
+    for (int j = 0; j < len; j++) out[j] = b->host[j];
+    return 0;
+}
+
+void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
+                      double pad_score)
+{
+    if (!pad) return;
+    for (int j = 0; j < n; j++)
+        if (pad[j]) z[j] = pp == PAD_KEEP ? pad_score : -pad_score;
+}
+
+/* Higher score first; equal scores: lower index first; NaN last. */
+static int cmp_rank(const void *pa, const void *pb)
+{
+    const struct score_pair *a = pa, *b = pb;
+    int na = isnan(a->s), nb = isnan(b->s);
+    if (na != nb) return na - nb;
+    if (!na && a->s != b->s) return a->s > b->s ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+static int cmp_int(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+{
+    if (k < 0 || k > n) return eb_fail(e, "top-%d of %d scores", k, n);
+    if (n > b->pairs_cap) {
+        struct score_pair *p = realloc(b->pairs, (size_t)n * sizeof *p);
+        if (!p) return eb_fail(e, "out of memory ranking %d scores", n);
+        b->pairs = p;
+        b->pairs_cap = n;
+    }
+    for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
+    qsort(b->pairs, (size_t)n, sizeof *b->pairs, cmp_rank);
+    for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
+    qsort(idx, (size_t)k, sizeof *idx, cmp_int);
+    return 0;
+}
+
+int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
+                           int n_select, int *keep, struct eb_err *e)
+{
+    if (score_topk(b, z, n_cand, n_select, keep, e)) return -1;
+    int n = n_select;
+    for (int j = n_cand; j < len; j++) keep[n++] = j;
+    return n;
+}
+
+void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e)
+{
+    if (seq < 0) return eb_fail(e, "negative sequence id %d", seq), NULL;
+    if (seq >= t->cap) {
+        int cap = t->cap ? t->cap : 16;
+        while (cap <= seq) cap *= 2;
+        void **s = realloc(t->state, (size_t)cap * sizeof *s);
+        if (!s) return eb_fail(e, "out of memory for sequence %d", seq), NULL;
+        memset(s + t->cap, 0, (size_t)(cap - t->cap) * sizeof *s);
+        t->state = s;
+        t->cap = cap;
+    }
+    return &t->state[seq];
+}
+
+void *seq_table_get(const struct seq_table *t, int seq)
+{
+    return seq >= 0 && seq < t->cap ? t->state[seq] : NULL;
+}
+
+void seq_table_free(struct seq_table *t, void (*free_state)(void *))
+{
+    for (int i = 0; i < t->cap; i++)
+        if (t->state[i] && free_state) free_state(t->state[i]);
+    free(t->state);
+    t->state = NULL;
+    t->cap = 0;
+}

@@ -1,0 +1,78 @@
+/* score.h - what the policies share: per-token scores from the backend
+ * primitives brought to the host, their combination and top-k selection in
+ * plain C, pad handling, and per-sequence state tables.
+ *
+ * Tie rule (everywhere, and in tools/golden/policies_ref.py): among equal
+ * scores the LOWER slot index ranks first; NaN ranks below everything. */
+#ifndef EB_POLICY_SCORE_H
+#define EB_POLICY_SCORE_H
+
+#include "policy.h"
+
+/* How pad slots (cache_view.pad) are treated by a scoring policy. */
+enum pad_policy {
+    PAD_KEEP = 0,        /* SkipKV code: final score +100, always kept, they use budget */
+    PAD_EVICT_FIRST = 1  /* final score -100: evicted before any real token */
+};
+#define PAD_CHOICES "keep|evict-first"
+/* Every real score lies in [-1, 1] for the windowed policies; H2O's sums can
+ * grow larger, so it uses +/-PAD_SCORE_H2O. */
+#define PAD_SCORE 100.0
+#define PAD_SCORE_H2O 1e30
+
+/* Host and backend scratch of one policy instance, grown on demand. */
+struct score_buf {
+    struct backend *be;
+    float *dev;          /* backend: two rows of dev_cap floats */
+    size_t dev_cap;
+    float *host;         /* host: dev_cap floats */
+    struct score_pair { double s; int i; } *pairs;
+    int pairs_cap;
+};
+
+void score_buf_free(struct score_buf *b);
+
+/* Options of the §1.3 importance primitive. */
+struct importance_opts {
+    int window;          /* query rows used: the last `window` of cache_view.q */
+    int softmax_all;     /* 0: softmax over the candidates only; 1: causal over all keys */
+    enum score_gqa gqa;
+    int kernel;          /* pooling kernel (odd); 1: no pooling */
+    enum score_pool pool;
+};
+
+/* Importance of the candidates [0, n_cand) of (layer, kv head) into out. */
+int score_importance(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                     const struct importance_opts *o, int n_cand, double *out, struct eb_err *e);
+
+/* R-KV redundancy (§5.2) of every slot [0, len) of (layer, kv head) into out. */
+int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                     float threshold, int no_match_zero_col0, double *out, struct eb_err *e);
+
+/* Replace the scores of pad slots: +pad_score (keep) or -pad_score (evict first). */
+void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
+                      double pad_score);
+
+/* The k highest of s[0..n) (tie rule above), written to idx in ascending
+ * index order.  0 <= k <= n. */
+int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e);
+
+/* The usual keep-set of a head: topk(z[0..n_cand), n_select) plus the window
+ * [n_cand, len), ascending; returns n_select + len - n_cand. */
+int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
+                           int n_select, int *keep, struct eb_err *e);
+
+/* Per-sequence state, by sequence id. */
+struct seq_table {
+    void **state;
+    int cap;
+};
+/* The slot of seq (grown as needed), or NULL with e set. */
+void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
+void *seq_table_get(const struct seq_table *t, int seq);
+void seq_table_free(struct seq_table *t, void (*free_state)(void *));
+
+/* Fails with a clear message when the backend lacks a primitive. */
+int score_check_backend(const struct backend *be, int need_redundancy, struct eb_err *e);
+
+#endif

@@ -1,0 +1,311 @@
+/* skipkv.c - SkipKV (../shared/specs/policies.md §7): R-KV token scoring plus
+ * a sentence-level redundancy penalty (skip KV storage) and adaptive SEAL
+ * steering (skip KV generation).
+ *
+ * At every compression step (the R-KV schedule, §1.2), for the sequence:
+ *   1. alpha = alpha0 - gamma * N_o            (steer=1; N_o counts Check sentences)
+ *   2. complete sentences not compared yet are compared with every earlier
+ *      one (sentences.h); the earlier sentence of a pair above tau is marked
+ *      redundant for good;
+ *   3. per (layer, kv head) holding >= B slots:
+ *        Z = lambda * I - (1 - lambda) * R                       (R-KV, §5)
+ *        Z[t] -= lambda_ij for every candidate slot of a redundant sentence
+ *             (slot -> sentence through the slot's original position, §7.3)
+ *        pads per pad_policy; keep = sort(topk(Z[0, L-w), B-w)) + window.
+ * Steering (steer=1) adds alpha * V to the residual stream entering `layer`
+ * at split tokens inside the thought, as SEAL does (§6.6).
+ *
+ * Deviations, all small and documented: sentence similarity is evaluated in
+ * the compressing step itself (the reference evaluates it one forward earlier,
+ * so a sentence whose last row arrives in that forward is compared one
+ * compression sooner here); the ragged runtime stores no pad slots, so
+ * pad_policy matters only for padded caches; batch grouping belongs to the
+ * runner, and `batching=grouped` only records that a preset expects it.
+ *
+ * Ablation presets (registry.c): skipkv-sent (steer=0), skipkv-sent-steer
+ * (batching=any), skipkv / skipkv-full (batching=grouped), seal-static
+ * (gamma=0). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+#include "score.h"
+#include "sentences.h"
+#include "steering.h"
+
+const struct param_def skipkv_params[] = {
+    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)"},
+    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept"},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)"},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
+    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "R-KV: cosine above which keys are similar"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"tau", PARAM_FLOAT, 0.95, -1, 2, NULL, "sentence similarity above which the earlier sentence "
+                                           "is redundant (S_threshold)"},
+    {"sentence", PARAM_BOOL, 1, 0, 1, NULL, "sentence redundancy penalty (skip KV storage)"},
+    {"steer", PARAM_BOOL, 1, 0, 1, NULL, "adaptive steering (skip KV generation)"},
+    {"alpha0", PARAM_FLOAT, -1.25, -100, 100, NULL, "initial steering coefficient (steering_coef)"},
+    {"gamma", PARAM_FLOAT, 0.02, -10, 10, NULL, "alpha = alpha0 - gamma * N_o (steering_gamma)"},
+    {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's"},
+    {"think", PARAM_CHOICE, 0, 0, 1, "tags|always",
+     "thought region for steering: <think>..</think>, or every generated token"},
+    {"check_space", PARAM_BOOL, 0, 0, 1, NULL,
+     "also count check words with a leading space (the reference misses \" Wait\")"},
+    {"batching", PARAM_CHOICE, 0, 0, 1, "any|grouped",
+     "batching the preset expects from the runner (grouped = SkipKV batch grouping)"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+struct skv_seq {
+    struct sent_tracker tr;
+    struct steer_seq st;
+    double alpha;
+    int failed;              /* an error in a void hook; select reports it */
+    struct eb_err err;
+};
+
+struct skipkv {
+    struct importance_opts imp;
+    double lambda, alpha0, gamma;
+    float threshold, tau;
+    int sentence, steer, layer, check_space;
+    enum think_mode mode;
+    enum pad_policy pads;
+    struct policy_model m;
+    struct sent_tokens tok;
+    struct steerer sr;
+    struct score_buf buf;
+    double *z, *red;
+    int s_cap;
+    struct seq_table seqs;
+    struct policy_trace_stats *done;   /* [n_done]: stats of finished traces by sequence id */
+    int n_done;
+};
+
+static void skv_seq_free(void *p)
+{
+    struct skv_seq *q = p;
+    if (!q) return;
+    sent_tracker_free(&q->tr);
+    steer_seq_free(&q->st);
+    free(q);
+}
+
+static void skipkv_destroy(void *self)
+{
+    struct skipkv *s = self;
+    if (!s) return;
+    score_buf_free(&s->buf);
+    free(s->z);
+    free(s->red);
+    seq_table_free(&s->seqs, skv_seq_free);
+    steerer_close(&s->sr);
+    sent_tokens_free(&s->tok);
+    free(s->done);
+    free(s);
+}
+
+static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                         struct policy_info *info, struct eb_err *e)
+{
+    int kernel = policy_param_int(p, "kernel");
+    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct skipkv *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->imp = (struct importance_opts){
+        .window = policy_param_int(p, "window"),
+        .softmax_all = 0,
+        .gqa = SCORE_GQA_MAX,
+        .kernel = kernel,
+        .pool = SCORE_POOL_MAX,
+    };
+    s->lambda = policy_param(p, "lambda");
+    s->threshold = (float)policy_param(p, "threshold");
+    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->tau = (float)policy_param(p, "tau");
+    s->sentence = policy_param_int(p, "sentence");
+    s->steer = policy_param_int(p, "steer");
+    s->alpha0 = policy_param(p, "alpha0");
+    s->gamma = policy_param(p, "gamma");
+    s->layer = policy_param_int(p, "layer");
+    s->check_space = policy_param_int(p, "check_space");
+    s->mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS;
+    s->m = *m;
+    if (!m->tok) {
+        skipkv_destroy(s);
+        return eb_fail(e, "policy skipkv needs the model's tokenizer (sentence delimiters)");
+    }
+    if (s->sentence && m->n_embd < 1) {
+        skipkv_destroy(s);
+        return eb_fail(e, "policy skipkv needs the model's hidden size (n_embd)");
+    }
+    if (sent_tokens_from_tokenizer(m->tok, s->check_space, &s->tok, e)) {
+        skipkv_destroy(s);
+        return -1;
+    }
+    if (s->steer && steerer_open(&s->sr, m, s->layer, s->mode, &s->tok, "skipkv", e)) {
+        skipkv_destroy(s);
+        return -1;
+    }
+    *info = (struct policy_info){
+        .needs = POLICY_NEED_RECENT_Q | (s->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
+        .q_window = s->imp.window,
+        .window = s->imp.window,
+        .schedule = POLICY_DIVIDE,
+        .divide_length = policy_param_int(p, "divide_length"),
+    };
+    *self = s;
+    return 0;
+}
+
+static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct skipkv *s = self;
+    void **slot = seq_table_slot(&s->seqs, seq, e);
+    if (!slot) return -1;
+    skv_seq_free(*slot);
+    struct skv_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    if (!q) return -1;
+    q->alpha = s->alpha0;
+    if (sv->n_prompt > 0 && !sv->prompt)
+        return eb_fail(e, "policy skipkv: the runtime passed no prompt tokens");
+    if (sent_tracker_init(&q->tr, &s->tok, s->sentence ? s->m.n_embd : 0, s->tau, e)) return -1;
+    if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
+    if (s->steer && steer_seq_begin(&q->st, s->mode, sv, e)) return -1;
+    if (seq < s->n_done) memset(&s->done[seq], 0, sizeof s->done[seq]);
+    return 0;
+}
+
+static void fill_stats(const struct skipkv *s, const struct skv_seq *q,
+                       struct policy_trace_stats *out)
+{
+    sent_tracker_stats(&q->tr, &out->s);
+    out->alpha = s->steer ? q->alpha : 0.0;
+    out->n_steered = q->st.n_steered;
+    out->valid = 1;
+}
+
+static void skipkv_end(void *self, int seq)
+{
+    struct skipkv *s = self;
+    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q) return;
+    if (seq >= s->n_done) {
+        int n = s->n_done ? s->n_done : 16;
+        while (n <= seq) n *= 2;
+        struct policy_trace_stats *d = realloc(s->done, (size_t)n * sizeof *d);
+        if (d) {
+            memset(d + s->n_done, 0, (size_t)(n - s->n_done) * sizeof *d);
+            s->done = d;
+            s->n_done = n;
+        }
+    }
+    if (seq < s->n_done) {
+        sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
+        fill_stats(s, q, &s->done[seq]);
+    }
+    skv_seq_free(q);
+    s->seqs.state[seq] = NULL;
+}
+
+static void skipkv_observe(void *self, int seq, const struct step_view *sv)
+{
+    struct skipkv *s = self;
+    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q || q->failed) return;
+    if (sent_tracker_tokens(&q->tr, &sv->token, 1, &q->err) ||
+        (s->steer && steer_seq_push(&q->st, sv->token, &q->err)))
+        q->failed = 1;
+}
+
+static void skipkv_observe_hidden(void *self, int seq, const float *rows, int n, int dim)
+{
+    struct skipkv *s = self;
+    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q || q->failed) return;
+    if (sent_tracker_rows(&q->tr, rows, n, dim, &q->err)) q->failed = 1;
+}
+
+static int skipkv_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
+                        int n_rows, int dim, struct eb_err *e)
+{
+    struct skipkv *s = self;
+    if (!s->steer) return 0;
+    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q) return eb_fail(e, "policy skipkv: steer for unknown sequence %d", seq);
+    return steerer_apply(&s->sr, &q->st, layer, be, hidden, n_rows, dim, q->alpha, e);
+}
+
+static int skipkv_select(void *self, int seq, const struct cache_view *cv, int budget,
+                         struct keep_set *out, struct eb_err *e)
+{
+    struct skipkv *s = self;
+    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
+    if (q->failed) {
+        *e = q->err;
+        return -1;
+    }
+    int w = s->imp.window;
+    if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
+    if (s->sentence) sent_tracker_compare(&q->tr);
+    for (int l = 0; l < cv->n_layer; l++)
+        for (int h = 0; h < cv->n_kv; h++) {
+            int len = cache_view_len(cv, l, h), n_cand = len - w;
+            out->n_keep[l * cv->n_kv + h] = -1;
+            if (len < budget) continue;
+            if (len > s->s_cap) {
+                double *a = realloc(s->z, (size_t)len * sizeof *a);
+                if (a) s->z = a;
+                double *b = a ? realloc(s->red, (size_t)len * sizeof *b) : NULL;
+                if (b) s->red = b;
+                if (!a || !b) return eb_fail(e, "out of memory");
+                s->s_cap = len;
+            }
+            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->z, e)) return -1;
+            if (s->lambda < 1.0) {
+                if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->red, e)) return -1;
+                for (int j = 0; j < n_cand; j++)
+                    s->z[j] = s->lambda * s->z[j] - (1.0 - s->lambda) * s->red[j];
+            }
+            if (s->sentence) {
+                const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
+                sent_tracker_penalize(&q->tr, pos, n_cand, s->z);
+            }
+            score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
+            int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - w,
+                                           keep_set_head(out, l, h), e);
+            if (n < 0) return -1;
+            out->n_keep[l * cv->n_kv + h] = n;
+        }
+    return 0;
+}
+
+int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
+{
+    const struct skipkv *s = self;
+    memset(out, 0, sizeof *out);
+    const struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (q) {
+        fill_stats(s, q, out);
+        return 0;
+    }
+    if (seq >= 0 && seq < s->n_done && s->done[seq].valid) {
+        *out = s->done[seq];
+        return 0;
+    }
+    return -1;
+}
+
+const struct policy_ops skipkv_ops = {
+    .name = "skipkv",
+    .create = skipkv_create,
+    .destroy = skipkv_destroy,
+    .begin_sequence = skipkv_begin,
+    .end_sequence = skipkv_end,
+    .observe = skipkv_observe,
+    .observe_hidden = skipkv_observe_hidden,
+    .select = skipkv_select,
+    .steer = skipkv_steer,
+};

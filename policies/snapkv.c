@@ -1,0 +1,112 @@
+/* snapkv.c - SnapKV (specs/policies.md §4), both forms from one scorer:
+ *
+ *   snapkv         the original: once, at prefill, when the prompt holds >= B
+ *                  tokens; the last 32 prompt queries score every key with
+ *                  a softmax over all keys (causal inside the window), summed
+ *                  over the queries, average-pooled with kernel 5;
+ *   snapkv-decode  R-KV's decode-time adaptation (a registry preset):
+ *                  window 8, softmax over the non-window keys, mean over the
+ *                  queries, max-pool 7, every divide_length tokens (= R-KV
+ *                  with lambda = 1).
+ *
+ * Then topk(B - window) per kv head plus the window.  We take the mean over
+ * the window queries in both forms: the original's sum is window x the mean,
+ * which ranks the same.  The original repeats K/V to the query heads and
+ * keeps a set per query head; a per-kv-head cache needs one set per group, so
+ * the group's logits are pooled before the softmax (gqa=max|mean). */
+#include <stdlib.h>
+
+#include "policies.h"
+#include "score.h"
+
+const struct param_def snapkv_params[] = {
+    {"window", PARAM_INT, 32, 1, 4096, NULL, "observation queries; the last window slots are kept"},
+    {"kernel", PARAM_INT, 5, 1, 63, NULL, "pooling kernel (odd)"},
+    {"pool", PARAM_CHOICE, 1, 0, 1, "max|avg", "pooling of the scores along positions"},
+    {"softmax", PARAM_CHOICE, 0, 0, 1, "all|candidates",
+     "softmax over all keys (causal) or over the non-window keys only"},
+    {"schedule", PARAM_CHOICE, 0, 0, 1, "prefill|divide",
+     "compress once at prefill, or also every divide_length tokens"},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+struct snapkv {
+    struct importance_opts imp;
+    enum pad_policy pads;
+    struct score_buf buf;
+    double *z;
+    int z_cap;
+};
+
+static int snapkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                         struct policy_info *info, struct eb_err *e)
+{
+    (void)m;
+    int kernel = policy_param_int(p, "kernel");
+    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct snapkv *s = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->imp = (struct importance_opts){
+        .window = policy_param_int(p, "window"),
+        .softmax_all = policy_param_int(p, "softmax") == 0,
+        .gqa = policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+        .kernel = kernel,
+        .pool = policy_param_int(p, "pool") == 0 ? SCORE_POOL_MAX : SCORE_POOL_AVG,
+    };
+    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    *info = (struct policy_info){
+        .needs = POLICY_NEED_RECENT_Q,
+        .q_window = s->imp.window,
+        .window = s->imp.window,
+        .schedule = policy_param_int(p, "schedule") == 0 ? POLICY_PREFILL_ONLY : POLICY_DIVIDE,
+        .divide_length = policy_param_int(p, "divide_length"),
+    };
+    *self = s;
+    return 0;
+}
+
+static void snapkv_destroy(void *self)
+{
+    struct snapkv *s = self;
+    if (!s) return;
+    score_buf_free(&s->buf);
+    free(s->z);
+    free(s);
+}
+
+static int snapkv_select(void *self, int seq, const struct cache_view *cv, int budget,
+                         struct keep_set *out, struct eb_err *e)
+{
+    (void)seq;
+    struct snapkv *s = self;
+    int w = s->imp.window;
+    for (int l = 0; l < cv->n_layer; l++)
+        for (int h = 0; h < cv->n_kv; h++) {
+            int len = cache_view_len(cv, l, h);
+            out->n_keep[l * cv->n_kv + h] = -1;
+            if (len < budget) continue;
+            if (len > s->z_cap) {
+                double *z = realloc(s->z, (size_t)len * sizeof *z);
+                if (!z) return eb_fail(e, "out of memory");
+                s->z = z;
+                s->z_cap = len;
+            }
+            if (score_importance(&s->buf, cv, l, h, &s->imp, len - w, s->z, e)) return -1;
+            score_apply_pads(s->z, len - w, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
+            int n = score_keep_topk_window(&s->buf, s->z, len - w, len, budget - w,
+                                           keep_set_head(out, l, h), e);
+            if (n < 0) return -1;
+            out->n_keep[l * cv->n_kv + h] = n;
+        }
+    return 0;
+}
+
+const struct policy_ops snapkv_ops = {
+    .name = "snapkv",
+    .create = snapkv_create,
+    .destroy = snapkv_destroy,
+    .select = snapkv_select,
+};

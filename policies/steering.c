@@ -1,0 +1,395 @@
+/* steering.c - steering vector files, model identity, step classification
+ * and where steering fires (see steering.h). */
+#include "steering.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/model.h"
+
+uint64_t steering_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+int steering_model_identity(const struct model *m, char *out, size_t cap, struct eb_err *e)
+{
+    const struct model_config *c = &m->cfg;
+    /* Fingerprint: FNV-1a over the bit patterns of 8 floats from 4 embedding rows. */
+    enum { ROWS = 4, COLS = 8 };
+    float buf[COLS];
+    uint64_t fp = 1469598103934665603ULL;
+    int ncol = c->n_embd < COLS ? c->n_embd : COLS;
+    for (int r = 0; r < ROWS; r++) {
+        size_t row = (size_t)c->n_vocab * (size_t)(2 * r + 1) / (2 * ROWS);
+        m->be->download(m->be, buf, m->tok_embd + row * (size_t)c->n_embd, (size_t)ncol);
+        for (int j = 0; j < ncol; j++) {
+            uint32_t bits;
+            memcpy(&bits, &buf[j], sizeof bits);
+            for (int k = 0; k < 4; k++) {
+                fp ^= (bits >> (8 * k)) & 0xffu;
+                fp *= 1099511628211ULL;
+            }
+        }
+    }
+    int n = snprintf(out, cap, "%s layers=%d embd=%d heads=%d/%d vocab=%d embd_fp=%016" PRIx64,
+                     model_arch_name(c->arch), c->n_layer, c->n_embd, c->n_head, c->n_head_kv,
+                     c->n_vocab, fp);
+    if (n < 0 || (size_t)n >= cap) return eb_fail(e, "steering: model identity does not fit");
+    return 0;
+}
+
+void steer_vector_free(struct steer_vector *sv)
+{
+    if (!sv) return;
+    free(sv->v);
+    sv->v = NULL;
+}
+
+/* Header values are single-line free text: newlines would break the format. */
+static void one_line(char *dst, size_t cap, const char *src)
+{
+    size_t i = 0;
+    for (; src && src[i] && i + 1 < cap; i++) dst[i] = (src[i] == '\n' || src[i] == '\r') ? ' ' : src[i];
+    dst[i] = '\0';
+}
+
+int steer_vector_save(const char *path, const struct steer_vector *sv, struct eb_err *e)
+{
+    if (sv->dim < 1 || !sv->v) return eb_fail(e, "%s: empty steering vector", path);
+    FILE *f = fopen(path, "wb");
+    if (!f) return eb_fail(e, "%s: %s", path, strerror(errno));
+    char model[128], ident[256], data[64], kw[32], think[16], created[32];
+    one_line(model, sizeof model, sv->model);
+    one_line(ident, sizeof ident, sv->model_identity);
+    one_line(data, sizeof data, sv->dataset);
+    one_line(kw, sizeof kw, sv->keywords);
+    one_line(think, sizeof think, sv->think);
+    one_line(created, sizeof created, sv->created);
+    fprintf(f, "%s %d\n", STEER_MAGIC, STEER_VERSION);
+    fprintf(f, "model: %s\nmodel_identity: %s\nmodel_hash: %016" PRIx64 "\n", model, ident,
+            steering_hash(ident));
+    fprintf(f, "layer: %d\ndim: %d\n", sv->layer, sv->dim);
+    fprintf(f, "n_reflection: %d\nn_transition: %d\nn_execution: %d\n", sv->n_reflection,
+            sv->n_transition, sv->n_execution);
+    fprintf(f, "n_correct: %d\nn_incorrect: %d\n", sv->n_correct, sv->n_incorrect);
+    fprintf(f, "dataset: %s\nmax_new: %d\nkeywords: %s\nthink: %s\ncreated: %s\n\n", data,
+            sv->max_new, kw, think, created);
+    for (int i = 0; i < sv->dim; i++) {
+        uint32_t bits;
+        memcpy(&bits, &sv->v[i], sizeof bits);
+        unsigned char le[4] = {bits & 0xff, (bits >> 8) & 0xff, (bits >> 16) & 0xff, bits >> 24};
+        fwrite(le, 1, 4, f);
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return eb_fail(e, "%s: write error", path);
+    return 0;
+}
+
+static int parse_int(const char *path, const char *key, const char *v, int lo, int hi, int *out,
+                     struct eb_err *e)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return eb_fail(e, "%s: header %s: expected an integer in [%d, %d], got '%s'", path, key,
+                       lo, hi, v);
+    *out = (int)x;
+    return 0;
+}
+
+static int read_header(FILE *f, const char *path, struct steer_vector *sv, struct eb_err *e)
+{
+    char line[512];
+    if (!fgets(line, sizeof line, f)) return eb_fail(e, "%s: empty file", path);
+    size_t ml = strlen(STEER_MAGIC);
+    if (strncmp(line, STEER_MAGIC, ml) != 0 || line[ml] != ' ')
+        return eb_fail(e, "%s: not a steering vector file (no '%s' line)", path, STEER_MAGIC);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (parse_int(path, "version", line + ml + 1, 0, 1 << 20, &sv->version, e)) return -1;
+    if (sv->version != STEER_VERSION)
+        return eb_fail(e, "%s: format version %d, this build reads version %d", path, sv->version,
+                       STEER_VERSION);
+    int have_hash = 0, have_layer = 0, have_dim = 0;
+    for (int n = 0;; n++) {
+        if (n > 1000) return eb_fail(e, "%s: header has no end", path);
+        if (!fgets(line, sizeof line, f)) return eb_fail(e, "%s: header has no end", path);
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n')
+            return eb_fail(e, "%s: header line %d too long", path, n + 2);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (len == 0) break;
+        char *colon = strstr(line, ": ");
+        if (!colon) return eb_fail(e, "%s: header line %d is not 'key: value'", path, n + 2);
+        *colon = '\0';
+        const char *k = line, *v = colon + 2;
+        int rc = 0;
+        if (!strcmp(k, "model")) one_line(sv->model, sizeof sv->model, v);
+        else if (!strcmp(k, "model_identity"))
+            one_line(sv->model_identity, sizeof sv->model_identity, v);
+        else if (!strcmp(k, "dataset")) one_line(sv->dataset, sizeof sv->dataset, v);
+        else if (!strcmp(k, "keywords")) one_line(sv->keywords, sizeof sv->keywords, v);
+        else if (!strcmp(k, "think")) one_line(sv->think, sizeof sv->think, v);
+        else if (!strcmp(k, "created")) one_line(sv->created, sizeof sv->created, v);
+        else if (!strcmp(k, "model_hash")) {
+            char *end;
+            errno = 0;
+            sv->model_hash = strtoull(v, &end, 16);
+            if (errno || end == v || *end || strlen(v) != 16)
+                return eb_fail(e, "%s: header model_hash: expected 16 hex digits, got '%s'",
+                               path, v);
+            have_hash = 1;
+        } else if (!strcmp(k, "layer")) {
+            rc = parse_int(path, k, v, 0, 100000, &sv->layer, e);
+            have_layer = 1;
+        } else if (!strcmp(k, "dim")) {
+            rc = parse_int(path, k, v, 1, 1 << 20, &sv->dim, e);
+            have_dim = 1;
+        } else if (!strcmp(k, "n_reflection")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->n_reflection, e);
+        else if (!strcmp(k, "n_transition")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->n_transition, e);
+        else if (!strcmp(k, "n_execution")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->n_execution, e);
+        else if (!strcmp(k, "n_correct")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->n_correct, e);
+        else if (!strcmp(k, "n_incorrect")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->n_incorrect, e);
+        else if (!strcmp(k, "max_new")) rc = parse_int(path, k, v, 0, 1 << 30, &sv->max_new, e);
+        if (rc) return -1;
+    }
+    if (!have_hash || !have_layer || !have_dim)
+        return eb_fail(e, "%s: header lacks %s", path,
+                       !have_hash ? "model_hash" : !have_layer ? "layer" : "dim");
+    return 0;
+}
+
+int steer_vector_load(const char *path, const char *expect_identity, int expect_dim,
+                      struct steer_vector *out, struct eb_err *e)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f) return eb_fail(e, "%s: %s", path, strerror(errno));
+    int rc = -1;
+    if (read_header(f, path, out, e)) goto done;
+    if (expect_identity && steering_hash(expect_identity) != out->model_hash) {
+        eb_fail(e, "%s: made for model '%s' [%s], but the model is [%s]; calibrate a vector "
+                   "for this model", path, out->model, out->model_identity, expect_identity);
+        goto done;
+    }
+    if (expect_dim > 0 && expect_dim != out->dim) {
+        eb_fail(e, "%s: vector of dim %d, but the model's hidden size is %d", path, out->dim,
+                expect_dim);
+        goto done;
+    }
+    out->v = eb_malloc((size_t)out->dim * sizeof *out->v, e);
+    if (!out->v) goto done;
+    for (int i = 0; i < out->dim; i++) {
+        unsigned char le[4];
+        if (fread(le, 1, 4, f) != 4) {
+            eb_fail(e, "%s: truncated: %d of %d floats", path, i, out->dim);
+            goto done;
+        }
+        uint32_t bits = le[0] | (uint32_t)le[1] << 8 | (uint32_t)le[2] << 16 | (uint32_t)le[3] << 24;
+        memcpy(&out->v[i], &bits, sizeof bits);
+        if (!isfinite(out->v[i])) {
+            eb_fail(e, "%s: value %d is not finite", path, i);
+            goto done;
+        }
+    }
+    if (fgetc(f) != EOF) {
+        eb_fail(e, "%s: data longer than dim = %d floats", path, out->dim);
+        goto done;
+    }
+    rc = 0;
+done:
+    fclose(f);
+    if (rc) steer_vector_free(out);
+    return rc;
+}
+
+/* ---- SEAL step classification (§6.2) ---- */
+
+static const char *const REFLECTION_KEYS[] = {
+    "verify", "make sure", "hold on", "think again", "'s correct", "'s incorrect",
+    "let me check", "seems right",
+};
+static const char *const TRANSITION_KEYS[] = {
+    "think differenly", "another way", "another approach", "another method",
+    "another solution", "another strategy", "another technique",
+};
+
+enum step_class steering_classify(const char *text, size_t len, int fixed_typo)
+{
+    /* lower-case, without leading and trailing spaces and newlines */
+    while (len && isspace((unsigned char)*text)) text++, len--;
+    while (len && isspace((unsigned char)text[len - 1])) len--;
+    char *s = malloc(len + 1);
+    if (!s) return STEP_EXECUTION;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        s[i] = c == '\0' ? ' ' : (char)tolower(c);
+    }
+    s[len] = '\0';
+    enum step_class cls = STEP_EXECUTION;
+    if (!strncmp(s, "wait", 4)) cls = STEP_REFLECTION;
+    for (size_t i = 0; cls == STEP_EXECUTION && i < sizeof REFLECTION_KEYS / sizeof *REFLECTION_KEYS; i++)
+        if (strstr(s, REFLECTION_KEYS[i])) cls = STEP_REFLECTION;
+    if (cls == STEP_EXECUTION && !strncmp(s, "alternatively", 13)) cls = STEP_TRANSITION;
+    for (size_t i = 0; cls == STEP_EXECUTION && i < sizeof TRANSITION_KEYS / sizeof *TRANSITION_KEYS; i++) {
+        const char *k = (i == 0 && fixed_typo) ? "think differently" : TRANSITION_KEYS[i];
+        if (strstr(s, k)) cls = STEP_TRANSITION;
+    }
+    free(s);
+    return cls;
+}
+
+/* ---- where steering fires (§6.6) ---- */
+
+void steer_track_begin(struct steer_track *st, enum think_mode mode, int n_prompt)
+{
+    st->mode = mode;
+    st->n_prompt = n_prompt;
+    st->pos = 0;
+    st->in_think = 0;
+}
+
+int steer_track_token(struct steer_track *st, const struct sent_tokens *tok, int id)
+{
+    int p = st->pos++;
+    if (st->mode == THINK_ALWAYS) {
+        st->in_think = p >= st->n_prompt;
+    } else if (id == tok->think_open && id >= 0) {
+        st->in_think = 1;
+    } else if (id == tok->think_close && id >= 0) {
+        st->in_think = 0;
+    }
+    /* among prompt tokens only the last: SEAL steers the last position of each input */
+    if (p < st->n_prompt - 1) return 0;
+    return st->in_think && sent_tokens_is_split(tok, id);
+}
+
+double steering_alpha(double alpha0, double gamma, int n_o)
+{
+    return alpha0 - gamma * n_o;
+}
+
+/* ---- steering inside a policy ---- */
+
+int steerer_open(struct steerer *s, const struct policy_model *t, int layer, enum think_mode mode,
+                 const struct sent_tokens *tok, const char *policy, struct eb_err *e)
+{
+    int n_layer = t->n_layer;
+    memset(s, 0, sizeof *s);
+    s->dev_alpha = NAN;
+    s->mode = mode;
+    s->tok = tok;
+    char guess[512];
+    const char *path = t->steer_vector;
+    if (!path && t->model_name) {
+        const char *base = strrchr(t->model_name, '/');
+        base = base ? base + 1 : t->model_name;
+        snprintf(guess, sizeof guess, "vectors/%s.bin", base);
+        FILE *f = fopen(guess, "rb");
+        if (f) {
+            fclose(f);
+            path = guess;
+        }
+    }
+    if (!path)
+        return eb_fail(e, "policy %s needs a steering vector: give one (made by `evictbench "
+                          "calibrate`) or put it at vectors/%s.bin",
+                       policy, t->model_name ? t->model_name : "<model>");
+    if (steer_vector_load(path, t->model_identity, t->n_embd, &s->vec, e)) return -1;
+    s->layer = layer > 0 ? layer : s->vec.layer;
+    if (s->layer < 1 || s->layer >= n_layer) {
+        int l = s->layer;
+        steer_vector_free(&s->vec);
+        return eb_fail(e, "policy %s: steering layer %d outside [1, %d) (the input of layer 0 "
+                          "is the embedding)", policy, l, n_layer);
+    }
+    s->host = eb_malloc((size_t)s->vec.dim * sizeof *s->host, e);
+    if (!s->host) {
+        steer_vector_free(&s->vec);
+        return -1;
+    }
+    return 0;
+}
+
+void steerer_close(struct steerer *s)
+{
+    if (!s) return;
+    if (s->dev && s->be) s->be->free(s->be, s->dev);
+    free(s->host);
+    steer_vector_free(&s->vec);
+    memset(s, 0, sizeof *s);
+}
+
+int steer_seq_push(struct steer_seq *q, int token, struct eb_err *e)
+{
+    if (q->n_toks == q->cap) {
+        int cap = q->cap ? q->cap * 2 : 256;
+        int *t = realloc(q->toks, (size_t)cap * sizeof *t);
+        if (!t) return eb_fail(e, "steering: out of memory for %d tokens", cap);
+        q->toks = t;
+        q->cap = cap;
+    }
+    q->toks[q->n_toks++] = token;
+    return 0;
+}
+
+int steer_seq_begin(struct steer_seq *q, enum think_mode mode, const struct seq_view *sv,
+                    struct eb_err *e)
+{
+    steer_seq_free(q);
+    if (sv->n_prompt > 0 && !sv->prompt)
+        return eb_fail(e, "steering: the runtime passed no prompt tokens");
+    steer_track_begin(&q->tr, mode, sv->n_prompt);
+    for (int i = 0; i < sv->n_prompt; i++)
+        if (steer_seq_push(q, sv->prompt[i], e)) return -1;
+    return 0;
+}
+
+void steer_seq_free(struct steer_seq *q)
+{
+    free(q->toks);
+    memset(q, 0, sizeof *q);
+}
+
+int steerer_apply(struct steerer *s, struct steer_seq *q, int layer, struct backend *be,
+                  float *hidden, int n_rows, int dim, double alpha, struct eb_err *e)
+{
+    if (layer != s->layer - 1) return 0;
+    if (dim != s->vec.dim)
+        return eb_fail(e, "steering: hidden size %d, vector dim %d", dim, s->vec.dim);
+    if (q->fed + n_rows > q->n_toks)
+        return eb_fail(e, "steering: %d rows but only %d tokens known", q->fed + n_rows,
+                       q->n_toks);
+    for (int r = 0; r < n_rows; r++) {
+        int id = q->toks[q->fed + r];
+        if (!steer_track_token(&q->tr, s->tok, id)) continue;
+        if (!s->dev || s->be != be) {
+            if (s->dev && s->be) s->be->free(s->be, s->dev);
+            s->be = be;
+            s->dev = be->alloc(be, (size_t)dim);
+            if (!s->dev) return eb_fail(e, "steering: out of backend memory");
+            s->dev_alpha = NAN;
+        }
+        if (!(alpha == s->dev_alpha)) {
+            for (int d = 0; d < dim; d++) s->host[d] = (float)(alpha * s->vec.v[d]);
+            be->upload(be, s->dev, s->host, (size_t)dim);
+            s->dev_alpha = alpha;
+        }
+        be->add(be, hidden + (size_t)r * dim, s->dev, (size_t)dim);
+        q->n_steered++;
+    }
+    q->fed += n_rows;
+    return 0;
+}
+

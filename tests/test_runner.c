@@ -1,0 +1,343 @@
+/* test_runner.c - the runner end to end on the tiny model fixtures (they have
+ * no tokenizer, so prompts go in as token ids): runs and samples in the
+ * database, accuracy consistent with the samples, batching modes giving the
+ * same greedy traces, a rerun skipping everything, 'oom' points (max_kv_bytes
+ * and the memory estimate), SIGINT-style stop, fidelity mode; then the same
+ * path from a dataset with SmolLM2 when its file is present. */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/config.h"
+#include "harness/runner.h"
+#include "harness/store.h"
+#include "harness/sweep.h"
+#include "test.h"
+
+#define TINY "tests/fixtures/models/tiny-llama"
+#define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* Five prompts of 3..17 tokens (ids 3..255; 0-2 are special in the fixture). */
+enum { N_ITEMS = 5 };
+static int prompt_ids[N_ITEMS][20];
+static struct runner_item items[N_ITEMS];
+static const int prompt_len[N_ITEMS] = {9, 3, 17, 6, 12};
+
+static void make_items(void)
+{
+    uint32_t x = 12345;
+    for (int i = 0; i < N_ITEMS; i++) {
+        for (int t = 0; t < prompt_len[i]; t++) {
+            x = x * 1103515245u + 12345u;
+            prompt_ids[i][t] = 3 + (int)((x >> 16) % 253);
+        }
+        items[i].id = NULL;
+        items[i].reference = i % 2 ? "7" : "42";
+        items[i].prompt = prompt_ids[i];
+        items[i].n_prompt = prompt_len[i];
+    }
+}
+
+static char db_path[256];
+
+static void fresh_db(void)
+{
+    snprintf(db_path, sizeof db_path, "/tmp/eb_test_runner_%d.db", (int)getpid());
+    char p[300];
+    unlink(db_path);
+    snprintf(p, sizeof p, "%s-wal", db_path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", db_path);
+    unlink(p);
+}
+
+/* First column of the first row, as a number (NAN when NULL or no row). */
+static int first_cell(void *ctx, int n, const char *const *names, const char *const *vals)
+{
+    (void)names;
+    *(double *)ctx = n > 0 && vals[0] ? atof(vals[0]) : NAN;
+    return 1;
+}
+
+static double q(struct store *st, const char *sql)
+{
+    double v = NAN;
+    struct eb_err e = {{0}};
+    if (store_query(st, sql, first_cell, &v, &e)) fprintf(stderr, "  query: %s\n", e.msg);
+    return v;
+}
+
+struct stop_ctx {
+    volatile sig_atomic_t *stop;
+    int batches;
+};
+
+static void stop_after_first_batch(void *ctx, const struct runner_progress *p)
+{
+    struct stop_ctx *s = ctx;
+    if (!strcmp(p->event, "batch") && ++s->batches == 1) *s->stop = 1;
+}
+
+/* Parse + expand + run a config over the tiny items into db_path. */
+static int sweep_tiny(const char *json, const struct runner_opts *base, struct sweep_summary *sum,
+                      int *n_points)
+{
+    struct exp_config c;
+    struct sweep s;
+    struct store *st = NULL;
+    struct runner *r = NULL;
+    struct eb_err e = {{0}};
+    int rc = -1;
+    memset(&s, 0, sizeof s);
+    if (exp_config_parse(json, strlen(json), "test.json", &c, &e) ||
+        sweep_expand(&c, NULL, runner_policy_check, &s, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        exp_config_free(&c);
+        return -1;
+    }
+    struct runner_opts o;
+    if (base) o = *base;
+    else memset(&o, 0, sizeof o);
+    o.threads = 1;
+    if (!o.items) { o.items = items; o.n_items = N_ITEMS; }
+    int64_t exp_id = 0;
+    if (store_open(db_path, &st, &e) ||
+        store_begin_experiment(st, c.name, c.json, SWEEP_CODE_VERSION, &exp_id, &e) ||
+        runner_create(&o, &r, &e) || runner_sweep(r, &s, st, exp_id, sum, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        goto done;
+    }
+    if (n_points) *n_points = s.n;
+    rc = 0;
+done:
+    runner_free(r);
+    store_close(st);
+    sweep_free(&s);
+    exp_config_free(&c);
+    return rc;
+}
+
+static const char *MAIN_CFG =
+    "{\"name\": \"tiny\", \"models\": \"" TINY "\", \"datasets\": \"synthetic:5\","
+    " \"policies\": [\"fullkv\", {\"name\": \"streamingllm\", \"budget\": 10, \"divide_length\": 4}],"
+    " \"batch_sizes\": [1, 3], \"batching\": [\"ragged\", \"continuous\", \"grouped\", \"padded\"],"
+    " \"max_new_tokens\": 24}";
+
+static void test_sweep_store_resume(void)
+{
+    make_items();
+    fresh_db();
+    struct sweep_summary sum;
+    int n = 0;
+    CHECK(sweep_tiny(MAIN_CFG, NULL, &sum, &n) == 0);
+    /* per policy: bs1 (one point) + bs3 x 4 modes = 5 */
+    CHECK_MSG(n == 10, "%d points", n);
+    CHECK(sum.ok == 10 && sum.skipped == 0 && sum.oom == 0 && sum.errors == 0 && !sum.interrupted);
+
+    struct store *st = NULL;
+    struct eb_err e = {{0}};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from runs where status = 'ok'") == 10);
+    CHECK(q(st, "select count(*) from samples") == 10 * N_ITEMS);
+    CHECK(q(st, "select count(*) from runs where n_samples != 5") == 0);
+    /* accuracy is the mean of the samples' correct */
+    CHECK(q(st, "select count(*) from runs r where abs(r.accuracy - (select avg(correct) from "
+                "samples s where s.run_id = r.id)) > 1e-12") == 0);
+    /* sample_idx names the item, whatever order the batching ran them in */
+    CHECK(q(st, "select count(*) from samples where prompt_tokens != case sample_idx when 0 then 9 "
+                "when 1 then 3 when 2 then 17 when 3 then 6 else 12 end") == 0);
+    /* greedy traces do not depend on batch size or mode (per-sequence caches) */
+    CHECK(q(st, "select max(c) from (select count(distinct s.text) as c from samples s join runs r "
+                "on r.id = s.run_id group by r.policy, s.sample_idx)") == 1);
+    CHECK(q(st, "select count(*) from samples where gen_tokens > 24 or gen_tokens < 0") == 0);
+    CHECK(q(st, "select count(*) from samples where finished = 0 and gen_tokens != 24") == 0);
+    CHECK(q(st, "select count(*) from samples where ttft_ms is null or peak_kv_bytes is null") == 0);
+    /* streamingllm (budget 10, compress every 4) compresses every sequence; fullkv never */
+    CHECK(q(st, "select min(n_compressions) from samples s join runs r on r.id = s.run_id "
+                "where r.policy = 'streamingllm'") >= 1);
+    CHECK(q(st, "select max(n_compressions) from samples s join runs r on r.id = s.run_id "
+                "where r.policy = 'fullkv'") == 0);
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
+                "r.policy = 'streamingllm' and s.peak_kv_bytes > s.prompt_tokens * 512 + 512 "
+                "and s.peak_kv_bytes > (10 + 4) * 512") == 0);
+    /* padded/grouped record their pad tokens; the first padded batch of 3
+     * (prompts 9, 3, 17) and the second (6, 12) hold 8+14 + 6 = 28 pads */
+    CHECK(q(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
+                "'padded' and policy = 'fullkv'") == 28);
+    CHECK(q(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
+                "'grouped' and policy = 'fullkv'") == 6 + 3 + 5); /* (3 6 9) (12 17) */
+    CHECK(q(st, "select count(*) from runs where tokens_per_s is null or wall_s <= 0 or "
+                "gen_tokens != (select sum(gen_tokens) from samples where run_id = runs.id)") == 0);
+    store_close(st);
+
+    /* a rerun skips every point */
+    CHECK(sweep_tiny(MAIN_CFG, NULL, &sum, &n) == 0);
+    CHECK(sum.skipped == 10 && sum.ok == 0);
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from runs") == 10);
+    CHECK(q(st, "select count(*) from samples") == 10 * N_ITEMS);
+    CHECK(q(st, "select count(*) from v_accuracy_by_budget") == 10);
+    store_close(st);
+}
+
+static void test_oom(void)
+{
+    make_items();
+    fresh_db();
+    /* 512 bytes per token: one sequence of 6 + 24 tokens fits 16000 bytes,
+     * three of them at once do not. */
+    static int six[3][6] = {{10, 11, 12, 13, 14, 15}, {20, 21, 22, 23, 24, 25}, {30, 31, 32, 33, 34, 35}};
+    struct runner_item its[3];
+    for (int i = 0; i < 3; i++) its[i] = (struct runner_item){NULL, "1", six[i], 6};
+    struct runner_opts o;
+    memset(&o, 0, sizeof o);
+    o.items = its;
+    o.n_items = 3;
+    struct sweep_summary sum;
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:3\", \"batch_sizes\": [3, 1],"
+                     " \"max_new_tokens\": 24, \"max_kv_bytes\": 16000}", &o, &sum, NULL) == 0);
+    CHECK(sum.oom == 1 && sum.ok == 1);
+    struct store *st = NULL;
+    struct eb_err e = {{0}};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from runs where status = 'oom' and batch_size = 3 and n_samples = 0 "
+                "and error like '%max_kv_bytes%'") == 1);
+    CHECK(q(st, "select count(*) from runs where status = 'ok' and batch_size = 1 and "
+                "peak_kv_bytes <= 16000") == 1);
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.status = 'oom'") == 0);
+    CHECK(q(st, "select count(*) from v_throughput_by_batch where status = 'oom'") == 1);
+    store_close(st);
+
+    /* the memory estimate not fitting is 'oom' as well; a rerun does not retry it */
+    fresh_db();
+    o.mem_limit = 1;
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:3\", \"max_new_tokens\": 8}",
+                     &o, &sum, NULL) == 0);
+    CHECK(sum.oom == 1 && sum.ok == 0);
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:3\", \"max_new_tokens\": 8}",
+                     &o, &sum, NULL) == 0);
+    CHECK(sum.skipped == 1);
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from runs where status = 'oom' and error like '%estimated%'") == 1);
+    store_close(st);
+}
+
+static void test_stop_after_batch(void)
+{
+    make_items();
+    fresh_db();
+    volatile sig_atomic_t stop = 0;
+    struct stop_ctx sc = {&stop, 0};
+    struct runner_opts o;
+    memset(&o, 0, sizeof o);
+    o.stop = &stop;
+    o.progress = stop_after_first_batch;
+    o.progress_ctx = &sc;
+    struct sweep_summary sum;
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:5\", \"batch_sizes\": 2,"
+                     " \"policies\": [\"fullkv\", {\"name\": \"streamingllm\", \"budget\": 10}],"
+                     " \"max_new_tokens\": 8}", &o, &sum, NULL) == 0);
+    CHECK(sum.interrupted == 1 && sum.ok == 0);
+    CHECK(sc.batches == 1);
+    struct store *st = NULL;
+    struct eb_err e = {{0}};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from runs") == 0);
+    CHECK(q(st, "select count(*) from samples") == 0);
+    store_close(st);
+}
+
+static void test_fidelity(void)
+{
+    make_items();
+    fresh_db();
+    struct sweep_summary sum;
+    /* a budget nothing reaches: the replay is the FullKV trace exactly */
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:5\", \"mode\": \"fidelity\","
+                     " \"policies\": [\"fullkv\", {\"name\": \"streamingllm\", \"budget\": [10, 1000],"
+                     " \"divide_length\": 4}], \"max_new_tokens\": 24}", NULL, &sum, NULL) == 0);
+    CHECK(sum.ok == 2);
+    /* the generate-mode FullKV traces of the same prompts, for comparison */
+    CHECK(sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:5\", \"max_new_tokens\": 24}",
+                     NULL, &sum, NULL) == 0);
+    CHECK(sum.ok == 1);
+    struct store *st = NULL;
+    struct eb_err e = {{0}};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000 "
+                "and (s.kl_mean != 0 or s.top1_agree != 1 or s.first_divergence is not null)") == 0);
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000") == 5);
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 10 and "
+                "(s.kl_mean < 0 or s.top1_agree < 0 or s.top1_agree > 1)") == 0);
+    CHECK(q(st, "select sum(n_compressions) from samples s join runs r on r.id = s.run_id "
+                "where r.budget = 10") > 0);
+    /* the replayed trace is the free-running FullKV greedy trace */
+    CHECK(q(st, "select count(*) from samples f join runs rf on rf.id = f.run_id join samples g on "
+                "g.sample_idx = f.sample_idx join runs rg on rg.id = g.run_id where rf.budget is not null "
+                "and rg.policy = 'fullkv' and (f.text != g.text or f.gen_tokens != g.gen_tokens)") == 0);
+    /* divergence: either never (agreement 1) or at a step before the end */
+    CHECK(q(st, "select count(*) from samples where kl_mean is not null and ((first_divergence is "
+                "null) != (top1_agree = 1) or first_divergence > gen_tokens)") == 0);
+    CHECK(q(st, "select count(*) from v_fidelity") == 2);
+    store_close(st);
+}
+
+/* The dataset path: real prompts through the chat template and tokenizer. */
+static void test_smollm2_dataset(void)
+{
+    if (access(SMOL, R_OK) != 0) SKIP("%s absent (make deps downloads it)", SMOL);
+    fresh_db();
+    struct runner_opts o;
+    memset(&o, 0, sizeof o);
+    struct runner_item none;
+    memset(&none, 0, sizeof none);
+    const char *cfg = "{\"models\": \"smollm2-135m\", \"datasets\": \"synthetic:2\", \"prompt\": "
+                      "\"chatml-boxed\", \"batch_sizes\": 2, \"max_new_tokens\": 12}";
+    struct exp_config c;
+    struct sweep s;
+    struct store *st = NULL;
+    struct runner *r = NULL;
+    struct eb_err e = {{0}};
+    struct sweep_summary sum;
+    int64_t exp_id;
+    CHECK(exp_config_parse(cfg, strlen(cfg), "smol.json", &c, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == 0);
+    o.threads = 1;
+    CHECK(store_open(db_path, &st, &e) == 0);
+    CHECK(store_begin_experiment(st, c.name, c.json, SWEEP_CODE_VERSION, &exp_id, &e) == 0);
+    CHECK(runner_create(&o, &r, &e) == 0);
+    int rc = runner_sweep(r, &s, st, exp_id, &sum, &e);
+    CHECK_MSG(rc == 0 && sum.ok == 1, "%s", e.msg);
+    CHECK(q(st, "select count(*) from samples where length(text) > 0 and prompt_tokens > 40 and "
+                "ref_answer is not null and item_id is not null") == 2);
+    CHECK(q(st, "select count(*) from samples where think_tokens is not null") == 0);
+    CHECK(runner_sweep(r, &s, st, exp_id, &sum, &e) == 0 && sum.skipped == 1);
+    runner_free(r);
+    store_close(st);
+    sweep_free(&s);
+    exp_config_free(&c);
+}
+
+int main(void)
+{
+    if (access(TINY "/config.json", R_OK) != 0) {
+        fprintf(stderr, "fixture %s missing\n", TINY);
+        return 1;
+    }
+    RUN(test_sweep_store_resume);
+    RUN(test_oom);
+    RUN(test_stop_after_batch);
+    RUN(test_fidelity);
+    RUN(test_smollm2_dataset);
+    fresh_db(); /* remove the last database */
+    unlink(db_path);
+    return test_summary("runner");
+}
