@@ -24,7 +24,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench clean cuda fuzz exp data
+.PHONY: all deps test bench clean cuda fuzz exp data plots tables
 
 all: evictbench
 
@@ -61,6 +61,13 @@ fuzz:
 
 data:
 	tools/fetch_data.sh
+
+DB ?= results/results.db
+plots: evictbench
+	./evictbench plots --db $(DB) --out results/plots
+
+tables: evictbench
+	./evictbench tables --db $(DB) --out results/tables
 
 cuda:
 	$(MAKE) -C kernels/cuda

@@ -6,6 +6,7 @@
 
 #include "../kernels/backend.h"
 #include "../model/generate.h"
+#include "bench_policies.h"
 #include "cli.h"
 #include "cmd_generate.h"
 
@@ -14,7 +15,12 @@ static void print_help(void)
     printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n\n"
            "Prints prefill tokens/s for one prompt of --prompt-len tokens (default 512) and\n"
            "decode tokens/s at batch 1, 4 and 16 generating --new tokens each (default 128,\n"
-           "EOS ignored), with peak KV bytes and peak RSS.  Default model: smollm2-135m.\n");
+           "EOS ignored), with peak KV bytes and peak RSS.  Default model: smollm2-135m.\n\n"
+           "  --policies LIST      also a policy table: decode tokens/s, per-step policy overhead\n"
+           "                       and peak KV vs FullKV for each policy (e.g.\n"
+           "                       fullkv,streamingllm,h2o-rkv,snapkv-decode,rkv,h2o)\n"
+           "  --budgets LIST       budgets of the policy table (default 256,512,1024)\n"
+           "  --policy-new N       tokens generated per policy row (default 2048)\n");
 }
 
 static double peak_rss_mb(void)
@@ -98,15 +104,20 @@ static int run_prefill(const struct model *m, int len, struct bench_row *row, st
 int cmd_bench(int argc, char **argv)
 {
     const char *model = "smollm2-135m";
-    long threads = 0, prompt_len = 512, n_new = 128;
+    const char *policies = NULL, *budgets = "256,512,1024";
+    long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
-            strcmp(o, "--new"))
+            strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
+            strcmp(o, "--policy-new"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "--policies")) policies = v;
+        else if (!strcmp(o, "--budgets")) budgets = v;
+        else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(o, "--prompt-len")) { if (cli_int(o, v, 1, 1 << 20, &prompt_len)) return 2; }
         else if (cli_int(o, v, 1, 1 << 20, &n_new)) return 2;
@@ -149,7 +160,11 @@ int cmd_bench(int argc, char **argv)
         printf("decode batch 16 / batch 1: %.2fx (target >= 3x); prefill / decode batch 1: %.1fx "
                "(target >= 10x); %ld new tokens per sequence\n",
                d1 > 0 ? rows[3].tok_s / d1 : 0, d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
+        fflush(stdout);
     }
+    if (rc == 0 && policies &&
+        bench_policies(m, policies, budgets, (int)policy_new, 32, stdout, &e))
+        rc = cli_error(e.msg);
     model_free(m);
     be->destroy(be);
     return rc;

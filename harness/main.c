@@ -5,6 +5,7 @@
 
 #include "cmd_generate.h"
 #include "cmd_grade.h"
+#include "cmd_plots.h"
 #include "commands.h"
 
 struct command {
@@ -18,6 +19,8 @@ static const struct command commands[] = {
     {"tokenize", cmd_tokenize, "print token ids of a text and the round trip"},
     {"generate", cmd_generate, "generate text for one prompt or a JSONL file of prompts"},
     {"grade", cmd_grade, "grade completions (JSONL) against reference answers"},
+    {"plots", cmd_plots, "figures from the results database (gnuplot PNG + SVG)"},
+    {"tables", cmd_tables, "paper tables as Markdown and LaTeX (booktabs)"},
     {"bench", cmd_bench, "tokens/s, KV memory and policy overhead on a model"},
 };
 

@@ -153,6 +153,22 @@ void describe_batching(const char *batch_size, const char *batching, char *out, 
         snprintf(out, n, "batch %s, %s", batch_size, batching);
 }
 
+const char *policy_display_name(const char *policy)
+{
+    /* the same display names as plots/palette.gp (policy_name) */
+    static const char *const names[][2] = {
+        {"fullkv", "FullKV"}, {"streamingllm", "StreamingLLM"}, {"h2o", "H2O"},
+        {"snapkv", "SnapKV"}, {"rkv", "R-KV"}, {"skipkv", "SkipKV"}, {"skipkv-full", "SkipKV"},
+        {"skipkv-sent", "SkipKV (sentence only)"}, {"skipkv-sent-steer", "SkipKV (no grouping)"},
+        {"seal", "SEAL"}, {"seal-static", "static steering"}, {"vase", "VASE"},
+        {"beaconkv", "BeaconKV"},
+    };
+    if (!policy) return "?";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(policy, names[i][0])) return names[i][1];
+    return policy;
+}
+
 /* ---- a growing text buffer -------------------------------------------- */
 
 struct sbuf {
@@ -391,7 +407,6 @@ struct figure {
     const char *panel[7];       /* columns that make a panel; NULL-terminated */
     const char *series[4];      /* columns that make a series (block); NULL-terminated */
     const char *order_tail;     /* ORDER BY after panel and series columns */
-    int multi;                  /* 1: the script draws side-by-side panels (wider canvas) */
     fig_vars_fn vars;
 };
 
@@ -708,7 +723,8 @@ static int vars_pss(const struct fig_ctx *c, const struct panel *p, struct sbuf 
     const char *budget = first_cell(p, "budget");
     snprintf(t1, sizeof t1, "Correct vs incorrect traces: %s on %s", first_cell(p, "model"),
              first_cell(p, "dataset"));
-    snprintf(t2, sizeof t2, "%s%s%s | %s | %s", first_cell(p, "policy"), budget ? ", budget " : "",
+    snprintf(t2, sizeof t2, "%s%s%s | %s | %s", policy_display_name(first_cell(p, "policy")),
+             budget ? ", budget " : "",
              budget ? budget : "", setting, samp);
     gp_str(v, "title1", t1);
     gp_str(v, "title2", t2);
@@ -822,14 +838,14 @@ static const struct figure figures[] = {
      "n_samples, accuracy, mean_gen_tokens, fullkv_accuracy, fullkv_mean_gen_tokens, budget_ratio",
      "budget IS NOT NULL",
      {"model", "dataset", "sampling", "max_new_tokens", "batch_size", "batching", NULL},
-     {"policy", NULL}, "budget", 0, vars_accuracy},
+     {"policy", NULL}, "budget", vars_accuracy},
     {"length_vs_budget", "v_length_by_budget",
      "model, dataset, policy, budget, batch_size, batching, sampling, max_new_tokens, n_runs, "
      "n_samples, mean_gen_tokens, min_gen_tokens, max_gen_tokens, mean_think_tokens, "
      "frac_finished, fullkv_mean_gen_tokens, length_ratio, budget_ratio",
      "budget IS NOT NULL",
      {"model", "dataset", "sampling", "max_new_tokens", "batch_size", "batching", NULL},
-     {"policy", NULL}, "budget", 0, vars_length},
+     {"policy", NULL}, "budget", vars_length},
     {"batching_bs1_vs_padded_vs_grouped", "v_batching",
      "model, dataset, policy, budget, sampling, max_new_tokens, batch_size, setting, n_runs, "
      "n_samples, accuracy, mean_gen_tokens, bs1_accuracy, delta_vs_bs1",
@@ -841,40 +857,40 @@ static const struct figure figures[] = {
      "o.setting IN ('bs1', 'padded', 'grouped') GROUP BY o.policy "
      "HAVING COUNT(DISTINCT o.setting) >= 2)",
      {"model", "dataset", "sampling", "max_new_tokens", NULL},
-     {"policy", "batch_size", "setting", NULL}, "budget", 0, vars_batching},
+     {"policy", "batch_size", "setting", NULL}, "budget", vars_batching},
     {"throughput_vs_batch", "v_throughput_by_batch",
      "model, dataset, policy, budget, batching, batch_size, status, device, sampling, "
      "max_new_tokens, n_runs, n_samples, gen_tokens, wall_s, tokens_per_s, peak_kv_bytes, "
      "max_ok_batch_size",
      NULL,
      {"model", "dataset", "device", "batching", "sampling", "max_new_tokens", NULL},
-     {"policy", "budget", NULL}, "batch_size, status", 0, vars_throughput},
+     {"policy", "budget", NULL}, "batch_size, status", vars_throughput},
     {"pss_correct_vs_incorrect", "v_pss_samples",
      "model, dataset, policy, budget, run_id, sample_idx, item_id, correct, gen_tokens, "
      "n_sentences, n_redundant_pairs, pss_max, pss_mean, n_nonexec",
      NULL,
      {"model", "dataset", "policy", "budget", NULL},
-     {"correct", NULL}, "run_id, sample_idx", 1, vars_pss},
+     {"correct", NULL}, "run_id, sample_idx", vars_pss},
     {"ablation", "v_ablation",
      "model, dataset, budget, batch_size, batching, sampling, max_new_tokens, policy, step, "
      "n_runs, n_samples, accuracy, mean_gen_tokens, fullkv_accuracy, fullkv_mean_gen_tokens",
      /* the papers' static batches; continuous / ragged runs are throughput points */
      "batching IN ('padded', 'grouped')",
      {"model", "dataset", "budget", "batch_size", "sampling", "max_new_tokens", NULL},
-     {NULL}, "step, policy, batching DESC", 1, vars_ablation},
+     {NULL}, "step, policy, batching DESC", vars_ablation},
     {"fidelity_vs_budget", "v_fidelity",
      "model, dataset, policy, budget, sampling, max_new_tokens, n_samples, mean_kl, top1_agree, "
      "mean_first_divergence, min_first_divergence",
      "budget IS NOT NULL",
      {"model", "dataset", "sampling", "max_new_tokens", NULL},
-     {"policy", NULL}, "budget", 1, vars_fidelity},
+     {"policy", NULL}, "budget", vars_fidelity},
     {"peak_kv_vs_budget", "v_kv_by_budget",
      "model, dataset, policy, budget, batch_size, batching, sampling, max_new_tokens, n_runs, "
      "n_samples, seq_peak_kv_bytes, seq_max_peak_kv_bytes, seq_mean_kv_bytes, "
      "batch_peak_kv_bytes, fullkv_seq_peak_kv_bytes",
      "budget IS NOT NULL AND seq_peak_kv_bytes IS NOT NULL",
      {"model", "dataset", "sampling", "max_new_tokens", "batch_size", "batching", NULL},
-     {"policy", NULL}, "budget", 0, vars_kv},
+     {"policy", NULL}, "budget", vars_kv},
 };
 
 #define N_FIGURES ((int)(sizeof figures / sizeof figures[0]))

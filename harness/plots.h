@@ -42,6 +42,9 @@ double view_num(const struct view_rows *t, int row, int col);
 
 /* "greedy", "T=0.6, top-p=0.95, 4 samples" ... from a runs.sampling_json. */
 void describe_sampling(const char *sampling_json, char *out, size_t n);
+/* The display name of a policy ("rkv" -> "R-KV"), the same as plots/palette.gp's
+ * policy_name; an unknown name is returned as it is. */
+const char *policy_display_name(const char *policy);
 /* "batch 10, padded" ("batch 10" when the mode is not known). */
 void describe_batching(const char *batch_size, const char *batching, char *out, size_t n);
 

@@ -153,11 +153,15 @@ struct meas_ctx {
     size_t kv_peak_seen;
     double batch_kv_sum;             /* batch KV summed over steps, for the run's mean */
     long batch_kv_steps;
+    volatile sig_atomic_t *stop;     /* continuous batching: abandon the batch when set */
+    int stopped;
     /* progress of continuous batching */
     struct runner *r;
     const struct runner_progress *prog_base;
     int *samples_done;
-    long *gen_tokens;
+    long *gen_tokens;                /* tokens of finished sequences */
+    long tokens_before;              /* generated before this batch */
+    long steps;                      /* tokens sampled in this batch so far */
     double t0, last_report;
 };
 
@@ -178,9 +182,14 @@ static int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struc
     (void)token;
     struct meas_ctx *c = ctx;
     struct seq_meas *s = &c->seq[seq];
+    if (c->stop && *c->stop) {
+        c->stopped = 1;
+        return eb_fail(e, "stopped");
+    }
     double t = now_s();
     if (s->steps == 0) s->t_first = t;
     s->t_last = t;
+    c->steps++;
     size_t before = s->steps == 0 ? (size_t)s->n_prompt * c->token_bytes : s->kv_seen + c->token_bytes;
     size_t after = cache->bytes;
     s->steps++;
@@ -214,7 +223,7 @@ static void meas_end(void *ctx, int seq, const struct gen_result *res)
             c->last_report = t;
             struct runner_progress p = *c->prog_base;
             p.samples_done = *c->samples_done;
-            p.gen_tokens = *c->gen_tokens;
+            p.gen_tokens = c->tokens_before + c->steps;
             p.elapsed_s = t - c->t0;
             report(c->r, &p);
         }
@@ -253,6 +262,13 @@ static char *ids_text(const int *ids, int n)
     return s;
 }
 
+/* The R1 template ends the prompt inside <think>: everything up to
+ * "</think>" is reasoning.  Only for prompts the runner rendered itself. */
+static int prompt_opens_think(const struct runner *r, const struct exp_config *cfg)
+{
+    return !r->o.items && !strcmp(cfg->prompt->chat, "r1") && r->think_end_id >= 0;
+}
+
 /* Grade one output with the dataset's rule; pred receives a malloc'd string. */
 static int grade_output(const char *grader, const char *text, const char *reference, char **pred,
                         struct eb_err *e)
@@ -273,8 +289,8 @@ static int grade_output(const char *grader, const char *text, const char *refere
 }
 
 static int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
-                       const struct runner_item *it, const char *grader, const struct gen_result *g,
-                       const struct seq_meas *ms, struct eb_err *e)
+                       const struct runner_item *it, const char *grader, int think_open,
+                       const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e)
 {
     char *text = NULL;
     size_t tl = 0;
@@ -297,7 +313,7 @@ static int fill_sample(struct runner *r, struct run_output *o, struct sample_rec
     s->text = text;
     /* Think tokens: those before "</think>"; when the model never closes its
      * reasoning and the prompt opened it (R1 template), all of them. */
-    s->think_tokens = STORE_NONE;
+    s->think_tokens = think_open ? g->n_tokens : STORE_NONE;
     for (int i = 0; r->think_end_id >= 0 && i < g->n_tokens; i++)
         if (g->tokens[i] == r->think_end_id) { s->think_tokens = i; break; }
     s->n_compressions = ms->compressions;
@@ -383,15 +399,16 @@ static void point_policy_close(struct point_policy *pp)
 
 /* ---- the schedule ---- */
 
-static const struct runner_item *sort_items;
-/* qsort has no context argument; the comparator reads sort_items, set just
- * before the call (the runner is single-threaded). */
-static int cmp_prompt_len(const void *a, const void *b)
+/* (prompt length, item) pairs sort by length, ties in item order. */
+struct len_idx {
+    int len, idx;
+};
+
+static int cmp_len_idx(const void *a, const void *b)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    int lx = sort_items[x].n_prompt, ly = sort_items[y].n_prompt;
-    if (lx != ly) return lx < ly ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const struct len_idx *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
 static void set_oom(struct run_output *o, const char *msg)
@@ -466,6 +483,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     const char *grader = dspec ? dspec->grader : "math";
 
     int ns = cfg->sampling.n_samples, total = n * ns, rc = -1;
+    int think_open = prompt_opens_think(r, cfg);
     struct gen_request *reqs = make_requests(cfg, pt, items, n, e);
     int *order = eb_calloc((size_t)total, sizeof *order, e);
     struct gen_request *breqs = eb_calloc((size_t)total, sizeof *breqs, e);
@@ -480,16 +498,13 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     /* The order requests run in, and the batches over that order. */
     for (int i = 0; i < total; i++) order[i] = i;
     if (pt->batching == BATCHING_GROUPED) {
-        sort_items = items;
-        /* order holds request indices; sort by their item's prompt length */
-        for (int i = 0; i < total; i++) order[i] = i;
-        int *tmp = eb_calloc((size_t)total, sizeof *tmp, e);
-        if (!tmp) goto fail;
-        for (int i = 0; i < n; i++) tmp[i] = i;
-        qsort(tmp, (size_t)n, sizeof *tmp, cmp_prompt_len);
+        struct len_idx *li = eb_calloc((size_t)n, sizeof *li, e);
+        if (!li) goto fail;
+        for (int i = 0; i < n; i++) li[i] = (struct len_idx){items[i].n_prompt, i};
+        qsort(li, (size_t)n, sizeof *li, cmp_len_idx);
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < ns; j++) order[i * ns + j] = tmp[i] * ns + j;
-        free(tmp);
+            for (int j = 0; j < ns; j++) order[i * ns + j] = li[i].idx * ns + j;
+        free(li);
     }
     int bs = pt->batching == BATCHING_CONTINUOUS ? total : pt->batch_size;
     if (bs > total) bs = total;
@@ -556,10 +571,13 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
         mc.token_bytes = (size_t)r->m->cfg.n_layer * r->m->cfg.n_head_kv * r->m->cfg.head_dim * 2 *
                          sizeof(float);
         mc.kv_cap = (size_t)cfg->max_kv_bytes;
+        /* One continuous batch is the whole point: let a stop request end it. */
+        if (pt->batching == BATCHING_CONTINUOUS) mc.stop = r->o.stop;
         mc.r = r;
         mc.prog_base = &prog;
         mc.samples_done = &samples_done;
         mc.gen_tokens = &gen_tokens;
+        mc.tokens_before = gen_tokens;
         mc.t0 = t_point;
         mc.last_report = now_s();
         struct gen_hooks mine, hooks;
@@ -577,6 +595,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
         int grc = generate(r->m, breqs, nb, &opt, res + b0, &st, &ge);
         gen_s += now_s() - t0;
         if (grc) {
+            if (mc.stopped) { rc = 1; goto stopped; }
             if (mc.kv_exceeded) set_oom(out, ge.msg);
             else set_error(out, ge.msg);
             break;
@@ -599,7 +618,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
             sample_record_init(s);
             s->sample_idx = q;
             /* meas is indexed by the request index within the generate call */
-            if (fill_sample(r, out, s, &items[q / ns], grader, &res[b0 + k], &meas[k], e)) goto fail;
+            if (fill_sample(r, out, s, &items[q / ns], grader, think_open, &res[b0 + k], &meas[k], e)) goto fail;
         }
         if (pt->batching != BATCHING_CONTINUOUS) {
             prog.samples_done = b0 + nb;
@@ -818,7 +837,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
         struct sample_record *s = &out->samples[i];
         sample_record_init(s);
         s->sample_idx = i;
-        int frc = fill_sample(r, out, s, &items[i], grader, &g, &ms, e);
+        int frc = fill_sample(r, out, s, &items[i], grader, prompt_opens_think(r, cfg), &g, &ms, e);
         gen_tokens += g.n_tokens;
         if (g.peak_kv_bytes > peak) peak = g.peak_kv_bytes;
         free(g.tokens);

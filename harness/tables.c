@@ -230,22 +230,6 @@ static void write_tex(FILE *f, const struct grid *g, const char *caption, const 
 
 /* ---- shared helpers ---------------------------------------------------- */
 
-const char *tables_policy_name(const char *policy)
-{
-    /* the same display names as plots/palette.gp (policy_name) */
-    static const char *const names[][2] = {
-        {"fullkv", "FullKV"}, {"streamingllm", "StreamingLLM"}, {"h2o", "H2O"},
-        {"snapkv", "SnapKV"}, {"rkv", "R-KV"}, {"skipkv", "SkipKV"}, {"skipkv-full", "SkipKV"},
-        {"skipkv-sent", "SkipKV (sentence only)"}, {"skipkv-sent-steer", "SkipKV (no grouping)"},
-        {"seal", "SEAL"}, {"seal-static", "static steering"}, {"vase", "VASE"},
-        {"beaconkv", "BeaconKV"},
-    };
-    if (!policy) return "?";
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(policy, names[i][0])) return names[i][1];
-    return policy;
-}
-
 static int same(const char *a, const char *b)
 {
     if (!a || !b) return a == b;
@@ -388,7 +372,7 @@ static int table_by_budget(struct out_files *o, const struct span *p, int is_len
         if (row < 0 || !same(cur, pol)) {
             row = grid_row(&g, 0);
             cur = pol;
-            grid_set(&g, row, 0, tables_policy_name(pol), NAN);
+            grid_set(&g, row, 0, policy_display_name(pol), NAN);
             for (int i = 0; i < nb; i++) grid_set(&g, row, i + 1, "--", NAN);
         }
         grid_num(&g, row, index_of(budgets, nb, num(p, r, "budget")) + 1, scale * num(p, r, value_col), 1);
@@ -449,7 +433,7 @@ static int table_throughput(struct out_files *o, const struct span *p, char *why
             row = grid_row(&g, 0);
             cur_pol = pol;
             cur_b = b;
-            grid_set(&g, row, 0, tables_policy_name(pol), NAN);
+            grid_set(&g, row, 0, policy_display_name(pol), NAN);
             grid_set(&g, row, 1, b ? b : "--", NAN);
             for (int i = 0; i < nb; i++) grid_set(&g, row, i + 2, "--", NAN);
             double mx = num(p, r, "max_ok_batch_size");
@@ -486,7 +470,7 @@ static const char *step_name(const char *policy, const char *batching)
     if (same(policy, "skipkv-sent-steer")) return "+ adaptive steering";
     if (same(policy, "skipkv")) return same(batching, "grouped") ? "+ batch grouping (SkipKV)" : "SkipKV";
     if (same(policy, "seal-static")) return "static steering";
-    return tables_policy_name(policy);
+    return policy_display_name(policy);
 }
 
 /* ablation: one row per view row, in step order. */
@@ -567,7 +551,7 @@ static int table_pss(struct out_files *o, const struct span *p, const struct ext
     for (int r = p->r0; r < p->r1; r++) {
         int row = grid_row(&g, 0);
         const char *b = cell(p, r, "budget");
-        grid_set(&g, row, 0, tables_policy_name(cell(p, r, "policy")), NAN);
+        grid_set(&g, row, 0, policy_display_name(cell(p, r, "policy")), NAN);
         grid_set(&g, row, 1, b ? b : "--", NAN);
         grid_num(&g, row, 2, num(p, r, "n_samples"), 0);
         grid_set(&g, row, 3, same(cell(p, r, "correct"), "1") ? "correct" : "incorrect", NAN);
@@ -616,7 +600,7 @@ static int table_fidelity(struct out_files *o, const struct span *p, const struc
     for (int r = p->r0; r < p->r1; r++) {
         int row = grid_row(&g, 0);
         const char *b = cell(p, r, "budget");
-        grid_set(&g, row, 0, tables_policy_name(cell(p, r, "policy")), NAN);
+        grid_set(&g, row, 0, policy_display_name(cell(p, r, "policy")), NAN);
         grid_set(&g, row, 1, b ? b : "--", NAN);
         grid_num(&g, row, 2, num(p, r, "n_samples"), 0);
         grid_num(&g, row, 3, num(p, r, "mean_kl"), 4);

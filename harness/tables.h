@@ -41,8 +41,4 @@ const char *tables_name(int i);
 /* Write every table that has rows as <out_dir>/<name>.md and .tex. */
 int tables_make(struct store *s, const struct tables_options *o, struct eb_err *e);
 
-/* The display name of a policy in tables ("rkv" -> "R-KV"), as plots/palette.gp's
- * policy_name; unknown names are returned as they are. */
-const char *tables_policy_name(const char *policy);
-
 #endif

@@ -30,6 +30,8 @@
 #include "score.h"
 
 const struct param_def beaconkv_params[] = {
+    {"reconstruction", PARAM_CHOICE, 0, 0, 0, "approximate",
+     "recorded in every run: the official code was not available (spec 4.3)"},
     {"recent", PARAM_INT, 16, 1, 4096, NULL,
      "recent post-RoPE queries in the observation set; the last recent tokens are kept"},
     {"beacons", PARAM_INT, 16, 0, 4096, NULL, "FPS beacon queries in the observation set"},
@@ -176,6 +178,9 @@ static int beaconkv_create(const struct policy_params *p, const struct policy_mo
         .q_window = s->recent,
         .window = s->recent,
         .schedule = POLICY_EVERY_STEP,
+        .notice = "beaconkv is an APPROXIMATE reconstruction (its paper body and code were not "
+                  "available; defaults marked [guess] in its parameters are the spec's best "
+                  "guesses, see specs/vase_beaconkv.md 4.3)",
     };
     *self = s;
     return 0;

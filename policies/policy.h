@@ -40,6 +40,8 @@ struct policy_info {
     int window;              /* most recent slots always kept; a budget must exceed it */
     enum policy_schedule schedule;
     int divide_length;       /* POLICY_DIVIDE */
+    const char *notice;      /* or NULL: a caveat the CLI prints whenever it runs the policy
+                                (e.g. BeaconKV is an approximate reconstruction) */
 };
 
 struct tokenizer;

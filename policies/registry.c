@@ -29,6 +29,9 @@ static const struct policy_entry ENTRIES[] = {
     {"vase-attnv", "VaSE-AttnV: the B/4 largest value ranges kept, the rest sampled by window "
                    "attention; every 64 steps once over B", &vase_attnv_ops, vase_attnv_params,
      NULL},
+    {"vase-attn", "VaSE's \"Attn\" baseline (SnapKV-decode): window-64 score, avg-pool 5, "
+                  "deterministic top-k, no sinks", &vase_attnv_ops, vase_attnv_params,
+     "protect=0,sinks=0,sample=0"},
     {"vase-range-attn", "VaSE ablation range_attn: value-range protection + deterministic top-k "
                         "attention", &vase_attnv_ops, vase_attnv_params, "sample=0"},
     {"vase-dkv", "VaSE-DKV: top |kG|^2 |vG|^2, Gaussian sketch (d x 20) redrawn at each eviction",

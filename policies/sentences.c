@@ -47,7 +47,15 @@ int sent_tokens_is_check(const struct sent_tokens *t, int id)
 
 int sent_tokens_is_split(const struct sent_tokens *t, int id)
 {
-    return t->split && id >= 0 && id < t->n_vocab && t->split[id];
+    return t->split && id >= 0 && id < t->n_vocab && (t->split[id] & SENT_SPLIT);
+}
+
+int sent_tokens_split_at(const struct sent_tokens *t, int prev, int id, int pairs)
+{
+    if (sent_tokens_is_split(t, id)) return 1;
+    if (!pairs || !t->split || id < 0 || id >= t->n_vocab || prev < 0 || prev >= t->n_vocab)
+        return 0;
+    return (t->split[prev] & SENT_NL_LAST) && (t->split[id] & SENT_NL_FIRST);
 }
 
 void sent_tokens_free(struct sent_tokens *t)
@@ -89,7 +97,7 @@ int sent_tokens_from_ids(const int *delim, int n_delim, const int *check, int n_
     if (n_check) memcpy(out->check, check, (size_t)n_check * sizeof *check);
     out->n_delim = sort_unique(out->delim, n_delim);
     out->n_check = sort_unique(out->check, n_check);
-    for (int i = 0; i < n_split; i++) out->split[split[i]] = 1;
+    for (int i = 0; i < n_split; i++) out->split[split[i]] = SENT_SPLIT;
     return 0;
 }
 
@@ -133,12 +141,20 @@ int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
     if (nd == 0) return eb_fail(e, "sentences: the tokenizer encodes no delimiter");
     /* SEAL's split tokens: every vocabulary entry whose text contains "\n\n". */
     int *split = eb_malloc((size_t)n_vocab * sizeof *split, e);
-    if (!split) return -1;
+    unsigned char *nl = eb_calloc((size_t)n_vocab, 1, e);
+    if (!split || !nl) {
+        free(split);
+        free(nl);
+        return -1;
+    }
     int ns = 0;
     for (int id = 0; id < n_vocab; id++) {
         size_t len = 0;
         const char *b = tokenizer_token_bytes(tok, id, &len);
-        for (size_t j = 0; b && j + 1 < len; j++)
+        if (!b || len == 0) continue;
+        if (b[0] == '\n') nl[id] |= SENT_NL_FIRST;
+        if (b[len - 1] == '\n') nl[id] |= SENT_NL_LAST;
+        for (size_t j = 0; j + 1 < len; j++)
             if (b[j] == '\n' && b[j + 1] == '\n') {
                 split[ns++] = id;
                 break;
@@ -148,6 +164,8 @@ int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
                                   tokenizer_find(tok, "<think>"), tokenizer_find(tok, "</think>"),
                                   out, e);
     free(split);
+    for (int id = 0; rc == 0 && id < n_vocab; id++) out->split[id] |= nl[id];
+    free(nl);
     return rc;
 }
 

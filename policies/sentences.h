@@ -43,7 +43,8 @@ struct tokenizer;
 struct sent_tokens {
     int *delim, n_delim;        /* sentence delimiters, sorted, distinct */
     int *check, n_check;        /* check-word ids, sorted, distinct */
-    unsigned char *split;       /* [n_vocab]: 1 when the token's text contains "\n\n" */
+    unsigned char *split;       /* [n_vocab]: SENT_SPLIT when the token's text contains "\n\n",
+                                   | SENT_NL_FIRST / SENT_NL_LAST when it starts / ends with "\n" */
     int n_vocab;
     int think_open, think_close; /* ids of "<think>" and "</think>", or -1 */
 };
@@ -71,6 +72,12 @@ void sent_tokens_free(struct sent_tokens *t);
 int sent_tokens_is_delim(const struct sent_tokens *t, int id);
 int sent_tokens_is_check(const struct sent_tokens *t, int id);
 int sent_tokens_is_split(const struct sent_tokens *t, int id);
+enum { SENT_SPLIT = 1, SENT_NL_FIRST = 2, SENT_NL_LAST = 4 };
+/* The split rule with an option for tokenizers that write "\n\n" as two
+ * tokens (SmolLM2): pairs = 1 also counts a token that starts with "\n"
+ * right after one that ends with "\n" (prev = -1: none).  pairs = 0 is
+ * SEAL's rule exactly. */
+int sent_tokens_split_at(const struct sent_tokens *t, int prev, int id, int pairs);
 
 enum sent_label { SENT_OTHERS = 0, SENT_CHECK = 1 };
 

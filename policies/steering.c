@@ -252,9 +252,11 @@ enum step_class steering_classify(const char *text, size_t len, int fixed_typo)
 
 /* ---- where steering fires (§6.6) ---- */
 
-void steer_track_begin(struct steer_track *st, enum think_mode mode, int n_prompt)
+void steer_track_begin(struct steer_track *st, enum think_mode mode, int pairs, int n_prompt)
 {
     st->mode = mode;
+    st->pairs = pairs;
+    st->prev = -1;
     st->n_prompt = n_prompt;
     st->pos = 0;
     st->in_think = 0;
@@ -270,9 +272,11 @@ int steer_track_token(struct steer_track *st, const struct sent_tokens *tok, int
     } else if (id == tok->think_close && id >= 0) {
         st->in_think = 0;
     }
+    int prev = st->prev;
+    st->prev = id;
     /* among prompt tokens only the last: SEAL steers the last position of each input */
     if (p < st->n_prompt - 1) return 0;
-    return st->in_think && sent_tokens_is_split(tok, id);
+    return st->in_think && sent_tokens_split_at(tok, prev, id, st->pairs);
 }
 
 double steering_alpha(double alpha0, double gamma, int n_o)
@@ -344,13 +348,13 @@ int steer_seq_push(struct steer_seq *q, int token, struct eb_err *e)
     return 0;
 }
 
-int steer_seq_begin(struct steer_seq *q, enum think_mode mode, const struct seq_view *sv,
-                    struct eb_err *e)
+int steer_seq_begin(struct steer_seq *q, enum think_mode mode, int pairs,
+                    const struct seq_view *sv, struct eb_err *e)
 {
     steer_seq_free(q);
     if (sv->n_prompt > 0 && !sv->prompt)
         return eb_fail(e, "steering: the runtime passed no prompt tokens");
-    steer_track_begin(&q->tr, mode, sv->n_prompt);
+    steer_track_begin(&q->tr, mode, pairs, sv->n_prompt);
     for (int i = 0; i < sv->n_prompt; i++)
         if (steer_seq_push(q, sv->prompt[i], e)) return -1;
     return 0;

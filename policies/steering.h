@@ -79,11 +79,13 @@ enum think_mode {
 };
 struct steer_track {
     enum think_mode mode;
+    int pairs;                /* sent_tokens_split_at's option */
+    int prev;                 /* the previous token, -1 at the start */
     int n_prompt;
     int pos;                  /* position of the next token */
     int in_think;
 };
-void steer_track_begin(struct steer_track *st, enum think_mode mode, int n_prompt);
+void steer_track_begin(struct steer_track *st, enum think_mode mode, int pairs, int n_prompt);
 /* Advance over token id at the next position; returns 1 when the hidden
  * state of this token is to be steered: a split token inside the thought,
  * generated (or the prompt's last token, the last position of the prefill). */
@@ -104,6 +106,7 @@ struct steerer {
     struct steer_vector vec;
     int layer;                /* steer the residual stream entering this layer */
     enum think_mode mode;
+    int pairs;                /* split rule option (sent_tokens_split_at) */
     const struct sent_tokens *tok;  /* borrowed */
     struct backend *be;
     float *dev;               /* backend [dim]: alpha * V */
@@ -129,8 +132,8 @@ struct steer_seq {
     long n_steered;           /* rows steered */
 };
 /* A new sequence with its prompt (sv->prompt must be set). */
-int steer_seq_begin(struct steer_seq *q, enum think_mode mode, const struct seq_view *sv,
-                    struct eb_err *e);
+int steer_seq_begin(struct steer_seq *q, enum think_mode mode, int pairs,
+                    const struct seq_view *sv, struct eb_err *e);
 int steer_seq_push(struct steer_seq *q, int token, struct eb_err *e);
 void steer_seq_free(struct steer_seq *q);
 

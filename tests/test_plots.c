@@ -803,7 +803,7 @@ static void check_budget_table(const struct ptable *t, const char *db, int is_le
         char head[32];
         snprintf(head, sizeof head, "%s (", q->v[i][1]);
         int c = pt_col(t, head);
-        int r = pt_row(t, 0, tables_policy_name(q->v[i][0]), -1, NULL);
+        int r = pt_row(t, 0, policy_display_name(q->v[i][0]), -1, NULL);
         double scale = is_length ? 1 : 100;
         CHECK_MSG(c > 0 && r >= 0, "%s: no cell for %s at %s", what, q->v[i][0], q->v[i][1]);
         if (c > 0 && r >= 0)
@@ -870,7 +870,7 @@ static void test_tables_full(void)
         for (int i = 0; i < q->n; i++) {
             char head[32];
             snprintf(head, sizeof head, "batch %s", q->v[i][2]);
-            int r = pt_row(t, 0, tables_policy_name(q->v[i][0]), 1, q->v[i][1]);
+            int r = pt_row(t, 0, policy_display_name(q->v[i][0]), 1, q->v[i][1]);
             int c = pt_col(t, head), cm = pt_col(t, "Largest batch");
             CHECK(r >= 0 && c > 0 && cm > 0);
             if (r < 0 || c <= 0 || cm <= 0) continue;
@@ -922,7 +922,7 @@ static void test_tables_full(void)
         for (int i = 0; i < q->n; i++) {
             int r = -1;
             for (int k = 0; k < t->nr; k++)
-                if (!strcmp(t->cell[k][0], tables_policy_name(q->v[i][0])) && !strcmp(t->cell[k][1], q->v[i][1]) &&
+                if (!strcmp(t->cell[k][0], policy_display_name(q->v[i][0])) && !strcmp(t->cell[k][1], q->v[i][1]) &&
                     !strcmp(t->cell[k][3], !strcmp(q->v[i][2], "1") ? "correct" : "incorrect"))
                     r = k;
             CHECK(r >= 0);
@@ -944,7 +944,7 @@ static void test_tables_full(void)
         struct qrows *q = query_rows(db_full, "SELECT policy, budget, mean_kl, top1_agree FROM v_fidelity");
         CHECK(q->n == 9 && t->nr == 9);
         for (int i = 0; i < q->n; i++) {
-            int r = pt_row(t, 0, tables_policy_name(q->v[i][0]), 1, q->v[i][1]);
+            int r = pt_row(t, 0, policy_display_name(q->v[i][0]), 1, q->v[i][1]);
             CHECK(r >= 0);
             if (r < 0) continue;
             CHECK_STR(t->cell[r][pt_col(t, "Mean KL")], fmt(strtod(q->v[i][2], NULL), 4));
@@ -1000,6 +1000,26 @@ static void test_tables_skip_empty(void)
     CHECK(file_size(path) > 100);
 }
 
+/* The tables' display names are the figures' (plots/palette.gp policy_name). */
+static void test_palette_names_match(void)
+{
+    char *gp = read_file("plots/palette.gp", NULL);
+    if (!gp) SKIP("plots/palette.gp not found (run from the repository root)");
+    const char *block = strstr(gp, "policy_name(p) =");
+    CHECK(block != NULL);
+    int n = 0;
+    for (const char *at = block; at && (at = strstr(at, "(p eq '")); at++) {
+        char key[64], name[64];
+        if (sscanf(at, "(p eq '%63[^']') ? '%63[^']'", key, name) != 2) break;
+        CHECK_MSG(!strcmp(policy_display_name(key), name), "%s: palette.gp says %s, C says %s", key,
+                  name, policy_display_name(key));
+        n++;
+    }
+    CHECK(n >= 10);
+    CHECK_STR(policy_display_name("my-new-policy"), "my-new-policy");
+    free(gp);
+}
+
 int main(void)
 {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/eb_test_plots_XXXXXX");
@@ -1010,6 +1030,7 @@ int main(void)
     snprintf(db_full, sizeof db_full, "%s/full.db", tmp_root);
     snprintf(db_small, sizeof db_small, "%s/small.db", tmp_root);
     RUN(test_labels);
+    RUN(test_palette_names_match);
     RUN(test_fixture_database);
     RUN(test_plots_full);
     RUN(test_plots_skip_empty);

@@ -43,13 +43,13 @@ fi
 command -v sqlite3 >/dev/null 2>&1 || { echo "SKIP the kill-and-resume checks: no sqlite3 CLI"; exit $fail; }
 
 cat >"$TMP/k.json" <<'EOF'
-{"name": "kill_resume", "models": "smollm2-135m", "datasets": "synthetic:6", "prompt": "chatml-boxed",
- "policies": ["fullkv", {"name": "streamingllm", "budget": 48, "divide_length": 16}],
- "batch_sizes": [1, 3], "batching": "ragged", "max_new_tokens": 16}
+{"name": "kill_resume", "models": "smollm2-135m", "datasets": "synthetic:4", "prompt": "chatml-boxed",
+ "policies": ["fullkv", {"name": "streamingllm", "budget": 48, "divide_length": 8}],
+ "batch_sizes": [1, 3], "batching": "ragged", "max_new_tokens": 12}
 EOF
 DB="$TMP/k.db"
 POINTS=4
-SAMPLES=6
+SAMPLES=4
 
 # Kill -9 at random moments (0.5 .. 6 s after start), several times; each
 # start resumes where the last left off.

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """vase_ref.py - independent numpy transcription of the VaSE / CurDKV rules of
-../shared/specs/vase_beaconkv.md (sections 2.2-2.6), written from the spec's
-text, not from the C code.  It writes tests/fixtures/vase/vase_cases.json:
+../shared/specs/vase_beaconkv.md (sections 2.2-2.6), and of RPC (section 5)
+and the BeaconKV reconstruction (section 4.3), written from the spec's text,
+not from the C code.  It writes tests/fixtures/vase/beacon_cases.json (FPS
+cases and RPC / BeaconKV decode scenarios: kept positions after every
+compression) and tests/fixtures/vase/vase_cases.json:
 
   * philox: the first uniforms of a few eviction RNG streams (Philox4x32-10,
     key = run seed, counter = (block, sequence, layer << 16 | stream,
@@ -224,6 +227,207 @@ def scenario(mode, rs, cfg):
     return steps, expected
 
 
+# ---- RPC and BeaconKV (spec sections 4.3 and 5) ----
+
+def rope_inv_freq(d, theta=10000.0):
+    return (theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)).astype(np.float32)
+
+
+def rotate(x, pos, inv_freq, inverse=False):
+    """RoPE of one head vector (pairing 'half': x[i] with x[i + d/2]); the
+    angle is the f32 product pos * inv_freq[i], as the runtime computes it."""
+    d = len(x)
+    half = d // 2
+    ang = (np.float32(pos) * inv_freq).astype(np.float64)
+    c, s = np.cos(ang), np.sin(ang)
+    if inverse:
+        s = -s
+    x = x.astype(np.float64)
+    y = x.copy()
+    y[:half] = x[:half] * c - x[half:] * s
+    y[half:] = x[:half] * s + x[half:] * c
+    return y
+
+
+def fps_cosine(x, m):
+    """Farthest point sampling, cosine distance, seed row 0, ties: lower index."""
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    if m == 0:
+        return []
+    norms = np.linalg.norm(x, axis=1)
+    u = np.where(norms[:, None] > 0, x / np.where(norms > 0, norms, 1)[:, None], 0.0)
+    mind = np.full(n, np.inf)
+    taken = np.zeros(n, dtype=bool)
+    out, cur = [], 0
+    for _ in range(m):
+        out.append(cur)
+        taken[cur] = True
+        mind = np.minimum(mind, 1.0 - u @ u[cur])
+        cand = np.where(taken, -np.inf, mind)
+        cur = int(np.argmax(cand))
+    return out
+
+
+def attn_rows(qrows, keys, softmax):
+    d = keys.shape[1]
+    lg = np.asarray(qrows, dtype=np.float64) @ keys.astype(np.float64).T / math.sqrt(d)
+    if softmax:
+        lg = np.exp(lg - lg.max(axis=1, keepdims=True))
+        lg /= lg.sum(axis=1, keepdims=True)
+    return lg
+
+
+def topk_sorted(score, k):
+    return sorted(rank_desc(list(score), list(range(len(score))))[:k])
+
+
+def pool_avg(x, kernel):
+    return avg_pool(np.asarray(x, dtype=np.float64), kernel) if kernel > 1 else np.asarray(x)
+
+
+def decode_scenario(policy, cfg, p, rs):
+    """A prompt, then one token per decode step; after each step the policy
+    may compress.  The cache is kept in position order.  Returns the data and
+    the kept positions of every (layer, kv head) after every compression."""
+    L, H, HKV, D = cfg["n_layer"], cfg["n_head"], cfg["n_kv"], cfg["head_dim"]
+    NP, T = cfg["n_prompt"], cfg["steps"]
+    G = H // HKV
+    total = NP + T
+    K = rs.standard_normal((L, HKV, total, D)).astype(np.float32)
+    Q = rs.standard_normal((L, total, H * D)).astype(np.float32)
+    inv = rope_inv_freq(D)
+    cache = [[list(range(NP)) for _ in range(HKV)] for _ in range(L)]   # positions
+    events = []
+    n_comp = 0
+    scope_head = p.get("beacon_scope") == "head"
+    units = H if scope_head else HKV
+    udim = D if scope_head else G * D
+    qbuf = [[[] for _ in range(units)] for _ in range(L)]
+    for t in range(T):
+        P = NP + t                       # the token this step processed
+        next_pos = P + 1
+        for l in range(L):
+            for h in range(HKV):
+                cache[l][h].append(P)
+        if policy == "beaconkv":
+            for l in range(L):
+                pre = np.concatenate([rotate(Q[l, P, g * D:(g + 1) * D], P, inv, True)
+                                      for g in range(H)]).astype(np.float32)
+                for u in range(units):
+                    qbuf[l][u].append(pre[u * udim:(u + 1) * udim])
+                    if len(qbuf[l][u]) >= p["buf_upper"]:
+                        keep = sorted(fps_cosine(np.array(qbuf[l][u]), p["buf_lower"]))
+                        qbuf[l][u] = [qbuf[l][u][i] for i in keep]
+        R = p["selector"] if policy == "rpc" else p["recent"]
+        ring = [list(range(max(0, next_pos - R), next_pos))]
+        ring = ring[0]
+        event = None
+        if policy == "rpc":
+            gen = next_pos - NP
+            if gen > 0 and gen % p["interval"] == 0:
+                keep_n = int((n_comp + 1) * p["interval"] / p["ratio"])
+                event = []
+                for l in range(L):
+                    row = []
+                    scores = []
+                    for h in range(HKV):
+                        pos = cache[l][h]
+                        cand = [x for x in pos if x >= NP][:-R] if R else []
+                        sc = np.zeros(len(cand))
+                        for g in range(G):
+                            qh = Q[l][ring][:, (h * G + g) * D:(h * G + g + 1) * D]
+                            sc += attn_rows(qh, K[l, h][cand], True).sum(axis=0) if cand else 0
+                        scores.append((cand, sc))
+                    if p["aggregation"] == "all":
+                        tot = sum(sc for _, sc in scores) / (len(ring) * H)
+                        scores = [(c, tot) for c, _ in scores]
+                    else:
+                        scores = [(c, sc / (len(ring) * G)) for c, sc in scores]
+                    for h in range(HKV):
+                        cand, sc = scores[h]
+                        if len(cand) > keep_n:
+                            sc = pool_avg(sc, p["kernel"])
+                            kept = [cand[i] for i in topk_sorted(sc, keep_n)]
+                            pos = cache[l][h]
+                            cache[l][h] = [x for x in pos if x < NP] + kept + \
+                                [x for x in pos if x >= NP][-R:]
+                        row.append(list(cache[l][h]))
+                    event.append(row)
+                n_comp += 1
+        else:
+            event = []
+            fired = False
+            for l in range(L):
+                row = []
+                for h in range(HKV):
+                    pos = cache[l][h]
+                    npr = sum(1 for x in pos if x < NP)
+                    target = cfg["budget"]
+                    n = len(pos) - npr - R
+                    keep_n = max(0, target - npr - R)
+                    if len(pos) >= target + p["buffer"] and n > keep_n:
+                        fired = True
+                        rows = []
+                        us = [h * G + g for g in range(G)] if scope_head else [h]
+                        for u in us:
+                            buf = np.array(qbuf[l][u]) if qbuf[l][u] else np.zeros((0, udim))
+                            nb = min(p["beacons"], len(buf))
+                            for b in fps_cosine(buf, nb):
+                                vec = buf[b]
+                                for g in range(1 if scope_head else G):
+                                    rows.append(rotate(vec[g * D:(g + 1) * D].astype(np.float32),
+                                                       next_pos - 1, inv))
+                        for r in ring:
+                            for g in range(G):
+                                rows.append(Q[l, r, (h * G + g) * D:(h * G + g + 1) * D])
+                        cand = pos[npr:npr + n]
+                        sc = attn_rows(np.array(rows), K[l, h][cand], p["softmax"]).max(axis=0)
+                        sc = pool_avg(sc, p["kernel"])
+                        kept = [cand[i] for i in topk_sorted(sc, keep_n)]
+                        cache[l][h] = pos[:npr] + kept + pos[npr + n:]
+                    row.append(list(cache[l][h]))
+                event.append(row)
+            if not fired:
+                event = None
+        if event is not None:
+            events.append({"step": t, "kept_positions": event})
+    return K, Q, events
+
+
+def beacon_fixture():
+    out = {"note": "generated by tools/golden/vase_ref.py; do not edit"}
+    rs = np.random.default_rng(5)
+    fps = []
+    for n, dim, m in [(9, 6, 4), (12, 8, 12), (5, 3, 1)]:
+        x = rs.standard_normal((n, dim)).astype(np.float32)
+        x[2] = 0.0                                     # a zero row
+        fps.append({"x": flat(x), "n": n, "dim": dim, "m": m, "want": fps_cosine(x, m)})
+    out["fps"] = fps
+    cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 8, "n_prompt": 10, "steps": 40,
+           "budget": 24}
+    out["config"] = cfg
+    runs = [
+        ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3",
+         {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "all"}),
+        ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3,aggregation=group",
+         {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "group"}),
+        ("beaconkv", "beaconkv:recent=4,beacons=4,buf_upper=12,buf_lower=5,buffer=8",
+         {"recent": 4, "beacons": 4, "buf_upper": 12, "buf_lower": 5, "buffer": 8,
+          "softmax": True, "kernel": 1, "beacon_scope": "group"}),
+        ("beaconkv", "beaconkv:recent=4,beacons=3,buf_upper=10,buf_lower=4,buffer=8,"
+                     "softmax=0,kernel=3,beacon_scope=head",
+         {"recent": 4, "beacons": 3, "buf_upper": 10, "buf_lower": 4, "buffer": 8,
+          "softmax": False, "kernel": 3, "beacon_scope": "head"}),
+    ]
+    out["runs"] = []
+    for policy, spec, p in runs:
+        K, Q, events = decode_scenario(policy, cfg, p, np.random.default_rng(17))
+        out["k"], out["q"] = flat(K), flat(Q)         # the same for every run
+        out["runs"].append({"spec": spec, "events": events})
+    return out
+
+
 def flat(a):
     """float32 values as their shortest decimal (exact after strtod + cast)."""
     return [float(str(x)) for x in np.asarray(a, dtype=np.float32).ravel()]
@@ -271,6 +475,10 @@ def main():
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:
         json.dump(out, f, separators=(",", ":"))
+    print("wrote", path, os.path.getsize(path), "bytes")
+    path = "tests/fixtures/vase/beacon_cases.json"
+    with open(path, "w") as f:
+        json.dump(beacon_fixture(), f, separators=(",", ":"))
     print("wrote", path, os.path.getsize(path), "bytes")
 
 

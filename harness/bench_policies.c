@@ -1,0 +1,131 @@
+/* bench_policies.c - per-policy decode speed, overhead and KV memory. */
+#include "bench_policies.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../model/generate.h"
+#include "../policies/registry.h"
+#include "policy_glue.h"
+
+enum { MAX_ITEMS = 32 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Split a comma-separated list in place; returns the count or -1. */
+static int split(char *s, char **items, int max)
+{
+    int n = 0;
+    for (char *p = s; p && *p;) {
+        char *c = strchr(p, ',');
+        if (c) *c = '\0';
+        if (*p == '\0' || n == max) return -1;
+        items[n++] = p;
+        p = c ? c + 1 : NULL;
+    }
+    return n;
+}
+
+struct row {
+    double tok_s, policy_ms, policy_pct;
+    long compressions;
+    size_t peak_kv;
+};
+
+static int run_one(const struct model *m, const int *prompt, int prompt_len, int n_new,
+                   const char *spec, int budget, struct row *r, struct eb_err *e)
+{
+    struct policy_model pm = policy_model_of(m);
+    struct policy *p = NULL;
+    struct policy_glue *g = NULL;
+    struct gen_hooks hooks;
+    struct gen_request req = {prompt, prompt_len, n_new, sampler_params_greedy()};
+    struct gen_options opt = {0};
+    struct gen_result res;
+    struct gen_stats st;
+    int rc = -1;
+    opt.ignore_eos = 1;
+    opt.n_ctx = prompt_len + n_new + 1;
+    if (policy_create(spec, &pm, &p, e) || policy_glue_create(p, budget, m, &g, e)) goto out;
+    policy_glue_hooks(g, NULL, &hooks);
+    opt.hooks = &hooks;
+    double t0 = now_s();
+    if (generate(m, &req, 1, &opt, &res, &st, e)) goto out;
+    double wall = now_s() - t0;
+    gen_results_free(&res, 1);
+    struct policy_glue_stats ps;
+    policy_glue_stats(g, &ps);
+    r->tok_s = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
+    r->policy_ms = ps.steps ? 1e3 * ps.policy_s / ps.steps : 0;
+    r->policy_pct = wall > 0 ? 100.0 * ps.policy_s / wall : 0;
+    r->compressions = ps.compressions;
+    r->peak_kv = ps.peak_kv_bytes;
+    rc = 0;
+out:
+    policy_glue_free(g);
+    policy_free(p);
+    return rc;
+}
+
+int bench_policies(const struct model *m, const char *policies, const char *budgets, int n_new,
+                   int prompt_len, FILE *out, struct eb_err *e)
+{
+    char *pl = strdup(policies), *bl = strdup(budgets);
+    char *pol[MAX_ITEMS], *bud[MAX_ITEMS];
+    int bv[MAX_ITEMS], rc = -1;
+    int *prompt = malloc((size_t)(prompt_len > 0 ? prompt_len : 1) * sizeof *prompt);
+    if (!pl || !bl || !prompt) {
+        eb_fail(e, "bench: out of memory");
+        goto out;
+    }
+    int np = split(pl, pol, MAX_ITEMS), nb = split(bl, bud, MAX_ITEMS);
+    if (np < 1) { eb_fail(e, "bench: bad policy list '%s'", policies); goto out; }
+    if (nb < 1) { eb_fail(e, "bench: bad budget list '%s'", budgets); goto out; }
+    for (int i = 0; i < nb; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(bud[i], &end, 10);
+        if (errno || *end || v < 1 || v > 1 << 24) {
+            eb_fail(e, "bench: budget '%s' is not an integer in [1, %d]", bud[i], 1 << 24);
+            goto out;
+        }
+        bv[i] = (int)v;
+    }
+    unsigned x = 2166136261u;
+    for (int i = 0; i < prompt_len; i++) {
+        x = x * 1664525u + 1013904223u;
+        prompt[i] = 32 + (int)((x >> 8) % (unsigned)(m->cfg.n_vocab > 1064 ? 1000 : m->cfg.n_vocab - 32));
+    }
+    struct row full;
+    if (run_one(m, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
+    fprintf(out, "policies: %d-token prompt, %d new tokens (EOS ignored), batch 1\n", prompt_len,
+            n_new);
+    fprintf(out, "%-16s %7s %10s %12s %9s %6s %14s %9s\n", "policy", "budget", "decode t/s",
+            "policy ms/st", "% of run", "compr", "peak KV bytes", "vs full");
+    fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", "fullkv", "-", full.tok_s,
+            full.policy_ms, full.policy_pct, full.compressions, full.peak_kv, 1.0);
+    for (int i = 0; i < np; i++) {
+        if (!strcmp(pol[i], "fullkv")) continue;
+        for (int j = 0; j < nb; j++) {
+            struct row r;
+            if (run_one(m, prompt, prompt_len, n_new, pol[i], bv[j], &r, e)) goto out;
+            fprintf(out, "%-16s %7d %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bv[j],
+                    r.tok_s, r.policy_ms, r.policy_pct, r.compressions, r.peak_kv,
+                    full.peak_kv ? (double)r.peak_kv / full.peak_kv : 0.0);
+            fflush(out);
+        }
+    }
+    rc = 0;
+out:
+    free(pl);
+    free(bl);
+    free(prompt);
+    return rc;
+}
