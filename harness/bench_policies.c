@@ -98,6 +98,18 @@ int bench_policies(const struct model *m, const char *policies, const char *budg
         }
         bv[i] = (int)v;
     }
+    /* Every policy and budget is checked before anything runs. */
+    struct policy_model pm = policy_model_of(m);
+    for (int i = 0; i < np; i++) {
+        struct policy *p;
+        if (policy_create(pol[i], &pm, &p, e)) goto out;
+        for (int j = 0; j < nb; j++)
+            if (policy_check_budget(p, bv[j], e)) {
+                policy_free(p);
+                goto out;
+            }
+        policy_free(p);
+    }
     unsigned x = 2166136261u;
     for (int i = 0; i < prompt_len; i++) {
         x = x * 1664525u + 1013904223u;

@@ -67,11 +67,15 @@ static void print_help(void)
         "                       <think> (default)\n"
         "  --keywords reference|fixed  reference: the official list with its typo \"think\n"
         "                       differenly\" (default); fixed: \"think differently\"\n"
+        "  --split vocab|pairs  step boundaries: tokens whose text contains \"\\n\\n\" (SEAL,\n"
+        "                       default), or also a \"\\n\"-led token right after a \"\\n\"-ended\n"
+        "                       one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2;\n"
+        "                       run seal/skipkv with split=pairs then)\n"
         "  --threads N          CPU threads (default: all cores)\n");
 }
 
 struct cal_cli {
-    const char *model, *data, *data_dir, *out, *chat, *think, *keywords;
+    const char *model, *data, *data_dir, *out, *chat, *think, *keywords, *split;
     long layer, n_correct, n_incorrect, max_new, limit, batch, threads;
 };
 
@@ -84,6 +88,7 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
     a->layer = -1;
     a->think = "auto";
     a->keywords = "reference";
+    a->split = "vocab";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (strncmp(o, "--", 2) != 0) return cli_errorf("calibrate: unexpected argument '%s'", o), -1;
@@ -95,6 +100,7 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
         else if (!strcmp(o, "--chat")) a->chat = v;
         else if (!strcmp(o, "--think")) a->think = v;
         else if (!strcmp(o, "--keywords")) a->keywords = v;
+        else if (!strcmp(o, "--split")) a->split = v;
         else if (!strcmp(o, "--layer")) { if (cli_int(o, v, 0, 100000, &a->layer)) return -1; }
         else if (!strcmp(o, "--n-correct")) { if (cli_int(o, v, 0, 1 << 24, &a->n_correct)) return -1; }
         else if (!strcmp(o, "--n-incorrect")) { if (cli_int(o, v, 0, 1 << 24, &a->n_incorrect)) return -1; }
@@ -111,6 +117,8 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
         return cli_errorf("calibrate: --think %s: expected auto, tags or always", a->think), -1;
     if (strcmp(a->keywords, "reference") && strcmp(a->keywords, "fixed"))
         return cli_errorf("calibrate: --keywords %s: expected reference or fixed", a->keywords), -1;
+    if (strcmp(a->split, "vocab") && strcmp(a->split, "pairs"))
+        return cli_errorf("calibrate: --split %s: expected vocab or pairs", a->split), -1;
     if (a->n_correct + a->n_incorrect == 0)
         return cli_error("calibrate: --n-correct and --n-incorrect are both 0"), -1;
     return 0;
@@ -129,9 +137,13 @@ struct cal_ctx {
     int layer, dim;
     struct capture *cap;     /* [round size] */
     const int *n_prompt;     /* [round size] */
+    int **prompts;           /* [round size] */
+    int *last;               /* [round size]: the token before each sequence's next row */
+    int pairs;
     float *row;              /* host [dim] */
     int failed;
 };
+
 
 static int cal_after_layer(void *vctx, const struct fwd_batch *b, int layer, float *hidden,
                            struct eb_err *e)
@@ -143,7 +155,10 @@ static int cal_after_layer(void *vctx, const struct fwd_batch *b, int layer, flo
         struct capture *cp = &c->cap[q->id];
         int pos0 = q->cache->next_pos; /* advanced only after the last layer */
         for (int i = 0; i < q->n_tokens; i++) {
-            if (pos0 + i < c->n_prompt[q->id] || !sent_tokens_is_split(c->tok, q->tokens[i]))
+            int prev = i > 0 ? q->tokens[i - 1] : c->last[q->id];
+            if (i == q->n_tokens - 1) c->last[q->id] = q->tokens[i];
+            if (pos0 + i < c->n_prompt[q->id] ||
+                !sent_tokens_split_at(c->tok, prev, q->tokens[i], c->pairs))
                 continue;
             if (cp->n == cp->cap) {
                 int nc = cp->cap ? cp->cap * 2 : 64;
@@ -169,7 +184,7 @@ struct sums {
 
 /* The steps of one kept response: add their representations to the sums. */
 static int add_steps(const struct tokenizer *tok, const struct sent_tokens *st, int think_tags,
-                     int fixed_typo, const int *prompt, int n_prompt, const int *gen, int n_gen,
+                     int fixed_typo, int pairs, const int *prompt, int n_prompt, const int *gen, int n_gen,
                      const struct capture *cp, int dim, struct sums *S, struct eb_err *e)
 {
     /* the thought region [r0, r1) in generated-token indices */
@@ -188,9 +203,10 @@ static int add_steps(const struct tokenizer *tok, const struct sent_tokens *st, 
     }
     int c = 0; /* captures are in position order */
     for (int i = r0; i < r1; i++) {
-        if (!sent_tokens_is_split(st, gen[i])) continue;
+        int prev = i > 0 ? gen[i - 1] : n_prompt > 0 ? prompt[n_prompt - 1] : -1;
+        if (!sent_tokens_split_at(st, prev, gen[i], pairs)) continue;
         int j = i + 1;
-        while (j < r1 && !sent_tokens_is_split(st, gen[j])) j++;
+        while (j < r1 && !sent_tokens_split_at(st, gen[j - 1], gen[j], pairs)) j++;
         int pos = n_prompt + i;
         while (c < cp->n && cp->pos[c] < pos) c++;
         if (c >= cp->n || cp->pos[c] != pos) continue; /* the final token never ran a forward */
@@ -262,6 +278,7 @@ int cmd_calibrate(int argc, char **argv)
     struct gen_request *reqs = calloc((size_t)round, sizeof *reqs);
     struct gen_result *res = calloc((size_t)round, sizeof *res);
     float *row = NULL;
+    int *last = NULL;
     if (!prompts || !n_prompt || !caps || !reqs || !res) { cli_error("calibrate: out of memory"); goto done; }
 
     if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
@@ -288,7 +305,10 @@ int cmd_calibrate(int argc, char **argv)
     row = malloc((size_t)dim * sizeof *row);
     if (!S.nonexec || !S.exec || !row) { cli_error("calibrate: out of memory"); goto done; }
 
-    struct cal_ctx cc = {m, &st, (int)a.layer, dim, caps, n_prompt, row, 0};
+    last = calloc((size_t)round, sizeof *last);
+    if (!last) { cli_error("calibrate: out of memory"); goto done; }
+    struct cal_ctx cc = {m, &st, (int)a.layer, dim, caps, n_prompt, prompts, last,
+                         !strcmp(a.split, "pairs"), row, 0};
     struct model_hooks mh = {.ctx = &cc, .after_layer = cal_after_layer};
     struct gen_hooks gh = {.ctx = &cc, .model = &mh};
     struct gen_options opt = {0};
@@ -320,6 +340,7 @@ int cmd_calibrate(int argc, char **argv)
             reqs[i] = (struct gen_request){prompts[i], n_prompt[i], (int)a.max_new,
                                            sampler_params_greedy()};
             caps[i].n = 0;
+            last[i] = -1;
         }
         if (generate(m, reqs, n, &opt, res, NULL, &e)) {
             fputc('\n', stderr);
@@ -340,7 +361,7 @@ int cmd_calibrate(int argc, char **argv)
             }
             int keep = correct ? got_c < a.n_correct : got_i < a.n_incorrect;
             if (keep) {
-                if (add_steps(tok, &st, think_tags, !strcmp(a.keywords, "fixed"), prompts[i],
+                if (add_steps(tok, &st, think_tags, !strcmp(a.keywords, "fixed"), cc.pairs, prompts[i],
                               n_prompt[i], res[i].tokens, res[i].n_tokens, &caps[i], dim, &S,
                               &e)) {
                     gen_results_free(res, n);
@@ -377,7 +398,7 @@ int cmd_calibrate(int argc, char **argv)
     sv.n_incorrect = got_i;
     sv.max_new = (int)a.max_new;
     snprintf(sv.model, sizeof sv.model, "%s", a.model);
-    if (steering_model_identity(m, sv.model_identity, sizeof sv.model_identity, &e)) {
+    if (steering_model_identity(&m->cfg, sv.model_identity, sizeof sv.model_identity, &e)) {
         cli_errorf("calibrate: %s", e.msg);
         goto done;
     }
@@ -414,6 +435,7 @@ done:
     free(reqs);
     free(res);
     free(row);
+    free(last);
     free(S.nonexec);
     free(S.exec);
     sent_tokens_free(&st);

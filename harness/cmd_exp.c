@@ -298,7 +298,7 @@ int cmd_run(int argc, char **argv)
     if (!text) { rc = cli_error("run: out of memory"); goto done; }
     struct exp_config ec;
     struct eb_err e = {{0}};
-    if (exp_config_parse(text, strlen(text), "evictbench run", &ec, &e)) {
+    if (exp_config_parse(text, strlen(text), "run", &ec, &e)) {
         free(text);
         rc = cli_error(e.msg);
         goto done;

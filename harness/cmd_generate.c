@@ -323,6 +323,7 @@ int cmd_generate(int argc, char **argv)
             cli_errorf("generate: %s", e.msg);
             goto done;
         }
+        if (pol->info.notice) fprintf(stderr, "evictbench: note: %s\n", pol->info.notice);
     }
     if (a.prompt) {
         items = calloc(1, sizeof *items);

@@ -39,10 +39,7 @@ static double now_s(void)
 
 struct policy_model policy_model_of(const struct model *m)
 {
-    struct policy_model pm = policy_model_of_config(&m->cfg);
-    pm.rope_inv_freq = m->inv_freq;
-    pm.rope_pairing = m->pairing;
-    return pm;
+    return policy_model_of_config(&m->cfg);
 }
 
 struct policy_model policy_model_of_config(const struct model_config *cfg)
@@ -220,6 +217,8 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
         .v = c->v,
         .next_pos = c->next_pos,
         .at_prefill = at_prefill,
+        .rope_inv_freq = g->m->inv_freq,
+        .rope_pairing = g->m->pairing,
     };
     if (g->qbuf) {
         for (int l = 0; l < g->pm.n_layer; l++) cv.n_q = kvcache_qring_gather(c, l, g->qbuf[l]);
@@ -367,6 +366,22 @@ fail:
     return -1;
 }
 
+/* Most slots a head can hold once the prompt is in: compaction brings it back
+ * to the budget at every selection, and between selections at most one
+ * schedule period of tokens arrives (one more for the token appended before
+ * on_step runs).  0: no bound (no eviction during decode). */
+static int slot_limit(const struct policy_glue *g)
+{
+    switch (g->p->info.schedule) {
+    case POLICY_DIVIDE:
+        return g->budget + g->p->info.divide_length + 1;
+    case POLICY_EVERY_STEP:
+        return g->p->info.slot_slack < 0 ? 0 : g->budget + 2 + g->p->info.slot_slack;
+    default:
+        return 0;
+    }
+}
+
 void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
                        struct gen_hooks *out)
 {
@@ -375,6 +390,7 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
     out->ctx = g;
     out->model = g->mh.needs || g->mh.after_layer ? &g->mh : NULL;
     out->recent_q_window = g->qbuf ? g->p->info.q_window : 0;
+    out->kv_slot_limit = slot_limit(g);
     out->begin_sequence = glue_begin;
     out->on_step = glue_step;
     out->end_sequence = glue_end;

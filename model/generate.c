@@ -57,6 +57,18 @@ static int effective_max_new(const struct model_config *c, const struct gen_opti
     return r->max_new < room ? r->max_new : room;
 }
 
+/* Slots to allocate for one request's cache (see gen_hooks.kv_slot_limit). */
+static int cache_slots(const struct model_config *c, const struct gen_options *opt,
+                       const struct gen_request *r)
+{
+    int mx = effective_max_new(c, opt, r);
+    int full = r->n_prompt + (mx > 0 ? mx : 0);
+    int limit = opt->hooks ? opt->hooks->kv_slot_limit : 0;
+    if (limit <= 0) return full > 0 ? full : 1;
+    int capped = r->n_prompt + 1 > limit ? r->n_prompt + 1 : limit;
+    return capped < full ? capped : full;
+}
+
 static int live_count(const struct gen_options *opt, int n)
 {
     return opt->max_live > 0 && opt->max_live < n ? opt->max_live : n;
@@ -84,9 +96,8 @@ size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes
     size_t kv_total = 0;
     if (!kv) return SIZE_MAX;
     for (int i = 0; i < n; i++) {
-        int mx = effective_max_new(c, opt, &reqs[i]);
-        int cap = reqs[i].n_prompt + (mx > 0 ? mx : 0);
-        kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim, cap > 0 ? cap : 1);
+        kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim,
+                                    cache_slots(c, opt, &reqs[i]));
     }
     qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
     for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
@@ -174,7 +185,7 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
     if (!res->tokens) return eb_fail(e, "generate: out of memory");
     if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
-    if (model_kvcache_create(m, r->n_prompt + s->max_new, &s->cache, e)) {
+    if (model_kvcache_create(m, cache_slots(&m->cfg, opt, r), &s->cache, e)) {
         sampler_free(&s->sampler);
         return -1;
     }

@@ -51,6 +51,13 @@ struct gen_hooks {
     int (*on_step)(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
     /* The sequence finished; r is final. */
     void (*end_sequence)(void *ctx, int seq, const struct gen_result *r);
+    /* > 0: the hooks promise (by compacting in on_step) that no head of a
+     * sequence ever holds more than this many slots after its prompt is in,
+     * so each cache is allocated max(n_prompt + 1, kv_slot_limit) slots
+     * instead of prompt + max_new: eviction really saves memory, and the
+     * memory estimate (and so the largest feasible batch) reflects it.  An
+     * append beyond the allocation is an error, never an overflow. */
+    int kv_slot_limit;
 };
 
 struct gen_options {

@@ -19,7 +19,7 @@
  *
  * The runtime records post-RoPE queries; the pre-RoPE query (after Qwen3's
  * q_norm) is recovered exactly by rotating back by the query's own position,
- * which needs the model's RoPE frequencies (policy_model.rope_inv_freq). */
+ * which needs the model's RoPE frequencies (cache_view.rope_inv_freq). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +122,6 @@ struct beaconkv {
     int recent, beacons, upper, lower, buffer, softmax, per_head, kernel, counts_prompt;
     int n_units, unit_dim, group;
     struct policy_model m;
-    const float *inv_freq;
-    int pairing;
     struct seq_table seqs;
     struct attend_buf ab;
     struct score_buf sb;
@@ -155,8 +153,6 @@ static int beaconkv_create(const struct policy_params *p, const struct policy_mo
     s->kernel = kernel;
     s->counts_prompt = policy_param_int(p, "budget_counts_prompt");
     s->m = *m;
-    s->inv_freq = m->rope_inv_freq;
-    s->pairing = m->rope_pairing;
     s->group = m->n_head / m->n_kv;
     s->n_units = s->per_head ? m->n_head : m->n_kv;
     s->unit_dim = s->per_head ? m->head_dim : s->group * m->head_dim;
@@ -178,6 +174,9 @@ static int beaconkv_create(const struct policy_params *p, const struct policy_mo
         .q_window = s->recent,
         .window = s->recent,
         .schedule = POLICY_EVERY_STEP,
+        /* B + buffer at the peak; a budget that excludes the prompt has no bound
+         * the runtime can know before the prompt */
+        .slot_slack = s->counts_prompt ? s->buffer : -1,
         .notice = "beaconkv is an APPROXIMATE reconstruction (its paper body and code were not "
                   "available; defaults marked [guess] in its parameters are the spec's best "
                   "guesses, see specs/vase_beaconkv.md 4.3)",
@@ -260,12 +259,12 @@ static int record_query(struct beaconkv *s, struct beacon_seq *q, const struct c
 {
     int d = cv->head_dim, pos = cv->next_pos - 1, H = cv->n_head;
     if (pos <= q->last_pos || !cv->q || cv->n_q < 1) return 0;
-    if (!s->inv_freq)
+    if (!cv->rope_inv_freq)
         return eb_fail(e, "needs the model's RoPE frequencies to recover pre-RoPE queries");
     q->last_pos = pos;
     for (int l = 0; l < cv->n_layer; l++) {
         cv->be->download(cv->be, s->qh, cv->q[l] + (size_t)(cv->n_q - 1) * H * d, (size_t)H * d);
-        for (int g = 0; g < H; g++) beacon_rotate(s->qh + (size_t)g * d, d, pos, s->inv_freq, s->pairing, 1);
+        for (int g = 0; g < H; g++) beacon_rotate(s->qh + (size_t)g * d, d, pos, cv->rope_inv_freq, cv->rope_pairing, 1);
         for (int u = 0; u < s->n_units; u++) {
             int unit = l * s->n_units + u;
             float *buf = q->buf + (size_t)unit * s->upper * s->unit_dim;
@@ -295,7 +294,7 @@ static int observation(struct beaconkv *s, struct beacon_seq *q, const struct ca
             for (int g = 0; g < heads; g++) {
                 float *dst = s->rows + (size_t)n++ * d;
                 memcpy(dst, src + (size_t)g * d, (size_t)d * sizeof *dst);
-                beacon_rotate(dst, d, cv->next_pos - 1, s->inv_freq, s->pairing, 0);
+                beacon_rotate(dst, d, cv->next_pos - 1, cv->rope_inv_freq, cv->rope_pairing, 0);
             }
         }
     }
@@ -321,7 +320,7 @@ static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int
         for (int h = 0; h < cv->n_kv; h++) {
             int len = cache_view_len(cv, l, h), p = prompt_slots(cv, l, h, q->n_prompt);
             int target = s->counts_prompt ? budget : p + budget;
-            if (len < target + s->buffer) continue;
+            if (len < target + s->buffer && len < cv->capacity) continue;
             int n = len - p - R, keep_n = target - p - R;
             if (keep_n < 0) keep_n = 0;
             if (n <= keep_n) continue;

@@ -42,6 +42,9 @@ struct policy_info {
     int divide_length;       /* POLICY_DIVIDE */
     const char *notice;      /* or NULL: a caveat the CLI prints whenever it runs the policy
                                 (e.g. BeaconKV is an approximate reconstruction) */
+    int slot_slack;          /* POLICY_EVERY_STEP policies that compact only now and then
+                                (vase, rpc, beaconkv): slots a head may hold above the budget
+                                before they do; -1: no bound (RPC's growing ratio budget) */
 };
 
 struct tokenizer;
@@ -55,10 +58,6 @@ struct policy_model {
     const char *model_name;       /* registry name or path; default vector vectors/<name>.bin */
     const char *model_identity;   /* steering_model_identity(); a vector must match it */
     const char *steer_vector;     /* steering vector file, or NULL */
-    /* For policies that need pre-RoPE queries (beaconkv): the model's RoPE, so a
-     * recorded post-RoPE query can be rotated back; NULL when the caller has none. */
-    const float *rope_inv_freq;   /* host [head_dim / 2] */
-    int rope_pairing;             /* enum rope_pairing */
 };
 
 struct seq_view {
@@ -97,6 +96,10 @@ struct cache_view {
     int n_q;
     int next_pos;
     int at_prefill;                /* 1: the prompt has just entered the cache */
+    /* The model's RoPE (host [head_dim / 2], enum rope_pairing), so a policy can
+     * rotate a recorded post-RoPE query back to pre-RoPE (beaconkv); may be NULL. */
+    const float *rope_inv_freq;
+    int rope_pairing;
 };
 
 static inline int cache_view_len(const struct cache_view *v, int layer, int kv_head)

@@ -156,6 +156,8 @@ static int rpc_create(const struct policy_params *p, const struct policy_model *
         .q_window = s->selector,
         .window = s->selector,
         .schedule = POLICY_EVERY_STEP,
+        /* ratio: the budget grows with the trace; fixed: B + P at the peak */
+        .slot_slack = s->fixed ? s->interval : -1,
     };
     *self = s;
     return 0;
@@ -230,8 +232,10 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
     keep_set_none(out);
     struct rpc_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "sequence %d was not begun", seq);
-    int generated = cv->next_pos - q->n_prompt;
-    if (cv->at_prefill || generated <= 0 || generated % s->interval != 0) return 0;
+    int generated = cv->next_pos - q->n_prompt, full = 0;
+    for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
+        if (cv->len[i] >= cv->capacity) full = 1; /* the allocation forces it (long prompt) */
+    if (cv->at_prefill || generated <= 0 || (generated % s->interval != 0 && !full)) return 0;
     if (!cv->q || cv->n_q < 1) return eb_fail(e, "no recent queries recorded");
     int R = s->selector, rows = cv->n_q < R ? cv->n_q : R, d = cv->head_dim;
     int keep_n = s->fixed ? budget - q->n_prompt - R

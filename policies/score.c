@@ -150,7 +150,7 @@ int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int
 
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e)
 {
-    if (seq < 0) return eb_fail(e, "negative sequence id %d", seq), NULL;
+    if (seq < 0 || seq > (1 << 28)) return eb_fail(e, "sequence id %d out of range", seq), NULL;
     if (seq >= t->cap) {
         int cap = t->cap ? t->cap : 16;
         while (cap <= seq) cap *= 2;

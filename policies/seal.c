@@ -16,6 +16,9 @@
 const struct param_def seal_params[] = {
     {"coef", PARAM_FLOAT, -1.0, -100, 100, NULL, "steering coefficient c in h + c * V"},
     {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's"},
+    {"split", PARAM_CHOICE, 0, 0, 1, "vocab|pairs",
+     "split tokens: SEAL's (text contains \"\\n\\n\"), or also a \"\\n\"-led token after a "
+     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)"},
     {"think", PARAM_CHOICE, 0, 0, 1, "tags|always",
      "thought region: <think>..</think>, or every generated token (models without <think>)"},
     {"check_space", PARAM_BOOL, 0, 0, 1, NULL,
@@ -73,6 +76,7 @@ static int seal_create(const struct policy_params *p, const struct policy_model 
         seal_destroy(s);
         return -1;
     }
+    s->sr.pairs = policy_param_int(p, "split");
     *info = (struct policy_info){.schedule = POLICY_NEVER};
     *self = s;
     return 0;
@@ -86,7 +90,7 @@ static int seal_begin(void *self, int seq, const struct seq_view *sv, struct eb_
     seal_seq_free(*slot);
     struct seal_seq *q = *slot = eb_calloc(1, sizeof *q, e);
     if (!q) return -1;
-    if (steer_seq_begin(&q->st, s->sr.mode, sv, e)) return -1;
+    if (steer_seq_begin(&q->st, s->sr.mode, s->sr.pairs, sv, e)) return -1;
     if (sent_tracker_init(&q->tr, &s->tok, 0, 1.0f, e)) return -1;
     if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
     if (seq < s->n_done) memset(&s->done[seq], 0, sizeof s->done[seq]);

@@ -48,6 +48,9 @@ const struct param_def skipkv_params[] = {
     {"alpha0", PARAM_FLOAT, -1.25, -100, 100, NULL, "initial steering coefficient (steering_coef)"},
     {"gamma", PARAM_FLOAT, 0.02, -10, 10, NULL, "alpha = alpha0 - gamma * N_o (steering_gamma)"},
     {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's"},
+    {"split", PARAM_CHOICE, 0, 0, 1, "vocab|pairs",
+     "split tokens: SEAL's (text contains \"\\n\\n\"), or also a \"\\n\"-led token after a "
+     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)"},
     {"think", PARAM_CHOICE, 0, 0, 1, "tags|always",
      "thought region for steering: <think>..</think>, or every generated token"},
     {"check_space", PARAM_BOOL, 0, 0, 1, NULL,
@@ -148,6 +151,7 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         skipkv_destroy(s);
         return -1;
     }
+    s->sr.pairs = policy_param_int(p, "split");
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q | (s->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
         .q_window = s->imp.window,
@@ -172,7 +176,7 @@ static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct e
         return eb_fail(e, "policy skipkv: the runtime passed no prompt tokens");
     if (sent_tracker_init(&q->tr, &s->tok, s->sentence ? s->m.n_embd : 0, s->tau, e)) return -1;
     if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
-    if (s->steer && steer_seq_begin(&q->st, s->mode, sv, e)) return -1;
+    if (s->steer && steer_seq_begin(&q->st, s->mode, s->sr.pairs, sv, e)) return -1;
     if (seq < s->n_done) memset(&s->done[seq], 0, sizeof s->done[seq]);
     return 0;
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model.h"
+#include "../model/modelfile.h"
 
 uint64_t steering_hash(const char *s)
 {
@@ -22,29 +22,12 @@ uint64_t steering_hash(const char *s)
     return h;
 }
 
-int steering_model_identity(const struct model *m, char *out, size_t cap, struct eb_err *e)
+int steering_model_identity(const struct model_config *c, char *out, size_t cap,
+                            struct eb_err *e)
 {
-    const struct model_config *c = &m->cfg;
-    /* Fingerprint: FNV-1a over the bit patterns of 8 floats from 4 embedding rows. */
-    enum { ROWS = 4, COLS = 8 };
-    float buf[COLS];
-    uint64_t fp = 1469598103934665603ULL;
-    int ncol = c->n_embd < COLS ? c->n_embd : COLS;
-    for (int r = 0; r < ROWS; r++) {
-        size_t row = (size_t)c->n_vocab * (size_t)(2 * r + 1) / (2 * ROWS);
-        m->be->download(m->be, buf, m->tok_embd + row * (size_t)c->n_embd, (size_t)ncol);
-        for (int j = 0; j < ncol; j++) {
-            uint32_t bits;
-            memcpy(&bits, &buf[j], sizeof bits);
-            for (int k = 0; k < 4; k++) {
-                fp ^= (bits >> (8 * k)) & 0xffu;
-                fp *= 1099511628211ULL;
-            }
-        }
-    }
-    int n = snprintf(out, cap, "%s layers=%d embd=%d heads=%d/%d vocab=%d embd_fp=%016" PRIx64,
-                     model_arch_name(c->arch), c->n_layer, c->n_embd, c->n_head, c->n_head_kv,
-                     c->n_vocab, fp);
+    int n = snprintf(out, cap, "%s layers=%d embd=%d ff=%d heads=%d/%d head_dim=%d vocab=%d",
+                     model_arch_name(c->arch), c->n_layer, c->n_embd, c->n_ff, c->n_head,
+                     c->n_head_kv, c->head_dim, c->n_vocab);
     if (n < 0 || (size_t)n >= cap) return eb_fail(e, "steering: model identity does not fit");
     return 0;
 }

@@ -50,10 +50,13 @@ struct steer_vector {
     float *v;                 /* [dim], malloc'd */
 };
 
-/* A one-line identity of a model: architecture, shape and a fingerprint of
- * its token embeddings (so two fine-tunes of one architecture differ). */
-struct model;
-int steering_model_identity(const struct model *m, char *out, size_t cap, struct eb_err *e);
+/* A one-line identity of a model's architecture and shape (architecture,
+ * layers, hidden size, heads, vocabulary), known before its weights load.
+ * Two fine-tunes of one architecture share it: the header's `model` name is
+ * what tells them apart for a reader. */
+struct model_config;
+int steering_model_identity(const struct model_config *c, char *out, size_t cap,
+                            struct eb_err *e);
 uint64_t steering_hash(const char *s);
 
 int steer_vector_save(const char *path, const struct steer_vector *sv, struct eb_err *e);

@@ -17,7 +17,9 @@
  * candidates + the W most recent slots.  So the cache oscillates between B
  * and B + W and the prompt is never compressed at prefill nor protected.
  * The policy runs on every step (POLICY_EVERY_STEP) and checks this itself,
- * because the condition is on the head's occupancy, not on the token count.
+ * because the condition is on the head's occupancy, not on the token count;
+ * it asks the runtime for B + W (+2) slots per head (policy_info.slot_slack),
+ * and compresses early only if a prompt longer than B fills that.
  *
  * Slot order: the original writes the chosen candidates to slots [0, K) in
  * selection order (not by position), and the kernel-5 smoothing runs over
@@ -226,6 +228,7 @@ static int vase_create_mode(const struct policy_params *p, const struct policy_m
         .q_window = mode == VASE_ATTNV ? s->window : 0,
         .window = s->window,
         .schedule = POLICY_EVERY_STEP,
+        .slot_slack = s->window, /* the cache peaks at B + W */
     };
     *self = s;
     return 0;
@@ -547,6 +550,14 @@ static int dkv_head(struct vase *s, const struct cache_view *cv, int l, int h, i
     return n;
 }
 
+/* The trigger (spec 2.2): more than B slots, a multiple of W.  Also when the
+ * head's allocation is full (only a prompt longer than B can get there before
+ * the next multiple of W; the original's static cache would be larger). */
+static int due(int len, int budget, int w, int capacity)
+{
+    return len > budget && (len % w == 0 || len >= capacity);
+}
+
 static int vase_select(void *self, int seq, const struct cache_view *cv, int budget,
                        struct keep_set *out, struct eb_err *e)
 {
@@ -559,7 +570,7 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
                        budget, w);
     int any = 0;
     for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
-        if (cv->len[i] > budget && cv->len[i] % w == 0) any = 1;
+        if (due(cv->len[i], budget, w, cv->capacity)) any = 1;
     if (!any) return 0;
     if (!cv->v) return eb_fail(e, "the runtime exposes no value rows");
     struct vase_seq *q = get_seq(s, seq, e);
@@ -589,7 +600,7 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
         int sketched = 0;
         for (int h = 0; h < cv->n_kv; h++) {
             int len = cache_view_len(cv, l, h);
-            if (len <= budget || len % w != 0) continue;
+            if (!due(len, budget, w, cv->capacity)) continue;
             int *keep = keep_set_head(out, l, h), n;
             if (s->mode == VASE_ATTNV) {
                 n = attnv_head(s, q, cv, seq, l, h, budget, keep, e);

@@ -149,8 +149,7 @@ static void run_scenario(const cJSON *run)
     f.Q = Q;
     float inv[64];
     for (int i = 0; i < f.D / 2; i++) inv[i] = (float)pow(10000.0, -(double)(2 * i) / f.D);
-    struct policy_model pm = {.n_layer = f.L, .n_head = f.H, .n_kv = f.HKV, .head_dim = f.D,
-                              .rope_inv_freq = inv, .rope_pairing = ROPE_PAIR_HALF};
+    struct policy_model pm = {.n_layer = f.L, .n_head = f.H, .n_kv = f.HKV, .head_dim = f.D};
     const char *spec = cJSON_GetObjectItem(run, "spec")->valuestring;
     struct policy *p;
     struct eb_err e;
@@ -186,6 +185,7 @@ static void run_scenario(const cJSON *run)
             .be = be, .n_layer = f.L, .n_head = f.H, .n_kv = f.HKV, .head_dim = f.D,
             .capacity = f.cap, .len = f.len, .pos = f.pos, .k = f.k, .v = f.v, .q = f.q,
             .n_q = fake_ring(&f, last, p->info.q_window), .next_pos = last, .at_prefill = t < 0,
+            .rope_inv_freq = inv, .rope_pairing = ROPE_PAIR_HALF,
         };
         int rc = p->ops->select(p->self, 0, &cv, budget, &ks, &e);
         CHECK_MSG(rc == 0, "%s step %d: %s", spec, t, e.msg);

@@ -214,7 +214,7 @@ static int *run_test_policy(const struct model *m, const int *prompt, int n, int
     struct policy_glue *g = NULL;
     struct eb_err e = {{0}};
     int *out = NULL;
-    if (policy_glue_create(&p, 1, m, &g, &e)) {
+    if (policy_glue_create(&p, 1 << 20, m, &g, &e)) {
         snprintf(err, errn, "%s", e.msg);
         return NULL;
     }

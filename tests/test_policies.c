@@ -204,6 +204,59 @@ static void test_golden_keepsets(void)
     printf("  %d golden cases, %d (layer, kv head) keep-sets compared\n", n_cases, n_heads);
 }
 
+static int same_sets(const struct keep_set *a, const struct keep_set *b)
+{
+    for (int i = 0; i < a->n_layer * a->n_kv; i++) {
+        if (a->n_keep[i] != b->n_keep[i]) return 0;
+        for (int j = 0; j < a->n_keep[i]; j++)
+            if (a->idx[(size_t)i * a->stride + j] != b->idx[(size_t)i * b->stride + j]) return 0;
+    }
+    return 1;
+}
+
+/* rkv_batch0_bug=1: a sequence borrows the redundancy of the lowest live
+ * sequence; the anchor itself, and everyone once it ends, use their own. */
+static void test_rkv_batch0_bug(void)
+{
+    if (!load_fixtures()) SKIP("%s missing", FIX_JSON);
+    const cJSON *sets = cJSON_GetObjectItem(doc, "sets");
+    struct fixture_cache a, b;
+    fixture_cache(cJSON_GetArrayItem(sets, 2), &a); /* 4/4 heads, 100 slots */
+    fixture_cache(cJSON_GetArrayItem(sets, 3), &b); /* 4/4 heads, 176 slots */
+    struct policy *bug = NULL, *own = NULL;
+    struct eb_err e = {{0}};
+    CHECK(policy_create("rkv:rkv_batch0_bug=1", &a.m, &bug, &e) == 0);
+    CHECK(policy_create("rkv", &a.m, &own, &e) == 0);
+    if (!bug || !own) goto out;
+    struct keep_set ka, ka_own, kb, kb_own;
+    alloc_keep(&ka, 2, 4, 176);
+    alloc_keep(&ka_own, 2, 4, 176);
+    alloc_keep(&kb, 2, 4, 176);
+    alloc_keep(&kb_own, 2, 4, 176);
+    struct seq_view sa = {.n_prompt = 1, .capacity = 100}, sb = {.n_prompt = 1, .capacity = 176};
+    CHECK(bug->ops->begin_sequence(bug->self, 0, &sa, &e) == 0);
+    CHECK(bug->ops->begin_sequence(bug->self, 1, &sb, &e) == 0);
+    CHECK(bug->ops->select(bug->self, 0, &a.cv, 48, &ka, &e) == 0);
+    CHECK(own->ops->select(own->self, 0, &a.cv, 48, &ka_own, &e) == 0);
+    CHECK(same_sets(&ka, &ka_own)); /* the anchor is unaffected */
+    CHECK(bug->ops->select(bug->self, 1, &b.cv, 48, &kb, &e) == 0);
+    CHECK(own->ops->select(own->self, 1, &b.cv, 48, &kb_own, &e) == 0);
+    CHECK(!same_sets(&kb, &kb_own)); /* sequence 1 scored with sequence 0's redundancy */
+    bug->ops->end_sequence(bug->self, 0);
+    CHECK(bug->ops->select(bug->self, 1, &b.cv, 48, &kb, &e) == 0);
+    CHECK(same_sets(&kb, &kb_own)); /* now the lowest live sequence is itself */
+    bug->ops->end_sequence(bug->self, 1);
+    free_keep(&ka);
+    free_keep(&ka_own);
+    free_keep(&kb);
+    free_keep(&kb_own);
+out:
+    policy_free(bug);
+    policy_free(own);
+    fixture_cache_free(&a);
+    fixture_cache_free(&b);
+}
+
 static int close_vec(const float *got, const float *want, int n, double rel, char *why, size_t wn)
 {
     for (int i = 0; i < n; i++) {
@@ -509,6 +562,7 @@ int main(void)
     RUN(test_golden_primitives);
     RUN(test_golden_keepsets);
     RUN(test_golden_h2o);
+    RUN(test_rkv_batch0_bug);
     cJSON_Delete(doc);
     free(blob);
     be->destroy(be);

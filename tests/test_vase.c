@@ -443,7 +443,8 @@ static struct model *open_model(const char *path)
 
 /* Greedy generation of the prompts, with policy spec at budget (NULL: none). */
 static int run_policy(const struct model *m, const char *spec, int budget, const int *prompt,
-                      int n_prompt, int max_new, struct gen_result *res, int *max_slots)
+                      int n_prompt, int max_new, struct gen_result *res, int *max_slots,
+                      long *compressions)
 {
     struct eb_err e;
     struct policy *p = NULL;
@@ -469,6 +470,7 @@ static int run_policy(const struct model *m, const char *spec, int budget, const
         struct policy_glue_stats st;
         policy_glue_stats(g, &st);
         if (max_slots) *max_slots = st.max_slots;
+        if (compressions) *compressions = st.compressions;
     }
     policy_glue_free(g);
     policy_free(p);
@@ -484,7 +486,7 @@ static void check_model_equivalence(const char *path, int n_prompt, int max_new,
     int prompt[64];
     for (int i = 0; i < n_prompt; i++) prompt[i] = 1 + (i * 37) % (m->cfg.n_vocab - 1);
     struct gen_result full[2];
-    if (run_policy(m, NULL, 0, prompt, n_prompt, max_new, full, NULL)) {
+    if (run_policy(m, NULL, 0, prompt, n_prompt, max_new, full, NULL, NULL)) {
         CHECK(0);
         model_free(m);
         return;
@@ -492,7 +494,7 @@ static void check_model_equivalence(const char *path, int n_prompt, int max_new,
     int big = 64 * ((n_prompt + max_new) / 64 + 2); /* > prompt + max_new and the window, a multiple of 64 */
     for (size_t s = 0; s < sizeof SPECS / sizeof SPECS[0]; s++) {
         struct gen_result r[2];
-        if (run_policy(m, SPECS[s], big, prompt, n_prompt, max_new, r, NULL)) { CHECK(0); continue; }
+        if (run_policy(m, SPECS[s], big, prompt, n_prompt, max_new, r, NULL, NULL)) { CHECK(0); continue; }
         for (int i = 0; i < 2; i++) {
             int same = r[i].n_tokens == full[i].n_tokens;
             for (int t = 0; same && t < r[i].n_tokens; t++) same = r[i].tokens[t] == full[i].tokens[t];
@@ -503,11 +505,18 @@ static void check_model_equivalence(const char *path, int n_prompt, int max_new,
         if (tight_budget) {
             char spec[64];
             int slots = 0;
+            long comp = 0, want = 0;
             snprintf(spec, sizeof spec, "%s:window=8", SPECS[s]);
-            if (run_policy(m, spec, tight_budget, prompt, n_prompt, max_new, r, &slots)) { CHECK(0); continue; }
+            if (run_policy(m, spec, tight_budget, prompt, n_prompt, max_new, r, &slots, &comp)) { CHECK(0); continue; }
             CHECK(r[0].n_tokens == max_new && r[1].n_tokens == max_new);
             CHECK_MSG(slots <= (n_prompt > tight_budget ? n_prompt + 8 : tight_budget + 8),
                       "%s: %d slots", spec, slots);
+            /* Cadence (spec 2.2): a decode forward that leaves t tokens processed
+             * compresses when t is a multiple of W and t > B. */
+            for (int i = 0; i < 2; i++)
+                for (int t = n_prompt - i + 1; t <= n_prompt - i + max_new - 1; t++)
+                    want += t % 8 == 0 && t > tight_budget;
+            CHECK_MSG(comp == want, "%s: %ld compressions, expected %ld", spec, comp, want);
             gen_results_free(r, 2);
         }
     }

@@ -3,8 +3,8 @@
  *
  * Logits and cosines are f32 dot products through OpenBLAS (single-threaded,
  * see cpu_gemm.c); softmax sums and means accumulate in double so the scores
- * do not depend on the cache length's rounding.  Fixed row blocks make the
- * redundancy bitwise independent of the thread count. */
+ * do not depend on the cache length's rounding.  Every result is independent
+ * of the thread count. */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <cblas.h>
@@ -12,8 +12,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { REDUNDANCY_BLOCK = 64 }; /* rows of the cosine matrix per task */
 
 /* Softmax of s[0..n) over the entries not masked by pad (probability 0 there),
  * added times `weight` into acc[0..n_acc). */
@@ -39,6 +37,8 @@ int cpu_window_scores(struct backend *be, const struct window_score_args *a)
         a->kv_head < 0 || a->kv_head >= a->n_kv || a->head_dim < 1 || a->n_q < 1 || a->len < 1 ||
         a->n_cand < 1 || a->n_cand > a->len)
         return -1;
+    /* One thread pool, ours (see cpu_gemm.c). */
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     int group = a->n_head / a->n_kv, hd = a->head_dim, qstride = a->n_head * hd;
     int cols = a->softmax_all ? a->len : a->n_cand;
     size_t plane = (size_t)a->n_q * cols;
@@ -103,18 +103,31 @@ int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kerne
     return 0;
 }
 
+enum {
+    RED_ROWS = 64,  /* rows of the cosine matrix per task */
+    RED_COLS = 256  /* columns computed at a time, from the most recent key down */
+};
+
+/* The cosine matrix is never formed whole.  It is symmetric with a zero
+ * diagonal, so column j sums to row j's sum, k_j . S - k_j . k_j with S the
+ * sum of all normalised keys: O(L d).  The zeroing needs, per row i, the
+ * largest j with C[i][j] > threshold: a block of rows is multiplied (GEMM)
+ * against blocks of columns from the most recent key down, and stops as soon
+ * as every row of the block has its match; only keys like no other cost a
+ * full row. */
 int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
 {
     if (!a->out || !a->k || a->len < 1 || a->head_dim < 1) return -1;
-    int n = a->len, hd = a->head_dim;
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    int n = a->len, hd = a->head_dim, nt = cpu_threads(be);
     float *kn = malloc((size_t)n * hd * sizeof *kn);
-    double *rowsum = malloc((size_t)n * sizeof *rowsum);
+    double *sum = calloc((size_t)hd, sizeof *sum);
+    double *col = malloc((size_t)n * sizeof *col);
     double *zeroed = malloc((size_t)n * sizeof *zeroed); /* C[i][j*_i], removed from column j*_i */
     int *jstar = malloc((size_t)n * sizeof *jstar);
-    int nt = cpu_threads(be);
-    float *scratch = malloc((size_t)nt * REDUNDANCY_BLOCK * n * sizeof *scratch);
+    float *scratch = malloc((size_t)nt * RED_ROWS * RED_COLS * sizeof *scratch);
     int rc = -1;
-    if (!kn || !rowsum || !zeroed || !jstar || !scratch) goto out;
+    if (!kn || !sum || !col || !zeroed || !jstar || !scratch) goto out;
 
     for (int i = 0; i < n; i++) {
         const float *k = a->k + (size_t)i * hd;
@@ -126,47 +139,68 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
         double ss = 0.0;
         for (int t = 0; t < hd; t++) ss += (double)k[t] * k[t];
         float inv = (float)(1.0 / (sqrt(ss) + 1e-8));
-        for (int t = 0; t < hd; t++) d[t] = k[t] * inv;
-    }
-
-    int n_blocks = (n + REDUNDANCY_BLOCK - 1) / REDUNDANCY_BLOCK;
-    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (n_blocks > 1 && (double)n * n * hd > 1e6)
-    for (int b = 0; b < n_blocks; b++) {
-        int i0 = b * REDUNDANCY_BLOCK, rows = n - i0 < REDUNDANCY_BLOCK ? n - i0 : REDUNDANCY_BLOCK;
-        float *c = scratch + (size_t)omp_get_thread_num() * REDUNDANCY_BLOCK * n;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, 1.0f,
-                    kn + (size_t)i0 * hd, hd, kn, hd, 0.0f, c, n);
-        for (int r = 0; r < rows; r++) {
-            int i = i0 + r;
-            float *row = c + (size_t)r * n;
-            row[i] = 0.0f; /* the diagonal */
-            double s = 0.0;
-            int js = -1;
-            for (int j = 0; j < n; j++) {
-                s += row[j];
-                if (row[j] > a->threshold) js = j;
-            }
-            if (js < 0 && a->no_match_zero_col0) js = 0;
-            rowsum[i] = s;
-            jstar[i] = js;
-            zeroed[i] = js >= 0 ? row[js] : 0.0;
+        for (int t = 0; t < hd; t++) {
+            d[t] = k[t] * inv;
+            sum[t] += d[t];
         }
     }
-    /* C is symmetric before the zeroing, so column j sums to row j's sum;
-     * then take away the entries the rows zeroed. */
-    for (int i = 0; i < n; i++)
-        if (jstar[i] >= 0) rowsum[jstar[i]] -= zeroed[i];
-    double max = -INFINITY, sum = 0.0;
-    for (int j = 0; j < n; j++) {
-        rowsum[j] /= n;
-        if (rowsum[j] > max) max = rowsum[j];
+    for (int i = 0; i < n; i++) {
+        const float *ki = kn + (size_t)i * hd;
+        double self = 0.0, dot = 0.0;
+        for (int t = 0; t < hd; t++) {
+            self += (double)ki[t] * ki[t];
+            dot += (double)ki[t] * sum[t];
+        }
+        col[i] = dot - self;
+        jstar[i] = -1;
+        zeroed[i] = 0.0;
     }
-    for (int j = 0; j < n; j++) sum += exp(rowsum[j] - max);
-    for (int j = 0; j < n; j++) a->out[j] = (float)(exp(rowsum[j] - max) / sum);
+    int n_blocks = (n + RED_ROWS - 1) / RED_ROWS;
+    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (n_blocks > 1 && (double)n * n * hd > 4e6)
+    for (int b = 0; b < n_blocks; b++) {
+        int i0 = b * RED_ROWS, rows = n - i0 < RED_ROWS ? n - i0 : RED_ROWS, left = rows;
+        float *c = scratch + (size_t)omp_get_thread_num() * RED_ROWS * RED_COLS;
+        for (int e = n; e > 0 && left > 0; e -= RED_COLS) {
+            int s = e - RED_COLS > 0 ? e - RED_COLS : 0, w = e - s;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, 1.0f,
+                        kn + (size_t)i0 * hd, hd, kn + (size_t)s * hd, hd, 0.0f, c, w);
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r;
+                if (jstar[i] >= 0) continue;
+                for (int j = e - 1; j >= s; j--)
+                    if (j != i && c[(size_t)r * w + (j - s)] > a->threshold) {
+                        jstar[i] = j;
+                        zeroed[i] = c[(size_t)r * w + (j - s)];
+                        left--;
+                        break;
+                    }
+            }
+        }
+        if (a->no_match_zero_col0)
+            for (int r = 0; r < rows; r++) {
+                int i = i0 + r;
+                if (jstar[i] >= 0) continue;
+                jstar[i] = 0;
+                double d = 0.0;
+                if (i != 0)
+                    for (int t = 0; t < hd; t++) d += (double)kn[(size_t)i * hd + t] * kn[t];
+                zeroed[i] = d;
+            }
+    }
+    for (int i = 0; i < n; i++)
+        if (jstar[i] >= 0) col[jstar[i]] -= zeroed[i];
+    double max = -INFINITY, total = 0.0;
+    for (int j = 0; j < n; j++) {
+        col[j] /= n;
+        if (col[j] > max) max = col[j];
+    }
+    for (int j = 0; j < n; j++) total += exp(col[j] - max);
+    for (int j = 0; j < n; j++) a->out[j] = (float)(exp(col[j] - max) / total);
     rc = 0;
 out:
     free(kn);
-    free(rowsum);
+    free(sum);
+    free(col);
     free(zeroed);
     free(jstar);
     free(scratch);

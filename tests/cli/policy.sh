@@ -1,0 +1,48 @@
+#!/bin/sh
+# tests/cli/policy.sh - `evictbench generate --policy ... --budget ... --stats`:
+# bad policies and budgets give one "evictbench: ..." line and a non-zero exit
+# before the weights load; a prompt longer than the budget is compressed at
+# prefill and --stats reports it.  Runs from the repository root;
+# EVICTBENCH_BIN names the binary.
+BIN=${EVICTBENCH_BIN:-./evictbench}
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+expect_error() {
+    name=$1; pattern=$2; shift 2
+    "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    lines=$(wc -l <"$TMP/err")
+    if [ $rc -eq 0 ] || [ "$lines" -ne 1 ] || ! grep -q "^evictbench: .*$pattern" "$TMP/err"; then
+        echo "FAIL $name: rc=$rc, stderr:"; cat "$TMP/err"; fail=1
+    else
+        echo "ok   $name: $(cat "$TMP/err")"
+    fi
+}
+
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+expect_error "budget without policy" "needs --policy" generate --model smollm2-135m --prompt hi --budget 64
+expect_error "budget 0" "budget" generate --model smollm2-135m --prompt hi --policy rkv --budget 0
+expect_error "negative budget" "budget" generate --model smollm2-135m --prompt hi --policy rkv --budget -4
+if [ ! -f "$MODEL" ]; then
+    echo "SKIP the model-backed checks: $MODEL absent (make deps downloads it)"
+    exit $fail
+fi
+expect_error "unknown policy" "unknown policy 'lru'" generate --model smollm2-135m --prompt hi --policy lru --budget 64
+expect_error "unknown key" "valid: lambda, window" generate --model smollm2-135m --prompt hi --policy rkv:lamda=0.1 --budget 64
+expect_error "out of range" "lambda=2" generate --model smollm2-135m --prompt hi --policy rkv:lambda=2 --budget 64
+expect_error "budget <= window" "window" generate --model smollm2-135m --prompt hi --policy rkv --budget 8
+expect_error "no budget" "budget > 0" generate --model smollm2-135m --prompt hi --policy h2o-rkv
+
+# A chat prompt of ~40 tokens with budget 16: compressed once, at prefill.
+"$BIN" generate --model smollm2-135m --prompt "What is 12*7? Answer briefly." --max-new 2 \
+    --policy rkv --budget 16 --stats >"$TMP/out" 2>"$TMP/err"
+if [ $? -ne 0 ] || ! grep -q "policy rkv:lambda=0.1.*budget 16: 1 compressions" "$TMP/err" ||
+   ! grep -q "policy overhead: .* ms per step" "$TMP/err" || ! grep -q "policy kv: peak" "$TMP/err"; then
+    echo "FAIL stats:"; cat "$TMP/err"; fail=1
+else
+    echo "ok   stats: $(grep compressions "$TMP/err")"
+fi
+exit $fail
