@@ -62,6 +62,10 @@ fuzz:
 data:
 	tools/fetch_data.sh
 
+CONFIG ?= quickstart
+exp: evictbench
+	./evictbench exp $(CONFIG)
+
 DB ?= results/results.db
 plots: evictbench
 	./evictbench plots --db $(DB) --out results/plots

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd_calibrate.h"
+#include "cmd_exp.h"
 #include "cmd_generate.h"
 #include "cmd_grade.h"
 #include "cmd_plots.h"
@@ -18,6 +20,9 @@ static const struct command commands[] = {
     {"info", cmd_info, "describe a model file: architecture, dims, tensors"},
     {"tokenize", cmd_tokenize, "print token ids of a text and the round trip"},
     {"generate", cmd_generate, "generate text for one prompt or a JSONL file of prompts"},
+    {"run", cmd_run, "run and record one point from flags"},
+    {"exp", cmd_exp, "run an experiment config (a sweep; a rerun resumes it)"},
+    {"calibrate", cmd_calibrate, "compute a SEAL/SkipKV steering vector from graded traces"},
     {"grade", cmd_grade, "grade completions (JSONL) against reference answers"},
     {"plots", cmd_plots, "figures from the results database (gnuplot PNG + SVG)"},
     {"tables", cmd_tables, "paper tables as Markdown and LaTeX (booktabs)"},

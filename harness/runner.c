@@ -552,19 +552,6 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
         opt.n_vocab_valid = r->tok ? tokenizer_n_vocab(r->tok) : 0;
         opt.mem_limit = r->o.mem_limit;
 
-        /* Out of memory is decided before generating, from the runtime's estimate. */
-        size_t need = generate_estimate_bytes(&r->m->cfg, r->m->weight_bytes, breqs, nb, &opt);
-        size_t limit = r->o.mem_limit ? r->o.mem_limit
-                                      : generate_available_memory() + r->m->weight_bytes;
-        if (need > limit) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "a batch of %d needs an estimated %zu bytes, more than the "
-                                      "%zu bytes %s", opt.max_live ? opt.max_live : nb, need, limit,
-                     r->o.mem_limit ? "allowed" : "available");
-            set_oom(out, msg);
-            break;
-        }
-
         struct meas_ctx mc;
         memset(&mc, 0, sizeof mc);
         mc.seq = meas;
@@ -588,6 +575,20 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
         mine.end_sequence = meas_end;
         point_policy_hooks(&pp, &mine, &hooks);
         opt.hooks = &hooks;
+
+        /* Out of memory is decided before generating, from the runtime's estimate
+         * (with the hooks set: a policy's slot limit shrinks the caches). */
+        size_t need = generate_estimate_bytes(&r->m->cfg, r->m->weight_bytes, breqs, nb, &opt);
+        size_t limit = r->o.mem_limit ? r->o.mem_limit
+                                      : generate_available_memory() + r->m->weight_bytes;
+        if (need > limit) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "a batch of %d needs an estimated %zu bytes, more than the "
+                                      "%zu bytes %s", opt.max_live ? opt.max_live : nb, need, limit,
+                     r->o.mem_limit ? "allowed" : "available");
+            set_oom(out, msg);
+            break;
+        }
 
         struct gen_stats st;
         struct eb_err ge = {{0}};
