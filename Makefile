@@ -50,8 +50,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h
 test: $(TEST_BIN) $(BUILD)/evictbench
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
 
+# The runtime table, then the policy table of issue 4 (2,048 generated tokens
+# per row: roughly 15 minutes on 2 cores).
+BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,vase-attnv,vase-dkv,rpc,beaconkv
 bench: evictbench
-	./evictbench bench --model smollm2-135m
+	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
 
 deps:
 	tools/deps.sh
