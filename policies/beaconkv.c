@@ -298,11 +298,7 @@ static int observation(struct beaconkv *s, struct beacon_seq *q, const struct ca
             }
         }
     }
-    for (int r = 0; r < rows; r++)
-        for (int g = 0; g < G; g++)
-            memcpy(s->rows + (size_t)n++ * d, s->qh + (size_t)r * cv->n_head * d + (size_t)(h * G + g) * d,
-                   (size_t)d * sizeof *s->rows);
-    return n;
+    return n + group_query_rows(s->rows + (size_t)n * d, s->qh, rows, cv->n_head, d, h, G);
 }
 
 static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int budget,
@@ -342,22 +338,10 @@ static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int
             for (int j = 0; j < n; j++) s->s[j] = -INFINITY;
             if (attend_reduce(&s->ab, cv, l, h, p, n, s->rows, nq, s->softmax, ATTEND_MAX, s->s, e))
                 return -1;
-            if (s->kernel > 1) {
-                int half = s->kernel / 2;
-                for (int j = 0; j < n; j++) {
-                    double a = 0.0;
-                    for (int t = j - half; t <= j + half; t++)
-                        if (t >= 0 && t < n) a += s->s[t];
-                    s->tmp[j] = a / s->kernel;
-                }
-                memcpy(s->s, s->tmp, (size_t)n * sizeof *s->s);
-            }
-            int *keep = keep_set_head(out, l, h), k = 0;
-            for (int j = 0; j < p; j++) keep[k++] = j;
-            if (score_topk(&s->sb, s->s, n, keep_n, keep + k, e)) return -1;
-            for (int i = 0; i < keep_n; i++) keep[k + i] += p;
-            k += keep_n;
-            for (int j = p + n; j < len; j++) keep[k++] = j;
+            scores_avg_pool(s->s, s->tmp, n, s->kernel);
+            int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
+                                            keep_set_head(out, l, h), e);
+            if (k < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = k;
         }
     return 0;

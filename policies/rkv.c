@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rkv.h"
+
 #include "policies.h"
 #include "score.h"
 
@@ -49,25 +51,77 @@ struct rkv {
     enum pad_policy pads;
     struct policy_model m;
     struct score_buf buf;
-    double *imp_s, *red;
-    int s_cap;
+    struct rkv_scratch sc;
     struct seq_table seqs;   /* batch0_bug: live sequences */
 };
+
+/* ---- the scoring steps (rkv.h) ---- */
+
+int rkv_importance_opts(const struct policy_params *p, enum score_gqa gqa,
+                        struct importance_opts *imp, struct eb_err *e)
+{
+    int kernel = policy_param_int(p, "kernel");
+    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    *imp = (struct importance_opts){
+        .window = policy_param_int(p, "window"),
+        .softmax_all = 0,
+        .gqa = gqa,
+        .kernel = kernel,
+        .pool = SCORE_POOL_MAX,
+    };
+    return 0;
+}
+
+void rkv_scratch_free(struct rkv_scratch *sc)
+{
+    free(sc->z);
+    free(sc->red);
+    memset(sc, 0, sizeof *sc);
+}
+
+int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cache_view *cv,
+                   int layer, int kv_head, const struct importance_opts *imp, int len,
+                   struct eb_err *e)
+{
+    if (len > sc->cap) {
+        double *z = realloc(sc->z, (size_t)len * sizeof *z);
+        if (z) sc->z = z;
+        double *red = z ? realloc(sc->red, (size_t)len * sizeof *red) : NULL;
+        if (red) sc->red = red;
+        if (!z || !red) return eb_fail(e, "out of memory");
+        sc->cap = len;
+    }
+    return score_importance(b, cv, layer, kv_head, imp, len - imp->window, sc->z, e);
+}
+
+void rkv_mix(double *z, const double *red, int n_cand, double lambda)
+{
+    for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];
+}
+
+int rkv_keep(struct score_buf *b, double *z, const struct cache_view *cv, int layer, int kv_head,
+             int budget, int window, enum pad_policy pads, struct keep_set *out,
+             struct eb_err *e)
+{
+    int len = cache_view_len(cv, layer, kv_head), n_cand = len - window;
+    score_apply_pads(z, n_cand, cache_view_pad(cv, layer, kv_head), pads, PAD_SCORE);
+    int n = score_keep_topk_window(b, z, n_cand, len, budget - window,
+                                   keep_set_head(out, layer, kv_head), e);
+    if (n < 0) return -1;
+    out->n_keep[layer * cv->n_kv + kv_head] = n;
+    return 0;
+}
+
+/* ---- the policy ---- */
 
 static int rkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                       struct policy_info *info, struct eb_err *e)
 {
-    int kernel = policy_param_int(p, "kernel");
-    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct importance_opts imp;
+    if (rkv_importance_opts(p, policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN, &imp, e)) return -1;
     struct rkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->imp = (struct importance_opts){
-        .window = policy_param_int(p, "window"),
-        .softmax_all = 0,
-        .gqa = policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
-        .kernel = kernel,
-        .pool = SCORE_POOL_MAX,
-    };
+    s->imp = imp;
     s->lambda = policy_param(p, "lambda");
     s->threshold = (float)policy_param(p, "threshold");
     s->quirk = policy_param_int(p, "no_match_zero_col0");
@@ -99,8 +153,7 @@ static void rkv_destroy(void *self)
     struct rkv *s = self;
     if (!s) return;
     score_buf_free(&s->buf);
-    free(s->imp_s);
-    free(s->red);
+    rkv_scratch_free(&s->sc);
     seq_table_free(&s->seqs, rkv_seq_free);
     free(s);
 }
@@ -139,7 +192,7 @@ static int anchor_seq(const struct rkv *s)
     return -1;
 }
 
-/* R of (l, h) for seq into s->red[0, len). */
+/* R of (l, h) for seq into s->sc.red[0, len). */
 static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l, int h, int len,
                       struct eb_err *e)
 {
@@ -149,14 +202,14 @@ static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l
         const struct rkv_seq *anchor = a >= 0 && a != seq ? seq_table_get(&s->seqs, a) : NULL;
         if (anchor && anchor->r_len[head] > 0) {
             const double *r = anchor->r + (size_t)head * anchor->cap;
-            for (int j = 0; j < len; j++) s->red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
+            for (int j = 0; j < len; j++) s->sc.red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
             return 0;
         }
     }
-    if (score_redundancy(&s->buf, cv, l, h, s->threshold, s->quirk, s->red, e)) return -1;
+    if (score_redundancy(&s->buf, cv, l, h, s->threshold, s->quirk, s->sc.red, e)) return -1;
     struct rkv_seq *mine = s->batch0_bug ? seq_table_get(&s->seqs, seq) : NULL;
     if (mine && len <= mine->cap) {
-        memcpy(mine->r + (size_t)head * mine->cap, s->red, (size_t)len * sizeof *s->red);
+        memcpy(mine->r + (size_t)head * mine->cap, s->sc.red, (size_t)len * sizeof *s->sc.red);
         mine->r_len[head] = len;
     }
     return 0;
@@ -172,25 +225,12 @@ static int rkv_select(void *self, int seq, const struct cache_view *cv, int budg
             int len = cache_view_len(cv, l, h), n_cand = len - w;
             out->n_keep[l * cv->n_kv + h] = -1;
             if (len < budget) continue;
-            if (len > s->s_cap) {
-                double *a = realloc(s->imp_s, (size_t)len * sizeof *a);
-                if (a) s->imp_s = a;
-                double *b = a ? realloc(s->red, (size_t)len * sizeof *b) : NULL;
-                if (b) s->red = b;
-                if (!a || !b) return eb_fail(e, "out of memory");
-                s->s_cap = len;
-            }
-            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->imp_s, e)) return -1;
+            if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
             if (s->lambda < 1.0) {
                 if (redundancy(s, seq, cv, l, h, len, e)) return -1;
-                for (int j = 0; j < n_cand; j++)
-                    s->imp_s[j] = s->lambda * s->imp_s[j] - (1.0 - s->lambda) * s->red[j];
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
             }
-            score_apply_pads(s->imp_s, n_cand, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
-            int n = score_keep_topk_window(&s->buf, s->imp_s, n_cand, len, budget - w,
-                                           keep_set_head(out, l, h), e);
-            if (n < 0) return -1;
-            out->n_keep[l * cv->n_kv + h] = n;
+            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
         }
     return 0;
 }

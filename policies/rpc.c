@@ -97,6 +97,42 @@ int prompt_slots(const struct cache_view *cv, int layer, int kv_head, int n_prom
     return lo;
 }
 
+int group_query_rows(float *dst, const float *qh, int rows, int n_head, int head_dim, int h,
+                     int group)
+{
+    int d = head_dim, n = 0;
+    for (int r = 0; r < rows; r++)
+        for (int g = 0; g < group; g++)
+            memcpy(dst + (size_t)n++ * d, qh + (size_t)r * n_head * d + (size_t)(h * group + g) * d,
+                   (size_t)d * sizeof *dst);
+    return n;
+}
+
+void scores_avg_pool(double *s, double *tmp, int n, int kernel)
+{
+    if (kernel <= 1) return;
+    int half = kernel / 2;
+    for (int j = 0; j < n; j++) {
+        double a = 0.0;
+        for (int t = j - half; t <= j + half; t++)
+            if (t >= 0 && t < n) a += s[t];
+        tmp[j] = a / kernel;
+    }
+    memcpy(s, tmp, (size_t)n * sizeof *s);
+}
+
+int keep_prompt_topk_recent(struct score_buf *sb, const double *s, int p, int n, int keep_n,
+                            int len, int *keep, struct eb_err *e)
+{
+    int k = 0;
+    for (int j = 0; j < p; j++) keep[k++] = j;
+    if (score_topk(sb, s, n, keep_n, keep + k, e)) return -1;
+    for (int i = 0; i < keep_n; i++) keep[k + i] += p;
+    k += keep_n;
+    for (int j = p + n; j < len; j++) keep[k++] = j;
+    return k;
+}
+
 /* ---- the policy ---- */
 
 const struct param_def rpc_params[] = {
@@ -216,12 +252,8 @@ static int reserve(struct rpc *s, int n, struct eb_err *e)
 static int group_sum(struct rpc *s, const struct cache_view *cv, int l, int h, int k0, int n,
                      int rows, double *out, struct eb_err *e)
 {
-    int group = cv->n_head / cv->n_kv, d = cv->head_dim, nq = 0;
-    for (int r = 0; r < rows; r++)
-        for (int g = 0; g < group; g++)
-            memcpy(s->rows + (size_t)nq++ * d,
-                   s->qh + (size_t)r * cv->n_head * d + (size_t)(h * group + g) * d,
-                   (size_t)d * sizeof *s->rows);
+    int nq = group_query_rows(s->rows, s->qh, rows, cv->n_head, cv->head_dim, h,
+                              cv->n_head / cv->n_kv);
     return attend_reduce(&s->ab, cv, l, h, k0, n, s->rows, nq, 1, ATTEND_SUM, out, e);
 }
 
@@ -273,22 +305,10 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
                 int group = cv->n_head / cv->n_kv;
                 for (int j = 0; j < n; j++) s->s[j] /= (double)rows * group;
             }
-            if (s->kernel > 1) {
-                int half = s->kernel / 2;
-                for (int j = 0; j < n; j++) {
-                    double a = 0.0;
-                    for (int t = j - half; t <= j + half; t++)
-                        if (t >= 0 && t < n) a += s->s[t];
-                    s->tmp[j] = a / s->kernel;
-                }
-                memcpy(s->s, s->tmp, (size_t)n * sizeof *s->s);
-            }
-            int *keep = keep_set_head(out, l, h), k = 0;
-            for (int j = 0; j < p; j++) keep[k++] = j;
-            if (score_topk(&s->sb, s->s, n, keep_n, keep + k, e)) return -1;
-            for (int i = 0; i < keep_n; i++) keep[k + i] += p;
-            k += keep_n;
-            for (int j = p + n; j < len; j++) keep[k++] = j;
+            scores_avg_pool(s->s, s->tmp, n, s->kernel);
+            int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
+                                            keep_set_head(out, l, h), e);
+            if (k < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = k;
         }
     }

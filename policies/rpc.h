@@ -1,10 +1,12 @@
 /* rpc.h - what RPC (policies/rpc.c) and BeaconKV (policies/beaconkv.c) share:
  * attention of a few host query rows to a slot range of one kv head, reduced
- * over the rows, and the protected prompt prefix of a head. */
+ * over the rows, the protected prompt prefix of a head, and the pooling and
+ * keep-set steps of their scores. */
 #ifndef EB_RPC_H
 #define EB_RPC_H
 
 #include "policy.h"
+#include "score.h"
 
 /* Backend and host scratch, grown on demand. */
 struct attend_buf {
@@ -30,5 +32,22 @@ int attend_reduce(struct attend_buf *b, const struct cache_view *cv, int layer, 
 /* Slots of (layer, kv_head) holding prompt tokens (positions < n_prompt):
  * a prefix, since positions ascend. */
 int prompt_slots(const struct cache_view *cv, int layer, int kv_head, int n_prompt);
+
+/* Append the query rows of kv head h's group to dst ([..][head_dim]): for
+ * each of the `rows` host rows qh[r][n_head * head_dim], its heads
+ * h * group .. h * group + group - 1.  Returns the rows appended. */
+int group_query_rows(float *dst, const float *qh, int rows, int n_head, int head_dim, int h,
+                     int group);
+
+/* Average-pool s[0, n) in place with an odd kernel (zero padding, divided by
+ * the kernel); tmp[n] is scratch.  kernel <= 1: unchanged. */
+void scores_avg_pool(double *s, double *tmp, int n, int kernel);
+
+/* The keep-set of a head whose slots are [0, p) prompt, [p, p + n) scored
+ * candidates s[0, n) and [p + n, len) recent: the prompt, the top keep_n
+ * candidates (tie rule of score.h) and the recent slots, ascending.  Returns
+ * the count, or -1 with e set. */
+int keep_prompt_topk_recent(struct score_buf *sb, const double *s, int p, int n, int keep_n,
+                            int len, int *keep, struct eb_err *e);
 
 #endif

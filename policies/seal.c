@@ -12,6 +12,7 @@
 #include "score.h"
 #include "sentences.h"
 #include "steering.h"
+#include "trace_stats.h"
 
 const struct param_def seal_params[] = {
     {"coef", PARAM_FLOAT, -1.0, -100, 100, NULL, "steering coefficient c in h + c * V"},
@@ -38,8 +39,7 @@ struct seal {
     struct sent_tokens tok;
     struct steerer sr;
     struct seq_table seqs;
-    struct policy_trace_stats *done;
-    int n_done;
+    struct trace_stats_table done;   /* finished traces by sequence id */
 };
 
 static void seal_seq_free(void *p)
@@ -58,7 +58,7 @@ static void seal_destroy(void *self)
     seq_table_free(&s->seqs, seal_seq_free);
     steerer_close(&s->sr);
     sent_tokens_free(&s->tok);
-    free(s->done);
+    trace_stats_table_free(&s->done);
     free(s);
 }
 
@@ -93,7 +93,7 @@ static int seal_begin(void *self, int seq, const struct seq_view *sv, struct eb_
     if (steer_seq_begin(&q->st, s->sr.mode, s->sr.pairs, sv, e)) return -1;
     if (sent_tracker_init(&q->tr, &s->tok, 0, 1.0f, e)) return -1;
     if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
-    if (seq < s->n_done) memset(&s->done[seq], 0, sizeof s->done[seq]);
+    trace_stats_table_clear(&s->done, seq);
     return 0;
 }
 
@@ -111,17 +111,9 @@ static void seal_end(void *self, int seq)
     struct seal *s = self;
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return;
-    if (seq >= s->n_done) {
-        int n = s->n_done ? s->n_done : 16;
-        while (n <= seq) n *= 2;
-        struct policy_trace_stats *d = realloc(s->done, (size_t)n * sizeof *d);
-        if (d) {
-            memset(d + s->n_done, 0, (size_t)(n - s->n_done) * sizeof *d);
-            s->done = d;
-            s->n_done = n;
-        }
-    }
-    if (seq < s->n_done) fill_stats(s, q, &s->done[seq]);
+    struct policy_trace_stats st = {0};
+    fill_stats(s, q, &st);
+    trace_stats_table_put(&s->done, seq, &st);
     seal_seq_free(q);
     s->seqs.state[seq] = NULL;
 }
@@ -163,11 +155,7 @@ int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
         fill_stats(s, q, out);
         return 0;
     }
-    if (seq >= 0 && seq < s->n_done && s->done[seq].valid) {
-        *out = s->done[seq];
-        return 0;
-    }
-    return -1;
+    return trace_stats_table_get(&s->done, seq, out);
 }
 
 int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stats *out)

@@ -30,9 +30,11 @@
 #include <string.h>
 
 #include "policies.h"
+#include "rkv.h"
 #include "score.h"
 #include "sentences.h"
 #include "steering.h"
+#include "trace_stats.h"
 
 const struct param_def skipkv_params[] = {
     {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)"},
@@ -79,11 +81,9 @@ struct skipkv {
     struct sent_tokens tok;
     struct steerer sr;
     struct score_buf buf;
-    double *z, *red;
-    int s_cap;
+    struct rkv_scratch sc;
     struct seq_table seqs;
-    struct policy_trace_stats *done;   /* [n_done]: stats of finished traces by sequence id */
-    int n_done;
+    struct trace_stats_table done;   /* finished traces by sequence id */
 };
 
 static void skv_seq_free(void *p)
@@ -100,29 +100,22 @@ static void skipkv_destroy(void *self)
     struct skipkv *s = self;
     if (!s) return;
     score_buf_free(&s->buf);
-    free(s->z);
-    free(s->red);
+    rkv_scratch_free(&s->sc);
     seq_table_free(&s->seqs, skv_seq_free);
     steerer_close(&s->sr);
     sent_tokens_free(&s->tok);
-    free(s->done);
+    trace_stats_table_free(&s->done);
     free(s);
 }
 
 static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
 {
-    int kernel = policy_param_int(p, "kernel");
-    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    struct importance_opts imp;
+    if (rkv_importance_opts(p, SCORE_GQA_MAX, &imp, e)) return -1;
     struct skipkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->imp = (struct importance_opts){
-        .window = policy_param_int(p, "window"),
-        .softmax_all = 0,
-        .gqa = SCORE_GQA_MAX,
-        .kernel = kernel,
-        .pool = SCORE_POOL_MAX,
-    };
+    s->imp = imp;
     s->lambda = policy_param(p, "lambda");
     s->threshold = (float)policy_param(p, "threshold");
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
@@ -177,7 +170,7 @@ static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct e
     if (sent_tracker_init(&q->tr, &s->tok, s->sentence ? s->m.n_embd : 0, s->tau, e)) return -1;
     if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
     if (s->steer && steer_seq_begin(&q->st, s->mode, s->sr.pairs, sv, e)) return -1;
-    if (seq < s->n_done) memset(&s->done[seq], 0, sizeof s->done[seq]);
+    trace_stats_table_clear(&s->done, seq);
     return 0;
 }
 
@@ -195,20 +188,10 @@ static void skipkv_end(void *self, int seq)
     struct skipkv *s = self;
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return;
-    if (seq >= s->n_done) {
-        int n = s->n_done ? s->n_done : 16;
-        while (n <= seq) n *= 2;
-        struct policy_trace_stats *d = realloc(s->done, (size_t)n * sizeof *d);
-        if (d) {
-            memset(d + s->n_done, 0, (size_t)(n - s->n_done) * sizeof *d);
-            s->done = d;
-            s->n_done = n;
-        }
-    }
-    if (seq < s->n_done) {
-        sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
-        fill_stats(s, q, &s->done[seq]);
-    }
+    struct policy_trace_stats st = {0};
+    sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
+    fill_stats(s, q, &st);
+    trace_stats_table_put(&s->done, seq, &st);
     skv_seq_free(q);
     s->seqs.state[seq] = NULL;
 }
@@ -259,29 +242,16 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
             int len = cache_view_len(cv, l, h), n_cand = len - w;
             out->n_keep[l * cv->n_kv + h] = -1;
             if (len < budget) continue;
-            if (len > s->s_cap) {
-                double *a = realloc(s->z, (size_t)len * sizeof *a);
-                if (a) s->z = a;
-                double *b = a ? realloc(s->red, (size_t)len * sizeof *b) : NULL;
-                if (b) s->red = b;
-                if (!a || !b) return eb_fail(e, "out of memory");
-                s->s_cap = len;
-            }
-            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->z, e)) return -1;
+            if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
             if (s->lambda < 1.0) {
-                if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->red, e)) return -1;
-                for (int j = 0; j < n_cand; j++)
-                    s->z[j] = s->lambda * s->z[j] - (1.0 - s->lambda) * s->red[j];
+                if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
             }
             if (s->sentence) {
                 const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
-                sent_tracker_penalize(&q->tr, pos, n_cand, s->z);
+                sent_tracker_penalize(&q->tr, pos, n_cand, s->sc.z);
             }
-            score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
-            int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - w,
-                                           keep_set_head(out, l, h), e);
-            if (n < 0) return -1;
-            out->n_keep[l * cv->n_kv + h] = n;
+            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
         }
     return 0;
 }
@@ -295,11 +265,7 @@ int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out
         fill_stats(s, q, out);
         return 0;
     }
-    if (seq >= 0 && seq < s->n_done && s->done[seq].valid) {
-        *out = s->done[seq];
-        return 0;
-    }
-    return -1;
+    return trace_stats_table_get(&s->done, seq, out);
 }
 
 const struct policy_ops skipkv_ops = {
