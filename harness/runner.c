@@ -471,6 +471,28 @@ static char *stored_params(const struct sweep_point *pt, const char *spec, long 
     return s;
 }
 
+/* The run row's identity: every field a point decides (the outcome fields
+ * are filled as the run goes). */
+static void run_record_of_point(struct run_record *run, const struct runner *r,
+                                const struct exp_config *cfg, const struct sweep_point *pt)
+{
+    run_record_init(run);
+    run->run_key = pt->run_key;
+    run->model = pt->model;
+    run->dataset = pt->dataset;
+    run->data_offset = pt->data_offset;
+    run->data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
+    run->policy = pt->policy;
+    run->budget = pt->budget >= 0 ? pt->budget : STORE_NONE;
+    run->batch_size = pt->batch_size;
+    run->batching = batching_name(pt->batching);
+    run->sampling_json = pt->sampling_json;
+    run->seed = cfg->sampling.seed;
+    run->max_new_tokens = cfg->max_new_tokens;
+    run->device = r->o.device ? r->o.device : "cpu";
+    run->status = "ok";
+}
+
 static int run_generate(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
                         const struct runner_item *items, int n, struct run_output *out,
                         struct eb_err *e)
@@ -509,21 +531,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     int bs = pt->batching == BATCHING_CONTINUOUS ? total : pt->batch_size;
     if (bs > total) bs = total;
 
-    run_record_init(&out->run);
-    out->run.run_key = pt->run_key;
-    out->run.model = pt->model;
-    out->run.dataset = pt->dataset;
-    out->run.data_offset = pt->data_offset;
-    out->run.data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
-    out->run.policy = pt->policy;
-    out->run.budget = pt->budget >= 0 ? pt->budget : STORE_NONE;
-    out->run.batch_size = pt->batch_size;
-    out->run.batching = batching_name(pt->batching);
-    out->run.sampling_json = pt->sampling_json;
-    out->run.seed = cfg->sampling.seed;
-    out->run.max_new_tokens = cfg->max_new_tokens;
-    out->run.device = r->o.device ? r->o.device : "cpu";
-    out->run.status = "ok";
+    run_record_of_point(&out->run, r, cfg, pt);
 
     long gen_tokens = 0, pad_tokens = 0;
     double gen_s = 0, kv_sum = 0;
@@ -797,21 +805,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
     if (point_policy_open(&pp, r->m, pt->policy, pt->params_json, pt->budget, e)) return -1;
     out->samples = eb_calloc((size_t)n, sizeof *out->samples, e);
     if (!out->samples) { point_policy_close(&pp); return -1; }
-    run_record_init(&out->run);
-    out->run.run_key = pt->run_key;
-    out->run.model = pt->model;
-    out->run.dataset = pt->dataset;
-    out->run.data_offset = pt->data_offset;
-    out->run.data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
-    out->run.policy = pt->policy;
-    out->run.budget = pt->budget >= 0 ? pt->budget : STORE_NONE;
-    out->run.batch_size = pt->batch_size;
-    out->run.batching = batching_name(pt->batching);
-    out->run.sampling_json = pt->sampling_json;
-    out->run.seed = cfg->sampling.seed;
-    out->run.max_new_tokens = cfg->max_new_tokens;
-    out->run.device = r->o.device ? r->o.device : "cpu";
-    out->run.status = "ok";
+    run_record_of_point(&out->run, r, cfg, pt);
     struct runner_progress prog;
     memset(&prog, 0, sizeof prog);
     char label[512];
