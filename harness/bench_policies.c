@@ -39,14 +39,16 @@ struct row {
     size_t peak_kv;
 };
 
-static int run_one(const struct model *m, const int *prompt, int prompt_len, int n_new,
-                   const char *spec, int budget, struct row *r, struct eb_err *e)
+static int run_one(const struct model *m, const struct policy_model *base, const int *prompt,
+                   int prompt_len, int n_new, const char *spec, int budget, struct row *r,
+                   struct eb_err *e)
 {
-    struct policy_model pm = policy_model_of(m);
+    struct policy_model pm = base ? *base : policy_model_of(m);
     struct policy *p = NULL;
     struct policy_glue *g = NULL;
     struct gen_hooks hooks;
-    struct gen_request req = {prompt, prompt_len, n_new, sampler_params_greedy()};
+    struct gen_request req = {.prompt = prompt, .n_prompt = prompt_len, .max_new = n_new,
+                              .sampling = sampler_params_greedy()};
     struct gen_options opt = {0};
     struct gen_result res;
     struct gen_stats st;
@@ -74,12 +76,13 @@ out:
     return rc;
 }
 
-int bench_policies(const struct model *m, const char *policies, const char *budgets, int n_new,
-                   int prompt_len, FILE *out, struct eb_err *e)
+int bench_policies_for(const struct model *m, const struct policy_model *base,
+                       const char *policies, const char *budgets, int n_new, int prompt_len,
+                       FILE *out, struct eb_err *e)
 {
     char *pl = strdup(policies), *bl = strdup(budgets);
     char *pol[MAX_ITEMS], *bud[MAX_ITEMS];
-    int bv[MAX_ITEMS], rc = -1;
+    int bv[MAX_ITEMS], evicts[MAX_ITEMS], rc = -1;
     int *prompt = malloc((size_t)(prompt_len > 0 ? prompt_len : 1) * sizeof *prompt);
     if (!pl || !bl || !prompt) {
         eb_fail(e, "bench: out of memory");
@@ -99,10 +102,11 @@ int bench_policies(const struct model *m, const char *policies, const char *budg
         bv[i] = (int)v;
     }
     /* Every policy and budget is checked before anything runs. */
-    struct policy_model pm = policy_model_of(m);
+    struct policy_model pm = base ? *base : policy_model_of(m);
     for (int i = 0; i < np; i++) {
         struct policy *p;
         if (policy_create(pol[i], &pm, &p, e)) goto out;
+        evicts[i] = p->info.schedule != POLICY_NEVER;
         for (int j = 0; j < nb; j++)
             if (policy_check_budget(p, bv[j], e)) {
                 policy_free(p);
@@ -116,7 +120,7 @@ int bench_policies(const struct model *m, const char *policies, const char *budg
         prompt[i] = 32 + (int)((x >> 8) % (unsigned)(m->cfg.n_vocab > 1064 ? 1000 : m->cfg.n_vocab - 32));
     }
     struct row full;
-    if (run_one(m, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
+    if (run_one(m, base, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
     fprintf(out, "policies: %d-token prompt, %d new tokens (EOS ignored), batch 1\n", prompt_len,
             n_new);
     fprintf(out, "%-16s %7s %10s %12s %9s %6s %14s %9s\n", "policy", "budget", "decode t/s",
@@ -125,10 +129,14 @@ int bench_policies(const struct model *m, const char *policies, const char *budg
             full.policy_ms, full.policy_pct, full.compressions, full.peak_kv, 1.0);
     for (int i = 0; i < np; i++) {
         if (!strcmp(pol[i], "fullkv")) continue;
-        for (int j = 0; j < nb; j++) {
+        /* A policy that never evicts (seal, fullkv-pss) runs once, without a budget. */
+        for (int j = 0; j < (evicts[i] ? nb : 1); j++) {
             struct row r;
-            if (run_one(m, prompt, prompt_len, n_new, pol[i], bv[j], &r, e)) goto out;
-            fprintf(out, "%-16s %7d %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bv[j],
+            char bud_s[16] = "-";
+            if (evicts[i]) snprintf(bud_s, sizeof bud_s, "%d", bv[j]);
+            if (run_one(m, base, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, &r, e))
+                goto out;
+            fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bud_s,
                     r.tok_s, r.policy_ms, r.policy_pct, r.compressions, r.peak_kv,
                     full.peak_kv ? (double)r.peak_kv / full.peak_kv : 0.0);
             fflush(out);

@@ -337,8 +337,9 @@ int cmd_calibrate(int argc, char **argv)
                                        &prompts[i], &n_prompt[i], &e);
             free(rendered);
             if (erc) { cli_errorf("calibrate: problem %s: %s", ds.items[start + i].id, e.msg); goto done; }
-            reqs[i] = (struct gen_request){prompts[i], n_prompt[i], (int)a.max_new,
-                                           sampler_params_greedy()};
+            reqs[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = n_prompt[i],
+                                           .max_new = (int)a.max_new,
+                                           .sampling = sampler_params_greedy()};
             caps[i].n = 0;
             last[i] = -1;
         }

@@ -6,8 +6,11 @@
 
 #include "../kernels/backend.h"
 #include "../model/generate.h"
+#include "../model/model_tokenizer.h"
+#include "../policies/steering.h"
 #include "bench_policies.h"
 #include "cli.h"
+#include "policy_glue.h"
 #include "cmd_generate.h"
 
 static void print_help(void)
@@ -133,6 +136,15 @@ int cmd_bench(int argc, char **argv)
         be->destroy(be);
         return cli_error(e.msg);
     }
+    /* The sentence and steering policies read the tokenizer and the model's
+     * identity (their steering vectors must match it). */
+    struct tokenizer *tok = NULL;
+    if (policies && model_file_tokenizer(mf, &tok, &e)) {
+        model_file_close(mf);
+        model_free(m);
+        be->destroy(be);
+        return cli_error(e.msg);
+    }
     model_file_close(mf); /* weights are on the backend */
 
     int batches[] = {1, 4, 16};
@@ -162,9 +174,17 @@ int cmd_bench(int argc, char **argv)
                d1 > 0 ? rows[3].tok_s / d1 : 0, d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
         fflush(stdout);
     }
-    if (rc == 0 && policies &&
-        bench_policies(m, policies, budgets, (int)policy_new, 32, stdout, &e))
-        rc = cli_error(e.msg);
+    if (rc == 0 && policies) {
+        char identity[256];
+        struct policy_model pm = policy_model_of(m);
+        pm.tok = tok;
+        pm.model_name = model;
+        pm.model_identity = identity;
+        if (steering_model_identity(&m->cfg, identity, sizeof identity, &e) ||
+            bench_policies_for(m, &pm, policies, budgets, (int)policy_new, 32, stdout, &e))
+            rc = cli_error(e.msg);
+    }
+    tokenizer_free(tok);
     model_free(m);
     be->destroy(be);
     return rc;

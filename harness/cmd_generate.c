@@ -12,6 +12,7 @@
 #include "../model/model_tokenizer.h"
 #include "../model/unicode.h"
 #include "../policies/registry.h"
+#include "../policies/steering.h"
 #include "cli.h"
 #include "cmd_generate.h"
 #include "policy_glue.h"
@@ -38,11 +39,34 @@ static void print_help(void)
         "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
         "  --budget N           KV slots per layer and kv head after a compression (the\n"
-        "                       policy's window included)\n");
+        "                       policy's window included)\n"
+        "  --steer-vector FILE  steering vector for seal/skipkv (evictbench calibrate; default\n"
+        "                       vectors/<model name>.bin when it exists)\n");
+}
+
+/* The sentence/steering statistics of trace seq, when the policy keeps them
+ * (seal, skipkv and their presets); PSS only where it builds sentence
+ * representations (it observes hidden states). */
+static void print_trace_stats(const struct policy *pol, int seq, int n)
+{
+    struct policy_trace_stats t;
+    if (policy_trace_stats(pol, seq, &t) || !t.valid) return;
+    char who[32] = "";
+    if (n > 1) snprintf(who, sizeof who, " %d", seq);
+    fprintf(stderr, "trace%s: %d sentences, N_o %d (non-execution sentences)", who,
+            t.s.n_sentences, t.s.n_check);
+    if (pol->info.needs & POLICY_NEED_HIDDEN_LAST)
+        fprintf(stderr, "; %ld redundant pairs of %ld compared, %d sentences marked redundant, PSS "
+                        "mean %.4f max %.4f", t.s.n_pairs_above, t.s.n_pairs, t.s.n_redundant,
+                t.s.pss_mean, t.s.pss_max);
+    fputc('\n', stderr);
+    if (t.alpha != 0.0)
+        fprintf(stderr, "steering%s: alpha %.4f at the end, %ld rows steered\n", who, t.alpha,
+                t.n_steered);
 }
 
 struct gen_cli {
-    const char *model, *chat, *prompt, *prompts_path, *out_path, *policy;
+    const char *model, *chat, *prompt, *prompts_path, *out_path, *policy, *steer_vector;
     long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
@@ -101,7 +125,8 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--prompts") || !strcmp(o, "--out") || !strcmp(o, "--max-new") ||
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
-            !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget")) {
+            !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget") ||
+            !strcmp(o, "--steer-vector")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -112,6 +137,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--prompts")) a->prompts_path = v;
         else if (!strcmp(o, "--out")) a->out_path = v;
         else if (!strcmp(o, "--policy")) a->policy = v;
+        else if (!strcmp(o, "--steer-vector")) a->steer_vector = v;
         else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
@@ -137,6 +163,8 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
     }
     if (!a->model) return cli_error("generate: missing --model (see evictbench generate --help)"), -1;
     if (a->budget && !a->policy) return cli_error("generate: --budget needs --policy"), -1;
+    if (a->steer_vector && !a->policy)
+        return cli_error("generate: --steer-vector needs --policy (seal, skipkv, ...)"), -1;
     if (!a->prompt == !a->prompts_path)
         return cli_error("generate: give exactly one of --prompt TEXT and --prompts FILE"), -1;
     if (a->greedy_flag && a->sampling_flag)
@@ -311,6 +339,7 @@ int cmd_generate(int argc, char **argv)
     struct gen_result *res = NULL;
     struct policy *pol = NULL;
     struct policy_glue *glue = NULL;
+    char identity[256];
     int n = 0, rc = 1;
 
     if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
@@ -319,6 +348,12 @@ int cmd_generate(int argc, char **argv)
         struct policy_model pm = policy_model_of_config(model_file_config(mf));
         pm.tok = tok;
         pm.model_name = a.model;
+        pm.steer_vector = a.steer_vector;
+        if (steering_model_identity(model_file_config(mf), identity, sizeof identity, &e)) {
+            cli_errorf("generate: %s", e.msg);
+            goto done;
+        }
+        pm.model_identity = identity;
         if (policy_create(a.policy, &pm, &pol, &e) || policy_check_budget(pol, (int)a.budget, &e)) {
             cli_errorf("generate: %s", e.msg);
             goto done;
@@ -423,6 +458,7 @@ int cmd_generate(int argc, char **argv)
             fprintf(stderr, "policy overhead: %.3f ms per step (%.1f%% of forward time)\n",
                     ps.steps ? 1e3 * ps.policy_s / ps.steps : 0.0,
                     fwd > 0 ? 100.0 * ps.policy_s / fwd : 0.0);
+            for (int i = 0; i < n; i++) print_trace_stats(pol, i, n);
         }
     }
     rc = 0;

@@ -394,7 +394,7 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     static const char *const keys[] = {
         "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
         "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
-        "max_kv_bytes", "seed", NULL};
+        "max_kv_bytes", "seed", "steer_vector", NULL};
     if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
     if (check_keys(c, root, "$", keys)) return -1;
     const cJSON *f;
@@ -491,6 +491,9 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "max_kv_bytes"))) {
         if (get_int(c, f, "$.max_kv_bytes", 1, 9007199254740991.0, &n)) return -1;
         cfg->max_kv_bytes = n;
+    }
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "steer_vector"))) {
+        if (get_string(c, f, "$.steer_vector", &cfg->steer_vector)) return -1;
     }
     if (cfg->mode == EXP_MODE_FIDELITY) {
         if (!cfg->sampling.greedy)
@@ -590,6 +593,7 @@ void exp_config_free(struct exp_config *c)
     free(c->budgets);
     free(c->batch_sizes);
     free(c->batchings);
+    free(c->steer_vector);
     memset(c, 0, sizeof *c);
 }
 
@@ -608,6 +612,13 @@ int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
         if (model_resolve(c->models[i], path, sizeof path, &me))
             return eb_fail(e, "%s: $.models[%d]: model \"%.100s\" is not available: %s", c->source, i,
                            c->models[i], me.msg);
+    }
+    if (c->steer_vector) {
+        FILE *f = fopen(c->steer_vector, "rb");
+        if (!f)
+            return eb_fail(e, "%s: $.steer_vector: \"%.200s\": %s (make one with `evictbench "
+                              "calibrate`)", c->source, c->steer_vector, strerror(errno));
+        fclose(f);
     }
     for (int i = 0; i < c->n_datasets; i++) {
         const struct exp_dataset *d = &c->datasets[i];

@@ -24,7 +24,9 @@
  *   max_new_tokens  int; 1024
  *   max_total_tokens int: prompt + generation cap per sample; none
  *   max_kv_bytes    int: KV-cache cap of a whole batch; exceeding it is status 'oom'; none
- *   seed            int: shorthand for sampling.seed; 0 */
+ *   seed            int: shorthand for sampling.seed; 0
+ *   steer_vector    string: the steering vector file seal/skipkv load (policies/steering.h);
+ *                   none: vectors/<model name>.bin when it exists */
 #ifndef EB_CONFIG_H
 #define EB_CONFIG_H
 
@@ -92,6 +94,7 @@ struct exp_config {
     int max_new_tokens;
     int max_total_tokens;   /* 0: none */
     int64_t max_kv_bytes;   /* 0: none */
+    char *steer_vector;     /* NULL: the policies' default */
 };
 
 /* The prompt templates, in listing order; *n receives the count. */

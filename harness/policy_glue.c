@@ -146,13 +146,15 @@ static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *
     int dim = g->m->cfg.n_embd;
     for (int s = 0; s < b->n_seq && !g->has_deferred; s++) {
         const struct fwd_seq *q = &b->seqs[s];
-        size_t n = (size_t)q->n_tokens * dim;
+        int n_real = q->n_tokens - q->n_pad; /* policies never see pad rows */
+        size_t n = (size_t)n_real * dim;
+        if (n_real < 1) continue;
         if (reserve_host(g, n, &g->deferred)) {
             g->has_deferred = 1;
             break;
         }
-        g->be->download(g->be, g->host, hidden + (size_t)q->row0 * dim, n);
-        g->p->ops->observe_hidden(g->p->self, q->id, g->host, q->n_tokens, dim);
+        g->be->download(g->be, g->host, hidden + ((size_t)q->row0 + q->n_pad) * dim, n);
+        g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim);
     }
     g->st.policy_s += now_s() - t0;
 }
@@ -165,8 +167,10 @@ static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, flo
     int dim = g->m->cfg.n_embd, rc = 0;
     for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct fwd_seq *q = &b->seqs[s];
-        rc = g->p->ops->steer(g->p->self, q->id, layer, g->be, hidden + (size_t)q->row0 * dim,
-                              q->n_tokens, dim, e);
+        if (q->n_tokens - q->n_pad < 1) continue; /* pad rows are not steered */
+        rc = g->p->ops->steer(g->p->self, q->id, layer, g->be,
+                              hidden + ((size_t)q->row0 + q->n_pad) * dim,
+                              q->n_tokens - q->n_pad, dim, e);
     }
     g->st.policy_s += now_s() - t0;
     return rc;
@@ -212,7 +216,7 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
         .capacity = c->capacity,
         .len = c->len,
         .pos = c->pos,
-        .pad = NULL, /* the ragged runtime stores no pad slots */
+        .pad = c->pad, /* all zero unless the sequence was left-padded */
         .k = c->k,
         .v = c->v,
         .next_pos = c->next_pos,
@@ -251,8 +255,10 @@ static int wants_select(const struct policy_glue *g, const struct kvcache *c, in
         return at_prefill;
     case POLICY_DIVIDE:
         /* The reference sets its flag when the token count is divisible and
-         * compresses in the next forward, which processed token next_pos - 1. */
-        return at_prefill || (c->next_pos - 1) % g->p->info.divide_length == 0;
+         * compresses in the next forward, which processed token next_pos - 1.
+         * Its count includes left pads (specs/policies.md §9.1 item 2): a padded
+         * sequence starts at position -n_pad, so add them back. */
+        return at_prefill || (c->next_pos + c->left_pad - 1) % g->p->info.divide_length == 0;
     case POLICY_EVERY_STEP:
         return 1;
     }
@@ -269,8 +275,10 @@ static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kv
     if (!s) return -1;
     memset(s, 0, sizeof *s);
     if (g->p->ops->begin_sequence) {
-        struct seq_view sv = {.n_prompt = r->n_prompt, .capacity = cache->capacity,
-                              .prompt = r->prompt};
+        /* The policy sees the real prompt: its positions start at 0, as the
+         * cache's do; the pads are visible through cache_view.pad. */
+        struct seq_view sv = {.n_prompt = r->n_prompt - cache->left_pad,
+                              .capacity = cache->capacity, .prompt = r->prompt + cache->left_pad};
         if (g->p->ops->begin_sequence(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
     }
     if (g->inner && g->inner->begin_sequence)

@@ -13,6 +13,7 @@
 #include "../model/generate.h"
 #include "../model/model_tokenizer.h"
 #include "../policies/registry.h"
+#include "../policies/steering.h"
 #include "grade.h"
 #include "policy_glue.h"
 #include "runner.h"
@@ -331,6 +332,7 @@ struct point_policy {
     struct policy *pol;
     struct policy_glue *glue;
     char spec[256];                  /* resolved "name:key=value,..." */
+    char identity[256];              /* the model's steering identity (policy_model) */
 };
 
 /* {"name": policy, ...params} parsed by the registry. */
@@ -360,16 +362,27 @@ int runner_policy_check(const char *policy, const char *params_json, struct eb_e
     return policy_lookup(policy, params_json, &entry, &pp, e);
 }
 
-static int point_policy_open(struct point_policy *pp, const struct model *m, const char *policy,
+static int point_policy_open(struct point_policy *pp, const struct runner *r,
+                             const struct exp_config *cfg, const char *policy,
                              const char *params_json, int64_t budget, struct eb_err *e)
 {
+    const struct model *m = r->m;
     memset(pp, 0, sizeof *pp);
     const struct policy_entry *entry;
     struct policy_params params;
     if (policy_lookup(policy, params_json, &entry, &params, e)) return -1;
     policy_params_format(entry, &params, pp->spec, sizeof pp->spec);
     if (!strcmp(entry->name, "fullkv")) return 0;
+    /* What the sentence and steering policies read: the tokenizer (NULL for
+     * the tiny test models: those policies then fail clearly), the model's
+     * name (default vector vectors/<name>.bin) and identity, the config's
+     * vector file. */
     struct policy_model pm = policy_model_of(m);
+    pm.tok = r->tok;
+    pm.model_name = r->model_name;
+    pm.steer_vector = cfg->steer_vector;
+    if (steering_model_identity(&m->cfg, pp->identity, sizeof pp->identity, e)) return -1;
+    pm.model_identity = pp->identity;
     if (budget > INT32_MAX) return eb_fail(e, "budget %lld is too large", (long long)budget);
     if (policy_instantiate(entry, &params, &pm, &pp->pol, e) ||
         policy_check_budget(pp->pol, (int)(budget > 0 ? budget : 0), e) ||
@@ -380,6 +393,26 @@ static int point_policy_open(struct point_policy *pp, const struct model *m, con
         return -1;
     }
     return 0;
+}
+
+/* The policy's statistics of trace seq (the sequence id within the generate
+ * call) into the sample: sentences, N_o and the final steering coefficient
+ * when the policy tracks them (seal, skipkv and their presets), PSS pairs
+ * only when it also builds sentence representations (it observes the
+ * hidden states); otherwise the fields stay NULL ("not measured"). */
+static void sample_trace_stats(const struct point_policy *pp, int seq, struct sample_record *s)
+{
+    struct policy_trace_stats st;
+    if (!pp->pol || policy_trace_stats(pp->pol, seq, &st) || !st.valid) return;
+    s->n_sentences = st.s.n_sentences;
+    s->n_nonexec = st.s.n_check;
+    if (st.alpha != 0.0) s->steer_alpha_final = st.alpha;
+    if (!(pp->pol->info.needs & POLICY_NEED_HIDDEN_LAST)) return;
+    s->n_redundant_pairs = st.s.n_pairs_above;
+    if (st.s.n_pairs > 0) {
+        s->pss_mean = st.s.pss_mean;
+        s->pss_max = st.s.pss_max;
+    }
 }
 
 /* The hooks generate() gets: the policy's (when any) around the runner's own. */
@@ -455,17 +488,73 @@ static struct gen_request *make_requests(const struct exp_config *cfg, const str
     return reqs;
 }
 
+/* ---- left padding (padded and grouped batching) ----
+ * A static batch is left-padded to its longest prompt, as the papers' Hugging
+ * Face scripts do: the pads are real cache slots (bytes, budget) that
+ * attention masks; see gen_options.n_pad for positions. */
+
+struct pad_buf {
+    int *tokens;             /* the batch's padded prompts, [nb][maxlen] */
+    size_t cap;
+    int *n_pad;              /* [nb] pads of each request */
+    int n_cap;
+};
+
+static void pad_buf_free(struct pad_buf *pb)
+{
+    free(pb->tokens);
+    free(pb->n_pad);
+    memset(pb, 0, sizeof *pb);
+}
+
+/* The token the pads hold: the model file names no pad token to this loader,
+ * so EOS, as the reference scripts do when the tokenizer has no pad.  Its
+ * value never reaches a real token (pads are masked). */
+static int pad_token(const struct runner *r)
+{
+    int id = r->tok ? tokenizer_eos(r->tok) : -1;
+    if (id < 0 && r->m->cfg.n_eos > 0) id = r->m->cfg.eos_ids[0];
+    return id >= 0 && id < r->m->cfg.n_vocab ? id : 0;
+}
+
+/* Rewrite reqs[0..nb) to point at left-padded copies of their prompts, each
+ * maxlen tokens long; pb->n_pad gets the pad counts for gen_options.n_pad. */
+static int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int maxlen,
+                          int pad_id, struct eb_err *e)
+{
+    size_t need = (size_t)nb * (size_t)maxlen;
+    if (need > pb->cap) {
+        int *t = realloc(pb->tokens, need * sizeof *t);
+        if (!t) return eb_fail(e, "out of memory for a padded batch of %zu tokens", need);
+        pb->tokens = t;
+        pb->cap = need;
+    }
+    if (nb > pb->n_cap) {
+        int *p = realloc(pb->n_pad, (size_t)nb * sizeof *p);
+        if (!p) return eb_fail(e, "out of memory for a padded batch");
+        pb->n_pad = p;
+        pb->n_cap = nb;
+    }
+    for (int k = 0; k < nb; k++) {
+        int *row = pb->tokens + (size_t)k * maxlen, pads = maxlen - reqs[k].n_prompt;
+        for (int t = 0; t < pads; t++) row[t] = pad_id;
+        memcpy(row + pads, reqs[k].prompt, (size_t)reqs[k].n_prompt * sizeof *row);
+        pb->n_pad[k] = pads;
+        reqs[k].prompt = row;
+        reqs[k].n_prompt = maxlen;
+    }
+    return 0;
+}
+
 /* params_json as stored: the point's parameters, the resolved policy spec and,
- * for padded/grouped, the pads a left-padded batch would hold. */
+ * for padded/grouped, the pad slots the left-padded batches held. */
 static char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens)
 {
     cJSON *o = cJSON_Parse(pt->params_json);
     if (!o) return NULL;
     if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
-    if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED) {
+    if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED)
         cJSON_AddNumberToObject(o, "pad_tokens", (double)pad_tokens);
-        cJSON_AddBoolToObject(o, "pads_materialised", 0);
-    }
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;
@@ -509,13 +598,14 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     struct gen_request *reqs = make_requests(cfg, pt, items, n, e);
     int *order = eb_calloc((size_t)total, sizeof *order, e);
     struct gen_request *breqs = eb_calloc((size_t)total, sizeof *breqs, e);
+    struct pad_buf pb = {0};
     struct gen_result *res = eb_calloc((size_t)total, sizeof *res, e);
     struct seq_meas *meas = eb_calloc((size_t)total, sizeof *meas, e);
     out->samples = eb_calloc((size_t)total, sizeof *out->samples, e);
     struct point_policy pp;
     memset(&pp, 0, sizeof pp);
     if (!reqs || !order || !breqs || !res || !meas || !out->samples) goto fail;
-    if (point_policy_open(&pp, r->m, pt->policy, pt->params_json, pt->budget, e)) goto fail;
+    if (point_policy_open(&pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) goto fail;
 
     /* The order requests run in, and the batches over that order. */
     for (int i = 0; i < total; i++) order[i] = i;
@@ -554,11 +644,14 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
             if (breqs[k].n_prompt > maxlen) maxlen = breqs[k].n_prompt;
         }
         for (int k = 0; k < nb; k++) pad_tokens += maxlen - breqs[k].n_prompt;
+        int padded = pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED;
+        if (padded && left_pad_batch(&pb, breqs, nb, maxlen, pad_token(r), e)) goto fail;
         struct gen_options opt;
         memset(&opt, 0, sizeof opt);
         opt.max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0;
         opt.n_vocab_valid = r->tok ? tokenizer_n_vocab(r->tok) : 0;
         opt.mem_limit = r->o.mem_limit;
+        opt.n_pad = padded ? pb.n_pad : NULL; /* the estimate below then covers the pads */
 
         struct meas_ctx mc;
         memset(&mc, 0, sizeof mc);
@@ -628,6 +721,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
             s->sample_idx = q;
             /* meas is indexed by the request index within the generate call */
             if (fill_sample(r, out, s, &items[q / ns], grader, think_open, &res[b0 + k], &meas[k], e)) goto fail;
+            sample_trace_stats(&pp, k, s); /* policy sequence ids are batch positions */
         }
         if (pt->batching != BATCHING_CONTINUOUS) {
             prog.samples_done = b0 + nb;
@@ -664,6 +758,7 @@ done:
     free(reqs);
     free(order);
     free(breqs);
+    pad_buf_free(&pb);
     free(meas);
     return rc;
 }
@@ -802,7 +897,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
     const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
     const char *grader = dspec ? dspec->grader : "math";
     struct point_policy pp;
-    if (point_policy_open(&pp, r->m, pt->policy, pt->params_json, pt->budget, e)) return -1;
+    if (point_policy_open(&pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) return -1;
     out->samples = eb_calloc((size_t)n, sizeof *out->samples, e);
     if (!out->samples) { point_policy_close(&pp); return -1; }
     run_record_of_point(&out->run, r, cfg, pt);
@@ -840,6 +935,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
         s->kl_mean = kl;
         s->top1_agree = agree;
         s->first_divergence = first_div;
+        sample_trace_stats(&pp, 0, s);
         s->ttft_ms = NAN; /* timings of a replay mean nothing */
         s->tpot_ms = NAN;
         prog.samples_done = i + 1;

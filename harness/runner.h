@@ -8,13 +8,14 @@
  * Batching modes (the batch size B is the point's batch_size):
  *   ragged      static batches of B in dataset order, no padding
  *   continuous  all requests at once with B live; a finished slot is refilled
- *   grouped     sort by prompt length, then static batches of B
- *   padded      static batches of B in dataset order.  Pad slots are NOT yet
- *               materialised in the cache (the runtime has per-sequence
- *               caches): the batch runs ragged and the run's params_json
- *               records the pad tokens a left-padded batch would hold
- *               ("pad_tokens") with "pads_materialised": false.  grouped
- *               records its pad count the same way.
+ *   padded      static batches of B in dataset order, each left-padded to its
+ *               longest prompt (pad token: EOS).  Pad slots live in the KV
+ *               cache: they are masked in attention, take K+V bytes, count
+ *               against the budget and in the memory estimate, and policies
+ *               see them (cache_view.pad, pad_policy).  Real tokens keep
+ *               positions from 0, as Hugging Face derives them from the
+ *               attention mask.  params_json records the pads ("pad_tokens").
+ *   grouped     sort by prompt length, then padded static batches of B
  *
  * Out of memory for a batch size - the runtime's estimate not fitting the
  * memory, or a batch's KV bytes exceeding the config's max_kv_bytes - is a

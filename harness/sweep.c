@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "../model/modelfile.h"
+#include "sha256.h"
 #include "sweep.h"
 
 int sweep_model_id(const char *model, char **out, struct eb_err *e)
@@ -83,6 +84,25 @@ static char *sampling_json(const struct exp_sampling *s)
     return t;
 }
 
+/* SHA-256 of a file's bytes as hex; -1 if it cannot be read. */
+static int file_sha256(const char *path, char hex[65])
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    struct sha256 h;
+    sha256_init(&h);
+    unsigned char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) sha256_update(&h, buf, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return -1;
+    uint8_t d[32];
+    sha256_final(&h, d);
+    for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    return 0;
+}
+
 static char *extra_json(const struct exp_config *c)
 {
     cJSON *o = cJSON_CreateObject();
@@ -90,6 +110,10 @@ static char *extra_json(const struct exp_config *c)
     if (c->max_total_tokens) cJSON_AddNumberToObject(o, "max_total_tokens", c->max_total_tokens);
     if (c->max_kv_bytes) cJSON_AddNumberToObject(o, "max_kv_bytes", (double)c->max_kv_bytes);
     cJSON_AddStringToObject(o, "mode", c->mode == EXP_MODE_FIDELITY ? "fidelity" : "generate");
+    /* A steering vector changes results through its contents, not its name. */
+    char hex[65];
+    if (c->steer_vector && file_sha256(c->steer_vector, hex) == 0)
+        cJSON_AddStringToObject(o, "steer_vector_sha256", hex);
     char *t = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return t;

@@ -29,6 +29,9 @@ struct attn_args {
     float scale;           /* usually 1/sqrt(head_dim) */
     float *probs;          /* optional (NULL = skip): [n_head][n_new][cap] softmax probabilities;
                               slots a query cannot see are 0 */
+    const unsigned char *slot_mask; /* optional (NULL = none): host [n_kv][cap]; 1 marks a slot
+                              no query attends to (a pad): it gets no weight and probability 0.
+                              A query that sees only masked slots outputs zeros. */
 };
 
 /* ---- scoring primitives for eviction policies (kernels/cpu/cpu_score.c) ----

@@ -116,6 +116,9 @@ static int plan_batch(struct forward *f, struct fwd_batch *b, int *n_logit_rows,
         struct fwd_seq *q = &b->seqs[s];
         if (q->n_tokens < 1 || !q->tokens || !q->cache)
             return eb_fail(e, "forward: sequence %d has no tokens or no cache", q->id);
+        if (q->n_pad < 0 || q->n_pad > q->n_tokens)
+            return eb_fail(e, "forward: sequence %d has %d pads among %d tokens", q->id, q->n_pad,
+                           q->n_tokens);
         if (q->n_tokens > f->max_tokens - t)
             return eb_fail(e, "forward: batch of more than %d tokens", f->max_tokens);
         if (kvcache_free_slots(q->cache) < q->n_tokens)
@@ -175,7 +178,9 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
             struct kvcache *kc = q->cache;
             size_t r0 = (size_t)q->row0;
             /* Capacity was checked in plan_batch for every head, so this cannot fail. */
-            if (kvcache_append(kc, l, f->k + r0 * kvd, f->v + r0 * kvd, q->n_tokens, e)) return -1;
+            if (kvcache_append_pads(kc, l, f->k + r0 * kvd, f->v + r0 * kvd, q->n_tokens,
+                                    q->n_pad, e))
+                return -1;
             kvcache_qring_push(kc, l, f->q + r0 * qd, q->n_tokens);
             float *probs = NULL;
             if (needs & MODEL_NEED_ATTN_PROBS) {
@@ -195,6 +200,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
                 .kv_len = kc->len + (size_t)l * c->n_head_kv,
                 .scale = scale,
                 .probs = probs,
+                .slot_mask = kvcache_pad_mask(kc, l),
             };
             be->attention(be, &a);
             if (probs && hooks->attn_probs)

@@ -1,4 +1,5 @@
-/* generate.c - continuous ragged batching over model_forward. */
+/* generate.c - continuous ragged batching over model_forward (and left pads
+ * for static padded batches). */
 #include "generate.h"
 
 #include <stdint.h>
@@ -50,18 +51,24 @@ static int ctx_len(const struct model_config *c, const struct gen_options *opt)
     return opt->n_ctx > 0 ? opt->n_ctx : c->n_ctx_train;
 }
 
-static int effective_max_new(const struct model_config *c, const struct gen_options *opt,
-                             const struct gen_request *r)
+static int pads_of(const struct gen_options *opt, int req)
 {
-    int room = ctx_len(c, opt) - r->n_prompt;
+    return opt->n_pad ? opt->n_pad[req] : 0;
+}
+
+/* Pads take negative positions: only the real tokens use up the context. */
+static int effective_max_new(const struct model_config *c, const struct gen_options *opt,
+                             const struct gen_request *r, int n_pad)
+{
+    int room = ctx_len(c, opt) - (r->n_prompt - n_pad);
     return r->max_new < room ? r->max_new : room;
 }
 
 /* Slots to allocate for one request's cache (see gen_hooks.kv_slot_limit). */
 static int cache_slots(const struct model_config *c, const struct gen_options *opt,
-                       const struct gen_request *r)
+                       const struct gen_request *r, int n_pad)
 {
-    int mx = effective_max_new(c, opt, r);
+    int mx = effective_max_new(c, opt, r, n_pad);
     int full = r->n_prompt + (mx > 0 ? mx : 0);
     int limit = opt->hooks ? opt->hooks->kv_slot_limit : 0;
     if (limit <= 0) return full > 0 ? full : 1;
@@ -97,7 +104,7 @@ size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes
     if (!kv) return SIZE_MAX;
     for (int i = 0; i < n; i++) {
         kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim,
-                                    cache_slots(c, opt, &reqs[i]));
+                                    cache_slots(c, opt, &reqs[i], pads_of(opt, i)));
     }
     qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
     for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
@@ -125,12 +132,16 @@ int generate_check(const struct model_config *c, size_t weight_bytes, int weight
     for (int i = 0; i < n; i++) {
         const struct gen_request *r = &reqs[i];
         if (r->n_prompt < 1 || !r->prompt) return eb_fail(e, "generate: prompt %d is empty", i);
+        int n_pad = pads_of(opt, i);
+        if (n_pad < 0 || n_pad >= r->n_prompt)
+            return eb_fail(e, "generate: prompt %d has %d pads among %d tokens (at least one "
+                              "real token is needed)", i, n_pad, r->n_prompt);
         if (r->max_new < 1)
             return eb_fail(e, "generate: max new tokens must be >= 1 (prompt %d asks for %d)", i,
                            r->max_new);
-        if (r->n_prompt >= ctx)
+        if (r->n_prompt - n_pad >= ctx)
             return eb_fail(e, "generate: prompt %d has %d tokens; the context of %d leaves no room "
-                              "to generate", i, r->n_prompt, ctx);
+                              "to generate", i, r->n_prompt - n_pad, ctx);
         for (int t = 0; t < r->n_prompt; t++)
             if (r->prompt[t] < 0 || r->prompt[t] >= c->n_vocab)
                 return eb_fail(e, "generate: prompt %d has token id %d outside [0, %d)", i,
@@ -179,17 +190,22 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     const struct gen_request *r = &reqs[req];
     memset(s, 0, sizeof *s);
     s->req = req;
-    s->max_new = effective_max_new(&m->cfg, opt, r);
+    int n_pad = pads_of(opt, req);
+    s->max_new = effective_max_new(&m->cfg, opt, r, n_pad);
     int n_valid = opt->n_vocab_valid > 0 && opt->n_vocab_valid < m->cfg.n_vocab ? opt->n_vocab_valid
                                                                                  : m->cfg.n_vocab;
     res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
     if (!res->tokens) return eb_fail(e, "generate: out of memory");
     if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
-    if (model_kvcache_create(m, cache_slots(&m->cfg, opt, r), &s->cache, e)) {
+    if (model_kvcache_create(m, cache_slots(&m->cfg, opt, r, n_pad), &s->cache, e)) {
         sampler_free(&s->sampler);
         return -1;
     }
     const struct gen_hooks *h = opt->hooks;
+    if (n_pad > 0 && kvcache_left_pad(s->cache, n_pad, e)) {
+        slot_release(s);
+        return -1;
+    }
     if (h && h->recent_q_window > 0 &&
         kvcache_qring_enable(s->cache, h->recent_q_window, m->cfg.n_head * m->cfg.head_dim, e)) {
         slot_release(s);
@@ -249,8 +265,11 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             int take = r->n_prompt - s->n_fed;
             if (take > budget - used) take = budget - used;
             int finishes = s->n_fed + take == r->n_prompt;
+            int pads = pads_of(opt, s->req) - s->n_fed; /* the chunk's pads: a prefix of it */
+            pads = pads < 0 ? 0 : pads > take ? take : pads;
             seqs[ns] = (struct fwd_seq){.id = s->req, .cache = s->cache,
                                         .tokens = r->prompt + s->n_fed, .n_tokens = take,
+                                        .n_pad = pads,
                                         .logits = finishes ? FWD_LOGITS_LAST : FWD_LOGITS_NONE};
             seq_slot[ns++] = i;
             used += take;

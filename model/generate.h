@@ -7,6 +7,9 @@
  * request, and the rest continue.  Each sequence has its own sampler (seeded
  * per request), so its tokens do not depend on what else is in the batch.
  *
+ * Static left-padded batches are reproduced with gen_options.n_pad: pads are
+ * stored in the cache and masked, not skipped.
+ *
  * Hooks let a later layer watch, steer or compact without model/ knowing any
  * policy; requests that nobody makes cost nothing. */
 #ifndef EB_GENERATE_H
@@ -70,6 +73,19 @@ struct gen_options {
     int n_vocab_valid;       /* ids >= this are never sampled; 0: every row of the LM head */
     size_t mem_limit;        /* bytes for weights + KV + activations; 0: weights + available RAM */
     const struct gen_hooks *hooks;
+    /* NULL, or [n]: left padding of each request.  The first n_pad[i] tokens of
+     * request i's prompt are pads (0 <= n_pad[i] < n_prompt).  They enter the
+     * cache as pad slots (they take K+V bytes and count in every slot limit)
+     * but no query attends to them, and they take positions -n_pad..-1, so
+     * the real prompt starts at position 0: the positions Hugging Face derives
+     * from the attention mask (cumsum - 1), hence a padded sequence generates
+     * what it would alone.  (HF then gives the pads position 1; ours stay
+     * ascending because policies binary-search slot positions.  Pads are
+     * masked, so only their own unused K/V differ.)  Hooks can read a cache's
+     * pads through its
+     * left_pad field and pad flags; the pad rows of a forward are
+     * fwd_seq.n_pad. */
+    const int *n_pad;
 };
 
 struct gen_stats {

@@ -12,7 +12,7 @@ static size_t slot_bytes(const struct kvcache *c)
 size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity)
 {
     size_t kv = 2 * (size_t)n_layer * n_kv * capacity * head_dim * sizeof(float);
-    size_t host = (size_t)n_layer * n_kv * capacity * sizeof(int);
+    size_t host = (size_t)n_layer * n_kv * capacity * (sizeof(int) + 1); /* pos + pad */
     return kv + host + (size_t)capacity * head_dim * sizeof(float);
 }
 
@@ -30,6 +30,7 @@ void kvcache_free(struct kvcache *c)
     free(c->q_ring);
     free(c->len);
     free(c->pos);
+    free(c->pad);
     free(c->idx);
     free(c);
 }
@@ -52,7 +53,8 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
     if (!(c->k = eb_calloc((size_t)n_layer, sizeof *c->k, e)) ||
         !(c->v = eb_calloc((size_t)n_layer, sizeof *c->v, e)) ||
         !(c->len = eb_calloc((size_t)n_layer * n_kv, sizeof *c->len, e)) ||
-        !(c->pos = eb_malloc((size_t)n_layer * n_kv * capacity * sizeof *c->pos, e)))
+        !(c->pos = eb_malloc((size_t)n_layer * n_kv * capacity * sizeof *c->pos, e)) ||
+        !(c->pad = eb_calloc((size_t)n_layer * n_kv * capacity, 1, e)))
         goto fail;
     for (int l = 0; l < n_layer; l++) {
         c->k[l] = be->alloc(be, per_layer);
@@ -93,11 +95,30 @@ int kvcache_free_slots(const struct kvcache *c)
     return c->capacity - max_len;
 }
 
+int kvcache_left_pad(struct kvcache *c, int n_pad, struct eb_err *e)
+{
+    int used = c->next_pos != 0 || c->left_pad != 0;
+    for (int i = 0; i < c->n_layer * c->n_kv; i++) used |= c->len[i] > 0;
+    if (used) return eb_fail(e, "kvcache: left padding set on a cache already in use");
+    if (n_pad < 0) return eb_fail(e, "kvcache: %d left pads", n_pad);
+    c->left_pad = n_pad;
+    c->next_pos = -n_pad;
+    return 0;
+}
+
 int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v, int n,
                    struct eb_err *e)
 {
+    return kvcache_append_pads(c, layer, k, v, n, 0, e);
+}
+
+int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const float *v, int n,
+                        int n_pad, struct eb_err *e)
+{
     if (layer < 0 || layer >= c->n_layer || n < 0)
         return eb_fail(e, "kvcache: append to layer %d of %d (%d tokens)", layer, c->n_layer, n);
+    if (n_pad < 0 || n_pad > n)
+        return eb_fail(e, "kvcache: %d pads among %d appended tokens", n_pad, n);
     if (n == 0) return 0;
     for (int h = 0; h < c->n_kv; h++)
         if (c->len[layer * c->n_kv + h] + n > c->capacity)
@@ -113,7 +134,11 @@ int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v,
         be->gather_rows(be, c->k[layer] + off, k, c->idx, n, c->head_dim);
         be->gather_rows(be, c->v[layer] + off, v, c->idx, n, c->head_dim);
         int *pos = c->pos + ((size_t)layer * c->n_kv + h) * c->capacity;
-        for (int t = 0; t < n; t++) pos[*len + t] = c->next_pos + t;
+        unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + h) * c->capacity;
+        for (int t = 0; t < n; t++) {
+            pos[*len + t] = c->next_pos + t;
+            pad[*len + t] = t < n_pad;
+        }
         *len += n;
     }
     c->bytes += (size_t)n * c->n_kv * slot_bytes(c);
@@ -166,7 +191,11 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
         be->gather_rows(be, c->scratch, vb, c->idx, n_keep, c->head_dim);
         be->copy(be, vb, c->scratch, n);
         int *pos = c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
-        for (int i = 0; i < n_keep; i++) pos[i] = pos[c->idx[i]]; /* idx[i] >= i: safe in place */
+        unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
+        for (int i = 0; i < n_keep; i++) { /* idx[i] >= i: safe in place */
+            pos[i] = pos[c->idx[i]];
+            pad[i] = pad[c->idx[i]];
+        }
     }
     int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
     c->bytes -= (size_t)freed;

@@ -7,6 +7,12 @@
  * sequence's next position however many slots were evicted.  Policies never
  * touch this memory: they hand keep-sets to kvcache_compact.
  *
+ * Left-padded batching stores pad slots: each slot also has a pad flag (host,
+ * same layout as pos).  Pad slots are appended like tokens (kvcache_append_pads),
+ * take K+V bytes like tokens, move with compaction, and are masked in
+ * attention (kvcache_pad_mask).  A sequence with p left pads starts at
+ * position -p (kvcache_left_pad), so its first real token is at position 0.
+ *
  * Optionally (kvcache_qring_enable) the cache also keeps, per layer, a ring of
  * the last w post-RoPE queries of the sequence, for policies that score keys
  * with recent queries. */
@@ -26,7 +32,9 @@ struct kvcache {
     float **k, **v;      /* [n_layer] backend buffers of n_kv * capacity * head_dim */
     int *len;            /* host [n_layer][n_kv]: valid slots */
     int *pos;            /* host [n_layer][n_kv][capacity]: original position of each slot */
+    unsigned char *pad;  /* host, same layout as pos: 1 = pad slot */
     int next_pos;        /* position of the next token appended */
+    int left_pad;        /* pads the sequence starts with (kvcache_left_pad); 0: none */
     float *scratch;      /* backend, capacity * head_dim: compaction staging */
     int *idx;            /* host scratch for row indices */
     int idx_cap;
@@ -53,7 +61,16 @@ size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity);
  * capacity.  After every layer is appended, kvcache_advance(c, n). */
 int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v, int n,
                    struct eb_err *e);
+/* The same, where the first n_pad of the n tokens are pads (0 <= n_pad <= n). */
+int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const float *v, int n,
+                        int n_pad, struct eb_err *e);
 void kvcache_advance(struct kvcache *c, int n);
+
+/* Declare, on an empty cache, that the sequence starts with n_pad left pads:
+ * positions start at -n_pad so the first real token is at 0 (the pads are
+ * still flagged by whoever appends them, with kvcache_append_pads).  Fails
+ * once anything was appended. */
+int kvcache_left_pad(struct kvcache *c, int n_pad, struct eb_err *e);
 
 /* Space left in (layer, kv head) with the fewest free slots. */
 int kvcache_free_slots(const struct kvcache *c);
@@ -67,6 +84,17 @@ static inline const int *kvcache_positions(const struct kvcache *c, int layer, i
 {
     return c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
 }
+/* Host array of (layer, kv head)'s pad flags (1 = pad slot), parallel to positions. */
+static inline const unsigned char *kvcache_pads(const struct kvcache *c, int layer, int kv_head)
+{
+    return c->pad + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
+}
+/* Pad flags of a whole layer, [n_kv][capacity] (the attention mask), or NULL
+ * when the cache holds no pad slot at all, so unpadded sequences pay nothing. */
+static inline const unsigned char *kvcache_pad_mask(const struct kvcache *c, int layer)
+{
+    return c->left_pad > 0 ? c->pad + (size_t)layer * c->n_kv * c->capacity : NULL;
+}
 /* Backend pointers to (layer, kv head)'s K and V rows [len][head_dim]. */
 static inline float *kvcache_k(const struct kvcache *c, int layer, int kv_head)
 {
@@ -79,7 +107,7 @@ static inline float *kvcache_v(const struct kvcache *c, int layer, int kv_head)
 
 /* Keep only the slots listed in keep (indices into the current slots of
  * (layer, kv_head), any order, no duplicates, each in [0, len)).  Kept slots
- * stay in original-position order and keep their positions.  Returns the K+V
+ * stay in original-position order and keep their positions and pad flags.  Returns the K+V
  * bytes freed (>= 0), or -1 with e set for a malformed keep-set. */
 int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
                         struct eb_err *e);

@@ -60,6 +60,8 @@ struct fwd_seq {
     struct kvcache *cache;   /* receives the new tokens' K/V */
     const int *tokens;       /* host, n_tokens new tokens at positions cache->next_pos.. */
     int n_tokens;
+    int n_pad;               /* the first n_pad tokens are left pads: stored as pad slots,
+                                never attended to (0 for none) */
     enum fwd_logits logits;  /* which rows of this sequence want logits */
     /* filled by model_forward: */
     int row0;                /* first row of this sequence in the batch activation */

@@ -56,6 +56,8 @@ static const struct policy_entry ENTRIES[] = {
      &skipkv_ops, skipkv_params, NULL},
     {"seal-static", "SkipKV with static SEAL-style steering (gamma = 0)", &skipkv_ops,
      skipkv_params, "gamma=0"},
+    {"fullkv-pss", "FullKV with SkipKV's sentence tracker: nothing evicted, PSS statistics and "
+                   "N_o recorded", &skipkv_ops, skipkv_params, "evict=0,steer=0"},
 };
 
 const struct policy_entry *policy_registry(int *n)

@@ -24,7 +24,7 @@ struct param_def {
     const char *help;
 };
 
-enum { POLICY_MAX_PARAMS = 16 };
+enum { POLICY_MAX_PARAMS = 24 };
 
 struct policy_params {
     const struct param_def *defs;

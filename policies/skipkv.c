@@ -24,7 +24,10 @@
  *
  * Ablation presets (registry.c): skipkv-sent (steer=0), skipkv-sent-steer
  * (batching=any), skipkv / skipkv-full (batching=grouped), seal-static
- * (gamma=0). */
+ * (gamma=0).  fullkv-pss (evict=0, steer=0) keeps every token and only
+ * tracks sentences, so FullKV traces get the same PSS statistics; with no
+ * compression steps its sentences are compared when the sequence ends (each
+ * pair once, as at compression steps). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,9 @@ const struct param_def skipkv_params[] = {
      "also count check words with a leading space (the reference misses \" Wait\")"},
     {"batching", PARAM_CHOICE, 0, 0, 1, "any|grouped",
      "batching the preset expects from the runner (grouped = SkipKV batch grouping)"},
+    {"evict", PARAM_BOOL, 1, 0, 1, NULL,
+     "evict at all; 0: keep every token (FullKV) and only track sentences and PSS, whose pairs "
+     "are then compared when the sequence ends"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -74,7 +80,7 @@ struct skipkv {
     struct importance_opts imp;
     double lambda, alpha0, gamma;
     float threshold, tau;
-    int sentence, steer, layer, check_space;
+    int sentence, steer, layer, check_space, evict;
     enum think_mode mode;
     enum pad_policy pads;
     struct policy_model m;
@@ -126,6 +132,7 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
     s->gamma = policy_param(p, "gamma");
     s->layer = policy_param_int(p, "layer");
     s->check_space = policy_param_int(p, "check_space");
+    s->evict = policy_param_int(p, "evict");
     s->mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS;
     s->m = *m;
     if (!m->tok) {
@@ -152,6 +159,11 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
     };
+    if (!s->evict) /* an observer: no selection, so no queries and no budget */
+        *info = (struct policy_info){
+            .needs = s->sentence ? POLICY_NEED_HIDDEN_LAST : 0,
+            .schedule = POLICY_NEVER,
+        };
     *self = s;
     return 0;
 }

@@ -10,42 +10,14 @@
  *   - budget >= prompt + max_new gives FullKV's greedy output on the tiny
  *     models; a tight budget runs and protects the prompt. */
 #include "test.h"
+#include "test_util.h"
 
-#include <cjson/cJSON.h>
-
-#include "harness/policy_glue.h"
-#include "kernels/backend.h"
-#include "model/generate.h"
 #include "policies/beaconkv.h"
-#include "policies/registry.h"
 
 #define CASES FIXTURE("vase/beacon_cases.json")
 
 static struct backend *be;
 static cJSON *cases;
-
-static cJSON *read_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cJSON *j = NULL;
-    if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
-        s[n] = '\0';
-        j = cJSON_Parse(s);
-    }
-    free(s);
-    fclose(f);
-    return j;
-}
-
-static int jint(const cJSON *o, const char *k)
-{
-    return cJSON_GetObjectItem(o, k)->valueint;
-}
 
 static float *jfloats(const cJSON *arr, int *n)
 {
@@ -63,7 +35,7 @@ static void test_fps_matches_reference(void)
     const cJSON *c;
     int n_cases = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "fps")) {
-        int cnt, n = jint(c, "n"), dim = jint(c, "dim"), m = jint(c, "m"), out[64];
+        int cnt, n = json_int(c, "n"), dim = json_int(c, "dim"), m = json_int(c, "m"), out[64];
         float *x = jfloats(cJSON_GetObjectItem(c, "x"), &cnt);
         struct eb_err e;
         CHECK(beacon_fps(x, n, dim, m, out, &e) == 0);
@@ -138,9 +110,9 @@ static int fake_ring(struct fake *f, int next_pos, int w)
 static void run_scenario(const cJSON *run)
 {
     const cJSON *cfg = cJSON_GetObjectItem(cases, "config");
-    struct fake f = {.L = jint(cfg, "n_layer"), .H = jint(cfg, "n_head"), .HKV = jint(cfg, "n_kv"),
-                     .D = jint(cfg, "head_dim"), .cap = 64};
-    int n_prompt = jint(cfg, "n_prompt"), steps = jint(cfg, "steps"), budget = jint(cfg, "budget");
+    struct fake f = {.L = json_int(cfg, "n_layer"), .H = json_int(cfg, "n_head"), .HKV = json_int(cfg, "n_kv"),
+                     .D = json_int(cfg, "head_dim"), .cap = 64};
+    int n_prompt = json_int(cfg, "n_prompt"), steps = json_int(cfg, "steps"), budget = json_int(cfg, "budget");
     f.total = n_prompt + steps;
     int nk, nq;
     float *K = jfloats(cJSON_GetObjectItem(cases, "k"), &nk);
@@ -199,7 +171,7 @@ static void run_scenario(const cJSON *run)
                 if (keep[j]) f.pos[(size_t)i * f.cap + o++] = f.pos[(size_t)i * f.cap + j];
             f.len[i] = o;
         }
-        if (ev < n_events && jint(cJSON_GetArrayItem(events, ev), "step") == t) {
+        if (ev < n_events && json_int(cJSON_GetArrayItem(events, ev), "step") == t) {
             const cJSON *want = cJSON_GetObjectItem(cJSON_GetArrayItem(events, ev), "kept_positions");
             for (int l = 0; l < f.L; l++)
                 for (int h = 0; h < f.HKV; h++) {
@@ -263,50 +235,6 @@ static void test_parameters(void)
 
 /* ---- end to end ---- */
 
-static struct model *open_model(const char *path)
-{
-    struct model_file *mf;
-    struct model *m = NULL;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) return NULL;
-    if (model_load(mf, be, &m, &e)) m = NULL;
-    model_file_close(mf);
-    return m;
-}
-
-static int run_policy(const struct model *m, const char *spec, int budget, const int *prompt,
-                      int n_prompt, int max_new, struct gen_result *res, int *max_slots)
-{
-    struct eb_err e;
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
-    struct gen_hooks hooks;
-    struct gen_options opt = {.max_live = 2, .ignore_eos = 1};
-    struct gen_request req[2];
-    for (int i = 0; i < 2; i++)
-        req[i] = (struct gen_request){prompt, n_prompt - i, max_new, sampler_params_greedy()};
-    if (spec) {
-        struct policy_model pm = policy_model_of(m);
-        if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) {
-            fprintf(stderr, "  %s\n", e.msg);
-            policy_free(p);
-            return -1;
-        }
-        policy_glue_hooks(g, NULL, &hooks);
-        opt.hooks = &hooks;
-    }
-    int rc = generate(m, req, 2, &opt, res, NULL, &e);
-    if (rc) fprintf(stderr, "  %s: %s\n", spec ? spec : "fullkv", e.msg);
-    if (g) {
-        struct policy_glue_stats st;
-        policy_glue_stats(g, &st);
-        if (max_slots) *max_slots = st.max_slots;
-    }
-    policy_glue_free(g);
-    policy_free(p);
-    return rc;
-}
-
 static void test_budget_above_length_is_fullkv(void)
 {
     static const char *TINY[] = {"tiny-llama", "tiny-qwen2", "tiny-qwen3"};
@@ -316,25 +244,22 @@ static void test_budget_above_length_is_fullkv(void)
     for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/fixtures/models/%s/model.gguf", TINY[i]);
-        FILE *fp = fopen(path, "rb");
-        if (!fp) SKIP("no %s", path);
-        fclose(fp);
-        struct model *m = open_model(path);
+        if (!file_exists(path)) SKIP("no %s", path);
+        struct model *m = open_model_on(be, path);
         if (!m) { CHECK_MSG(0, "cannot load %s", path); continue; }
         int prompt[20], n_prompt = 20, max_new = 40;
         for (int t = 0; t < n_prompt; t++) prompt[t] = 1 + (t * 37) % (m->cfg.n_vocab - 1);
         struct gen_result full[2], r[2];
-        if (run_policy(m, NULL, 0, prompt, n_prompt, max_new, full, NULL)) { CHECK(0); model_free(m); continue; }
+        if (run_policy(m, NULL, 0, prompt, n_prompt, max_new, full, NULL, NULL)) { CHECK(0); model_free(m); continue; }
         for (size_t s = 0; s < sizeof SPECS / sizeof SPECS[0]; s++) {
-            if (run_policy(m, SPECS[s], n_prompt + max_new + 40, prompt, n_prompt, max_new, r, NULL)) { CHECK(0); continue; }
+            if (run_policy(m, SPECS[s], n_prompt + max_new + 40, prompt, n_prompt, max_new, r, NULL, NULL)) { CHECK(0); continue; }
             for (int q = 0; q < 2; q++) {
-                int same = r[q].n_tokens == full[q].n_tokens;
-                for (int t = 0; same && t < r[q].n_tokens; t++) same = r[q].tokens[t] == full[q].tokens[t];
-                CHECK_MSG(same, "%s on %s differs from FullKV", SPECS[s], TINY[i]);
+                CHECK_MSG(same_ints(r[q].tokens, r[q].n_tokens, full[q].tokens, full[q].n_tokens),
+                          "%s on %s differs from FullKV", SPECS[s], TINY[i]);
             }
             gen_results_free(r, 2);
             int slots = 0;
-            if (run_policy(m, TIGHT[s], 32, prompt, n_prompt, max_new, r, &slots)) { CHECK(0); continue; }
+            if (run_policy(m, TIGHT[s], 32, prompt, n_prompt, max_new, r, &slots, NULL)) { CHECK(0); continue; }
             CHECK(r[0].n_tokens == max_new && r[1].n_tokens == max_new);
             CHECK_MSG(slots < n_prompt + max_new, "%s: %d slots, nothing evicted", TIGHT[s], slots);
             gen_results_free(r, 2);

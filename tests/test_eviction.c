@@ -5,13 +5,7 @@
  * triggers fall where the spec puts them; 1,000 decode steps at budget 64
  * never exceed B + 128 slots and return to B after each compression. */
 #include "test.h"
-
-#include <cjson/cJSON.h>
-
-#include "harness/policy_glue.h"
-#include "kernels/backend.h"
-#include "model/generate.h"
-#include "policies/registry.h"
+#include "test_util.h"
 
 static struct backend *be;
 
@@ -20,32 +14,14 @@ static const char *POLICIES[] = {"fullkv", "streamingllm", "h2o", "h2o-rkv", "sn
                                  "snapkv-decode", "rkv", "rkv-code"};
 enum { N_POLICIES = sizeof POLICIES / sizeof POLICIES[0] };
 
-static struct model *open_model(const char *path)
-{
-    struct model_file *mf;
-    struct model *m = NULL;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) return NULL;
-    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
-    model_file_close(mf);
-    return m;
-}
-
 static int *tiny_prompt(const char *model, int which, int *n)
 {
     char path[256];
     snprintf(path, sizeof path, "tests/fixtures/models/%s/golden.json", model);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char buf[65536];
-    size_t got = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[got] = '\0';
-    cJSON *j = cJSON_Parse(buf);
-    const cJSON *p = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), which);
-    *n = cJSON_GetArraySize(p);
-    int *ids = malloc((size_t)*n * sizeof *ids);
-    for (int i = 0; i < *n; i++) ids[i] = cJSON_GetArrayItem(p, i)->valueint;
+    *n = 0;
+    cJSON *j = read_json(path);
+    if (!j) return NULL;
+    int *ids = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "prompts"), which), n);
     cJSON_Delete(j);
     return ids;
 }
@@ -68,7 +44,8 @@ static int *run(const struct model *m, const int *prompt, int n_prompt, int max_
                 const char *spec, int budget, const struct gen_hooks *inner,
                 struct policy_glue_stats *gst, int *n_out, char *err, size_t errn)
 {
-    struct gen_request req = {prompt, n_prompt, max_new, sampler_params_greedy()};
+    struct gen_request req = {.prompt = prompt, .n_prompt = n_prompt, .max_new = max_new,
+                              .sampling = sampler_params_greedy()};
     struct gen_options opt = {0};
     opt.ignore_eos = 1;
     opt.n_ctx = n_prompt + max_new + 8;
@@ -98,14 +75,6 @@ done:
     return out;
 }
 
-static int same(const int *a, int na, const int *b, int nb)
-{
-    if (na != nb) return 0;
-    for (int i = 0; i < na; i++)
-        if (a[i] != b[i]) return 0;
-    return 1;
-}
-
 /* Budget >= prompt + max_new: nothing is ever evicted, output == FullKV's. */
 static void check_unbound(const struct model *m, const int *prompt, int n_prompt, int max_new,
                           const char *label)
@@ -122,7 +91,7 @@ static void check_unbound(const struct model *m, const int *prompt, int n_prompt
                        sizeof err);
         CHECK_MSG(got != NULL, "%s %s: %s", label, POLICIES[i], err);
         if (!got) continue;
-        CHECK_MSG(same(ref, n_ref, got, n), "%s: %s with budget %d differs from FullKV", label,
+        CHECK_MSG(same_ints(ref, n_ref, got, n), "%s: %s with budget %d differs from FullKV", label,
                   POLICIES[i], budget);
         CHECK_MSG(st.evicted_slots == 0 && st.compressions == 0, "%s: %s evicted %ld slots",
                   label, POLICIES[i], st.evicted_slots);
@@ -139,7 +108,7 @@ static void test_unbound_budget_tiny(void)
     for (int i = 0; i < 3; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/fixtures/models/%s/model.gguf", models[i]);
-        struct model *m = open_model(path);
+        struct model *m = open_model_on(be, path);
         if (!m) continue;
         any = 1;
         int n;
@@ -153,7 +122,7 @@ static void test_unbound_budget_tiny(void)
 
 static void test_unbound_budget_smollm2(void)
 {
-    struct model *m = open_model(SMOL_PATH);
+    struct model *m = open_model_on(be, SMOL_PATH);
     if (!m) SKIP("%s not present (make deps)", SMOL_PATH);
     int prompt[] = {1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519,
                     28, 7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 216, 33,
@@ -220,7 +189,8 @@ static int *run_test_policy(const struct model *m, const int *prompt, int n, int
     }
     struct gen_hooks hooks;
     policy_glue_hooks(g, NULL, &hooks);
-    struct gen_request req = {prompt, n, max_new, sampler_params_greedy()};
+    struct gen_request req = {.prompt = prompt, .n_prompt = n, .max_new = max_new,
+                              .sampling = sampler_params_greedy()};
     struct gen_options opt = {0};
     opt.ignore_eos = 1;
     opt.n_ctx = n + max_new + 8;
@@ -239,7 +209,7 @@ static int *run_test_policy(const struct model *m, const int *prompt, int n, int
 
 static void test_keep_everything_and_validation(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-llama/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama/model.gguf");
     if (!m) SKIP("tiny-llama fixture missing");
     int n;
     int *prompt = tiny_prompt("tiny-llama", 1, &n);
@@ -249,7 +219,7 @@ static void test_keep_everything_and_validation(void)
     int *ref = run(m, prompt, n, 40, NULL, 0, NULL, NULL, &n_ref, err, sizeof err);
     int *got = run_test_policy(m, prompt, n, 40, MODE_KEEP_ALL, &calls, err, sizeof err, &n_got);
     CHECK_MSG(ref && got, "%s", err);
-    if (ref && got) CHECK(same(ref, n_ref, got, n_got));
+    if (ref && got) CHECK(same_ints(ref, n_ref, got, n_got));
     CHECK(calls == (long)40 * m->cfg.n_layer); /* one prefill forward + 39 decode forwards */
     free(got);
 
@@ -318,7 +288,7 @@ static int watch_step(void *ctx, int seq, int token, struct kvcache *c, struct e
  * comes back to exactly B (and B slots' bytes) after every compression. */
 static void test_thousand_steps(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-llama/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama/model.gguf");
     if (!m) SKIP("tiny-llama fixture missing");
     int n;
     int *prompt = tiny_prompt("tiny-llama", 0, &n);
@@ -364,7 +334,7 @@ static void test_thousand_steps(void)
  * (prefill only) never compresses again; a short prompt is left whole. */
 static void test_prefill_compression(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-qwen2/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen2/model.gguf");
     if (!m) SKIP("tiny-qwen2 fixture missing");
     int *prompt = long_prompt(100, m->cfg.n_vocab, 7);
     struct {
@@ -401,7 +371,7 @@ static void test_prefill_compression(void)
 
 static void test_glue_errors_and_costs(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-llama/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama/model.gguf");
     if (!m) SKIP("tiny-llama fixture missing");
     struct policy_model pm = policy_model_of(m);
     struct policy *p;

@@ -1,11 +1,7 @@
 /* test_generate.c - greedy continuations against transformers, batched ==
  * one-at-a-time, EOS and length stops, bad requests, hooks. */
 #include "test.h"
-
-#include <cjson/cJSON.h>
-
-#include "kernels/backend.h"
-#include "model/generate.h"
+#include "test_util.h"
 
 static struct backend *be;
 
@@ -13,52 +9,9 @@ static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "ti
                              "tiny-qwen3"};
 #define SMOL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
-static cJSON *read_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cJSON *j = NULL;
-    if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
-        s[n] = '\0';
-        j = cJSON_Parse(s);
-    }
-    free(s);
-    fclose(f);
-    return j;
-}
-
-static int *json_ints(const cJSON *arr, int *n)
-{
-    *n = cJSON_GetArraySize(arr);
-    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
-    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
-    return v;
-}
-
-static struct model *open_model(const char *path)
-{
-    struct model_file *mf;
-    struct model *m = NULL;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) {
-        fprintf(stderr, "  %s\n", e.msg);
-        return NULL;
-    }
-    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
-    model_file_close(mf);
-    return m;
-}
-
 static int same_tokens(const struct gen_result *r, const int *want, int n)
 {
-    if (r->n_tokens != n) return 0;
-    for (int i = 0; i < n; i++)
-        if (r->tokens[i] != want[i]) return 0;
-    return 1;
+    return same_ints(r->tokens, r->n_tokens, want, n);
 }
 
 /* The golden prompts of a tiny model, all in one batch, 32 greedy tokens each. */
@@ -68,11 +21,11 @@ static void check_greedy(const char *name, const char *file)
     snprintf(path, sizeof path, "tests/fixtures/models/%s/golden.json", name);
     cJSON *g = read_json(path);
     snprintf(path, sizeof path, "tests/fixtures/models/%s%s", name, file);
-    struct model *m = g ? open_model(path) : NULL;
+    struct model *m = g ? open_model_on(be, path) : NULL;
     if (!m) { CHECK_MSG(0, "cannot load %s or its golden.json", path); cJSON_Delete(g); return; }
     const cJSON *prompts = cJSON_GetObjectItem(g, "prompts"), *greedy = cJSON_GetObjectItem(g, "greedy");
     int n = cJSON_GetArraySize(prompts);
-    struct gen_request req[8];
+    struct gen_request req[8] = {{0}};
     int *ids[8], *want[8], nw[8];
     for (int i = 0; i < n; i++) {
         ids[i] = json_ints(cJSON_GetArrayItem(prompts, i), &req[i].n_prompt);
@@ -113,6 +66,7 @@ static int prompt_buf[NP][64];
 static void make_requests(struct gen_request *req, int sample, int vocab)
 {
     int lens[NP] = {5, 17, 1, 40, 9, 23, 2};
+    memset(req, 0, NP * sizeof *req); /* fields not set below stay 0 */
     for (int i = 0; i < NP; i++) {
         for (int t = 0; t < lens[i]; t++) prompt_buf[i][t] = (i * 131 + t * 29 + 7) % vocab;
         req[i].prompt = prompt_buf[i];
@@ -129,7 +83,7 @@ static void make_requests(struct gen_request *req, int sample, int vocab)
 
 static void check_batched_equals_single(const char *path, int sample)
 {
-    struct model *m = open_model(path);
+    struct model *m = open_model_on(be, path);
     if (!m) { CHECK(0); return; }
     struct gen_request req[NP];
     make_requests(req, sample, m->cfg.n_vocab);
@@ -171,7 +125,7 @@ static void test_batched_equals_single(void)
 
 static void test_seed_changes_output(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-qwen3");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen3");
     if (!m) { CHECK(0); return; }
     struct gen_request req[NP];
     make_requests(req, 1, m->cfg.n_vocab);
@@ -191,7 +145,7 @@ static void test_seed_changes_output(void)
 static void test_eos_and_length(void)
 {
     cJSON *g = read_json("tests/fixtures/models/tiny-llama/golden.json");
-    struct model *m = g ? open_model("tests/fixtures/models/tiny-llama") : NULL;
+    struct model *m = g ? open_model_on(be, "tests/fixtures/models/tiny-llama") : NULL;
     if (!m) { CHECK(0); cJSON_Delete(g); return; }
     int n0, n1, nw;
     int *p0 = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "prompts"), 0), &n0);
@@ -199,8 +153,9 @@ static void test_eos_and_length(void)
     int *want = json_ints(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "greedy"), 0), &nw);
     int stop = want[4], first = 0;
     while (want[first] != stop) first++;
-    struct gen_request req[2] = {{p0, n0, 32, sampler_params_greedy()},
-                                 {p1, n1, 32, sampler_params_greedy()}};
+    struct gen_request req[2] = {
+        {.prompt = p0, .n_prompt = n0, .max_new = 32, .sampling = sampler_params_greedy()},
+        {.prompt = p1, .n_prompt = n1, .max_new = 32, .sampling = sampler_params_greedy()}};
     struct gen_options opt = {0};
     int eos[2] = {stop, stop};
     opt.eos_ids = eos;
@@ -231,11 +186,12 @@ static void test_eos_and_length(void)
 
 static void test_bad_requests(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-qwen2");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen2");
     if (!m) { CHECK(0); return; }
     int ids[200];
     for (int i = 0; i < 200; i++) ids[i] = i % 200;
-    struct gen_request r = {ids, 5, 4, sampler_params_greedy()};
+    struct gen_request r = {.prompt = ids, .n_prompt = 5, .max_new = 4,
+                            .sampling = sampler_params_greedy()};
     struct gen_options opt = {0};
     struct gen_result res[2];
     struct eb_err e;
@@ -319,7 +275,7 @@ static int h_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidde
 
 static void test_hooks(void)
 {
-    struct model *m = open_model("tests/fixtures/models/tiny-llama-tied");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama-tied");
     if (!m) { CHECK(0); return; }
     struct gen_request req[NP];
     make_requests(req, 0, m->cfg.n_vocab);
@@ -371,15 +327,13 @@ static void test_hooks(void)
 
 static void test_smollm2(void)
 {
-    FILE *probe = fopen(SMOL_PATH, "rb");
-    if (!probe) SKIP("%s absent (make deps downloads it)", SMOL_PATH);
-    fclose(probe);
+    if (!file_exists(SMOL_PATH)) SKIP("%s absent (make deps downloads it)", SMOL_PATH);
     cJSON *g = read_json("tests/fixtures/models/smollm2-golden.json");
-    struct model *m = g ? open_model(SMOL_PATH) : NULL;
+    struct model *m = g ? open_model_on(be, SMOL_PATH) : NULL;
     if (!m) { CHECK_MSG(0, "SmolLM2 fixtures or model unreadable"); cJSON_Delete(g); return; }
     const cJSON *prompts = cJSON_GetObjectItem(g, "prompts"), *greedy = cJSON_GetObjectItem(g, "greedy");
     const cJSON *chat = cJSON_GetObjectItem(g, "chat");
-    struct gen_request req[4];
+    struct gen_request req[4] = {{0}};
     int *ids[4], *want[4], nw[4];
     for (int i = 0; i < 3; i++) {
         ids[i] = json_ints(cJSON_GetArrayItem(prompts, i), &req[i].n_prompt);

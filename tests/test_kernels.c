@@ -350,15 +350,24 @@ static void test_embed_gather(void)
 /* ---- attention ---- */
 
 /* Runs one attention call with random q/k/v (slots past kv_len hold NaN, so a
- * kernel that reads them fails) and compares with the double reference. */
-static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int cap,
-                            const int *kv_len, int with_probs)
+ * kernel that reads them fails) and compares with the double reference.
+ * mask (NULL or [n_kv][cap]) marks slots no query may attend to; their keys
+ * and values are made large, so a kernel that lets them in fails. */
+static void check_attention_masked(int n_head, int n_kv, int head_dim, int n_new, int cap,
+                                   const int *kv_len, int with_probs, const unsigned char *mask)
 {
     size_t qn = (size_t)n_new * n_head * head_dim, cn = (size_t)n_kv * cap * head_dim;
     float *q = rand_host(qn, 1.0), *k = rand_host(cn, 1.0), *v = rand_host(cn, 1.0);
     for (int g = 0; g < n_kv; g++)
         for (size_t j = (size_t)kv_len[g] * head_dim; j < (size_t)cap * head_dim; j++)
             k[(size_t)g * cap * head_dim + j] = v[(size_t)g * cap * head_dim + j] = NAN;
+    for (int g = 0; mask && g < n_kv; g++)
+        for (int j = 0; j < kv_len[g]; j++)
+            if (mask[(size_t)g * cap + j])
+                for (int d = 0; d < head_dim; d++) {
+                    k[((size_t)g * cap + j) * head_dim + d] = 50.0f * (float)q[d];
+                    v[((size_t)g * cap + j) * head_dim + d] = 100.0f;
+                }
     size_t pn = (size_t)n_head * n_new * cap;
     float *dq = to_be(q, qn), *dk = to_be(k, cn), *dv = to_be(v, cn);
     float *dout = be->alloc(be, qn), *dp = with_probs ? be->alloc(be, pn) : NULL;
@@ -366,7 +375,7 @@ static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int c
     struct attn_args a = {
         .out = dout, .q = dq, .k_cache = dk, .v_cache = dv, .cap = cap, .n_head = n_head,
         .n_kv = n_kv, .head_dim = head_dim, .n_new = n_new, .kv_len = kv_len,
-        .scale = 1.0f / sqrtf((float)head_dim), .probs = dp,
+        .scale = 1.0f / sqrtf((float)head_dim), .probs = dp, .slot_mask = mask,
     };
     be->attention(be, &a);
     float *out = from_be(dout, qn), *probs = dp ? from_be(dp, pn) : NULL;
@@ -378,18 +387,21 @@ static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int c
         const float *kg = k + (size_t)g * cap * head_dim, *vg = v + (size_t)g * cap * head_dim;
         for (int i = 0; i < n_new; i++) {
             const float *qi = q + ((size_t)i * n_head + h) * head_dim;
+            const unsigned char *mg = mask ? mask + (size_t)g * cap : NULL;
             int n_vis = kv_len[g] - n_new + i + 1;
             double max = -INFINITY, sum = 0;
             for (int j = 0; j < n_vis; j++) {
+                if (mg && mg[j]) { s[j] = -INFINITY; continue; }
                 double d = 0;
                 for (int e = 0; e < head_dim; e++) d += (double)qi[e] * kg[(size_t)j * head_dim + e];
                 s[j] = d * a.scale;
                 if (s[j] > max) max = s[j];
             }
-            for (int j = 0; j < n_vis; j++) sum += (s[j] = exp(s[j] - max));
+            for (int j = 0; j < n_vis; j++) sum += (s[j] = mg && mg[j] ? 0.0 : exp(s[j] - max));
             for (int e = 0; e < head_dim; e++) {
-                double ref = 0;
-                for (int j = 0; j < n_vis; j++) ref += s[j] / sum * vg[(size_t)j * head_dim + e];
+                double ref = 0; /* every visible slot masked: zeros */
+                for (int j = 0; j < n_vis && sum > 0; j++)
+                    if (s[j] > 0) ref += s[j] / sum * vg[(size_t)j * head_dim + e];
                 double got = out[((size_t)i * n_head + h) * head_dim + e];
                 bad_out += !(fabs(got - ref) <= 1e-5);
             }
@@ -398,10 +410,11 @@ static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int c
             double psum = 0;
             for (int j = 0; j < n_vis; j++) {
                 psum += pr[j];
-                bad_p += !(fabs(pr[j] - s[j] / sum) <= 1e-6);
+                if (mg && mg[j]) bad_mask += pr[j] != 0.0f;
+                else bad_p += !(fabs(pr[j] - s[j] / sum) <= 1e-6);
             }
             for (int j = n_vis; j < cap; j++) bad_mask += pr[j] != 0.0f;
-            bad_sum += !(fabs(psum - 1.0) <= 1e-5);
+            bad_sum += !(fabs(psum - (sum > 0 ? 1.0 : 0.0)) <= 1e-5);
         }
     }
     CHECK_MSG(bad_out == 0 && bad_p == 0 && bad_sum == 0 && bad_mask == 0,
@@ -418,6 +431,12 @@ static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int c
     free(out);
     free(probs);
     free(s);
+}
+
+static void check_attention(int n_head, int n_kv, int head_dim, int n_new, int cap,
+                            const int *kv_len, int with_probs)
+{
+    check_attention_masked(n_head, n_kv, head_dim, n_new, cap, kv_len, with_probs, NULL);
 }
 
 static void test_attention_decode(void)
@@ -437,6 +456,23 @@ static void test_attention_prefill(void)
     check_attention(4, 2, 16, 5, 8, len2, 1);   /* prefill of an empty cache */
     check_attention(4, 2, 16, 5, 8, len2, 0);
     check_attention(2, 1, 7, 64, 80, len1, 1);  /* odd head_dim, many queries */
+}
+
+/* Masked slots (left pads) get no weight and probability 0, per kv head; a
+ * query that sees only masked slots outputs zeros (a pad's own query). */
+static void test_attention_mask(void)
+{
+    enum { CAP = 24 };
+    unsigned char mask[3 * CAP] = {0};
+    for (int j = 0; j < 5; j++) mask[j] = mask[CAP + j] = mask[2 * CAP + j] = 1; /* 5 left pads */
+    mask[2 * CAP + 9] = 1;                  /* and a pad kept mid-cache after compaction */
+    int len3[3] = {20, 20, 14}, len_pf[3] = {8, 8, 8}, len1[1] = {CAP};
+    check_attention_masked(9, 3, 64, 1, CAP, len3, 1, mask); /* decode */
+    check_attention_masked(9, 3, 64, 1, CAP, len3, 0, mask);
+    check_attention_masked(9, 3, 64, 8, CAP, len_pf, 1, mask); /* prefill: pad queries see only pads */
+    unsigned char mask1[CAP] = {0};
+    for (int j = 0; j < CAP; j += 3) mask1[j] = 1;
+    check_attention_masked(2, 1, 16, 6, CAP, len1, 1, mask1);
 }
 
 /* The output must not depend on whether probabilities are requested, nor on
@@ -501,6 +537,7 @@ int main(void)
     RUN(test_embed_gather);
     RUN(test_attention_decode);
     RUN(test_attention_prefill);
+    RUN(test_attention_mask);
     RUN(test_attention_deterministic);
     be->destroy(be);
     return test_summary("kernels");

@@ -12,14 +12,9 @@
  *     models (and SmolLM2 when present); a tight budget runs and keeps the
  *     cache within B + W. */
 #include "test.h"
+#include "test_util.h"
 
-#include <cjson/cJSON.h>
-
-#include "harness/policy_glue.h"
-#include "kernels/backend.h"
-#include "model/generate.h"
 #include "policies/evict_rng.h"
-#include "policies/registry.h"
 #include "policies/vase.h"
 
 #define CASES FIXTURE("vase/vase_cases.json")
@@ -27,30 +22,7 @@
 
 static struct backend *be;
 
-static cJSON *read_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    cJSON *j = NULL;
-    if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
-        s[n] = '\0';
-        j = cJSON_Parse(s);
-    }
-    free(s);
-    fclose(f);
-    return j;
-}
-
 static cJSON *cases;
-
-static int jint(const cJSON *o, const char *k)
-{
-    return cJSON_GetObjectItem(o, k)->valueint;
-}
 
 /* ---- RNG ---- */
 
@@ -78,8 +50,8 @@ static void test_streams_match_reference(void)
     int n = 0;
     cJSON_ArrayForEach(s, cJSON_GetObjectItem(cases, "philox")) {
         struct evict_rng r;
-        evict_rng_init(&r, (uint64_t)cJSON_GetObjectItem(s, "seed")->valuedouble, jint(s, "seq"),
-                       jint(s, "layer"), jint(s, "eviction"), jint(s, "stream"));
+        evict_rng_init(&r, (uint64_t)cJSON_GetObjectItem(s, "seed")->valuedouble, json_int(s, "seq"),
+                       json_int(s, "layer"), json_int(s, "eviction"), json_int(s, "stream"));
         const cJSON *u;
         cJSON_ArrayForEach(u, cJSON_GetObjectItem(s, "uniform")) {
             double got = evict_rng_uniform(&r);
@@ -111,7 +83,7 @@ static void test_sample_matches_reference(void)
     const cJSON *c;
     int n_cases = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(cases, "sample")) {
-        int n, k = jint(c, "k"), nn;
+        int n, k = json_int(c, "k"), nn;
         double *w = jdoubles(cJSON_GetObjectItem(c, "w"), &n);
         double *g = jdoubles(cJSON_GetObjectItem(c, "g"), &nn);
         double *fb = jdoubles(cJSON_GetObjectItem(c, "fallback"), &nn);
@@ -204,11 +176,11 @@ static void fake_free(struct fake *f)
 
 static void fake_init(struct fake *f, const cJSON *cfg, int cap)
 {
-    f->L = jint(cfg, "n_layer");
-    f->H = jint(cfg, "n_head");
-    f->HKV = jint(cfg, "n_kv");
-    f->D = jint(cfg, "head_dim");
-    f->W = jint(cfg, "window");
+    f->L = json_int(cfg, "n_layer");
+    f->H = json_int(cfg, "n_head");
+    f->HKV = json_int(cfg, "n_kv");
+    f->D = json_int(cfg, "head_dim");
+    f->W = json_int(cfg, "window");
     f->cap = cap;
     f->k = calloc((size_t)f->L, sizeof *f->k);
     f->v = calloc((size_t)f->L, sizeof *f->v);
@@ -236,7 +208,7 @@ static void fake_upload(struct fake *f)
 /* Append step s of the fixture (n tokens at positions next..) and set the queries. */
 static void fake_append(struct fake *f, const cJSON *step, int next)
 {
-    int n = jint(step, "n"), cnt;
+    int n = json_int(step, "n"), cnt;
     double *k = jdoubles(cJSON_GetObjectItem(step, "k"), &cnt);
     double *v = jdoubles(cJSON_GetObjectItem(step, "v"), &cnt);
     double *q = jdoubles(cJSON_GetObjectItem(step, "q"), &cnt);
@@ -321,8 +293,8 @@ static void check_scenario(const char *spec, const char *mode)
         fake_free(&f);
         return;
     }
-    int seq = jint(cfg, "seq"), budget = jint(cfg, "budget");
-    struct seq_view sv = {.n_prompt = jint(cJSON_GetArrayItem(steps, 0), "n"), .capacity = f.cap};
+    int seq = json_int(cfg, "seq"), budget = json_int(cfg, "budget");
+    struct seq_view sv = {.n_prompt = json_int(cJSON_GetArrayItem(steps, 0), "n"), .capacity = f.cap};
     CHECK(p->ops->begin_sequence(p->self, seq, &sv, &e) == 0);
     struct keep_set ks = {f.L, f.HKV, f.cap, calloc((size_t)f.L * f.HKV, sizeof(int)),
                           calloc((size_t)f.L * f.HKV * f.cap, sizeof(int))};
@@ -330,7 +302,7 @@ static void check_scenario(const char *spec, const char *mode)
     for (int ev = 0; ev < 2; ev++) {
         const cJSON *step = cJSON_GetArrayItem(steps, ev);
         fake_append(&f, step, next);
-        next += jint(step, "n");
+        next += json_int(step, "n");
         struct cache_view cv = fake_view(&f, next, 0);
         int rc = p->ops->select(p->self, seq, &cv, budget, &ks, &e);
         CHECK_MSG(rc == 0, "%s", e.msg);
@@ -430,58 +402,11 @@ static void test_trigger(void)
 
 /* ---- end to end through generate() ---- */
 
-static struct model *open_model(const char *path)
-{
-    struct model_file *mf;
-    struct model *m = NULL;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) return NULL;
-    if (model_load(mf, be, &m, &e)) m = NULL;
-    model_file_close(mf);
-    return m;
-}
-
-/* Greedy generation of the prompts, with policy spec at budget (NULL: none). */
-static int run_policy(const struct model *m, const char *spec, int budget, const int *prompt,
-                      int n_prompt, int max_new, struct gen_result *res, int *max_slots,
-                      long *compressions)
-{
-    struct eb_err e;
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
-    struct gen_hooks hooks;
-    struct gen_options opt = {.max_live = 2, .ignore_eos = 1};
-    struct gen_request req[2];
-    for (int i = 0; i < 2; i++)
-        req[i] = (struct gen_request){prompt, n_prompt - i, max_new, sampler_params_greedy()};
-    if (spec) {
-        struct policy_model pm = policy_model_of(m);
-        if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) {
-            fprintf(stderr, "  %s\n", e.msg);
-            policy_free(p);
-            return -1;
-        }
-        policy_glue_hooks(g, NULL, &hooks);
-        opt.hooks = &hooks;
-    }
-    int rc = generate(m, req, 2, &opt, res, NULL, &e);
-    if (rc) fprintf(stderr, "  %s: %s\n", spec ? spec : "fullkv", e.msg);
-    if (g) {
-        struct policy_glue_stats st;
-        policy_glue_stats(g, &st);
-        if (max_slots) *max_slots = st.max_slots;
-        if (compressions) *compressions = st.compressions;
-    }
-    policy_glue_free(g);
-    policy_free(p);
-    return rc;
-}
-
 static const char *SPECS[] = {"vase-attnv", "vase-dkv", "curdkv", "vase-range-attn"};
 
 static void check_model_equivalence(const char *path, int n_prompt, int max_new, int tight_budget)
 {
-    struct model *m = open_model(path);
+    struct model *m = open_model_on(be, path);
     if (!m) { CHECK_MSG(0, "cannot load %s", path); return; }
     int prompt[64];
     for (int i = 0; i < n_prompt; i++) prompt[i] = 1 + (i * 37) % (m->cfg.n_vocab - 1);
@@ -496,9 +421,8 @@ static void check_model_equivalence(const char *path, int n_prompt, int max_new,
         struct gen_result r[2];
         if (run_policy(m, SPECS[s], big, prompt, n_prompt, max_new, r, NULL, NULL)) { CHECK(0); continue; }
         for (int i = 0; i < 2; i++) {
-            int same = r[i].n_tokens == full[i].n_tokens;
-            for (int t = 0; same && t < r[i].n_tokens; t++) same = r[i].tokens[t] == full[i].tokens[t];
-            CHECK_MSG(same, "%s on %s: output differs from FullKV with budget %d", SPECS[s], path, big);
+            CHECK_MSG(same_ints(r[i].tokens, r[i].n_tokens, full[i].tokens, full[i].n_tokens),
+                      "%s on %s: output differs from FullKV with budget %d", SPECS[s], path, big);
         }
         gen_results_free(r, 2);
         /* A tight budget evicts, completes and stays within B + W slots. */
@@ -530,18 +454,14 @@ static void test_budget_above_length_is_fullkv_tiny(void)
     for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/fixtures/models/%s/model.gguf", TINY[i]);
-        FILE *f = fopen(path, "rb");
-        if (!f) SKIP("no %s", path);
-        fclose(f);
+        if (!file_exists(path)) SKIP("no %s", path);
         check_model_equivalence(path, 20, 40, 16);
     }
 }
 
 static void test_budget_above_length_is_fullkv_smollm2(void)
 {
-    FILE *f = fopen(SMOL_PATH, "rb");
-    if (!f) SKIP("no %s", SMOL_PATH);
-    fclose(f);
+    if (!file_exists(SMOL_PATH)) SKIP("no %s", SMOL_PATH);
     check_model_equivalence(SMOL_PATH, 12, 12, 0);
 }
 

@@ -5,7 +5,8 @@
  * (running max) form: one pass over the visible slots accumulates the output
  * straight into its row, so the kernel needs no scratch memory whatever the
  * cache length, and the output is the same whether probabilities are asked
- * for or not (they are written afterwards from the final max and sum). */
+ * for or not (they are written afterwards from the final max and sum).
+ * Slots flagged in the optional slot mask are skipped as if absent. */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <math.h>
@@ -39,10 +40,12 @@ static void attend_one(const struct attn_args *a, int h, int i)
     const float *k = a->k_cache + (size_t)g * a->cap * hd;
     const float *v = a->v_cache + (size_t)g * a->cap * hd;
     float *p = a->probs ? a->probs + ((size_t)h * a->n_new + i) * a->cap : NULL;
+    const unsigned char *mask = a->slot_mask ? a->slot_mask + (size_t)g * a->cap : NULL;
 
     float max = -INFINITY, sum = 0.0f;
     memset(o, 0, (size_t)hd * sizeof(float));
     for (int j = 0; j < n_vis; j++) {
+        if (mask && mask[j]) continue; /* a masked slot takes no part in the softmax */
         const float *kj = k + (size_t)j * hd, *vj = v + (size_t)j * hd;
         float s = dot(q, kj, hd) * a->scale;
         if (p) p[j] = s;
@@ -61,7 +64,8 @@ static void attend_one(const struct attn_args *a, int h, int i)
     if (n_vis > 0 && sum > 0.0f)
         for (int d = 0; d < hd; d++) o[d] /= sum;
     if (p) {
-        for (int j = 0; j < n_vis; j++) p[j] = expf(p[j] - max) / sum;
+        for (int j = 0; j < n_vis; j++)
+            p[j] = (mask && mask[j]) || sum <= 0.0f ? 0.0f : expf(p[j] - max) / sum;
         for (int j = n_vis; j < a->cap; j++) p[j] = 0.0f;
     }
 }

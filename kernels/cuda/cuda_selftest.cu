@@ -6,7 +6,11 @@
  * Prints one line per op and "cuda_selftest: N passed, N failed"; exits
  * non-zero on any failure or when no device is usable.  Tolerance: max
  * |gpu - cpu| <= 1e-4 * (1 + |cpu|) (cuBLAS and the kernels sum in other
- * orders than OpenBLAS and the CPU loops); embed/gather exact. */
+ * orders than OpenBLAS and the CPU loops); embed/gather exact.  Scoring
+ * primitives: window scores |gpu - cpu| <= 1e-7 + 2e-4 |cpu|, key redundancy
+ * 1e-7 + 1e-4 |cpu| (both are small probabilities, so relative); pool1d max
+ * and row_range exact, pool1d avg 1e-6 * (1 + |cpu|); bad arguments must give
+ * -1 on both backends and leave no CUDA error. */
 #include "kernels/cuda/backend_cuda.h"
 
 #include <math.h>
@@ -175,6 +179,158 @@ static void test_attention(int n_head, int n_kv, int hd, int n_new, int cap,
     drop(q), drop(k), drop(v), drop(out), drop(p);
 }
 
+/* Relative check for scores (probabilities are small, so the scaled diff of
+ * compare() would be loose): |gpu - cpu| <= atol + rtol * |cpu| everywhere. */
+static void compare_rel(const char *what, pair p, double atol, double rtol)
+{
+    std::vector<float> a(p.n), b(p.n);
+    cpu->download(cpu, a.data(), p.c, p.n);
+    gpu->download(gpu, b.data(), p.g, p.n);
+    const char *err = backend_cuda_error(gpu);
+    double worst = 0; /* in units of the allowed error */
+    size_t bad = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (atol + rtol * fabs(a[i]));
+        if (!(d <= 1.0)) bad++;
+        if (d > worst || d != d) worst = d;
+    }
+    bool ok = !err && bad == 0;
+    printf("  %-4s %-28s max diff %.3g of allowed%s%s\n", ok ? "ok" : "FAIL", what, worst,
+           err ? "  " : "", err ? err : "");
+    ok ? n_passed++ : n_failed++;
+}
+
+/* Both backends must give the same status; a failure here is counted. */
+static bool same_rc(const char *what, int rc_cpu, int rc_gpu, int want)
+{
+    if (rc_cpu == want && rc_gpu == want) return true;
+    printf("  FAIL %-28s returned cpu %d, cuda %d (want %d)\n", what, rc_cpu, rc_gpu, want);
+    n_failed++;
+    return false;
+}
+
+/* Random pads: about one key in `every`, never all of them. */
+static std::vector<unsigned char> random_pad(int len, int every)
+{
+    std::vector<unsigned char> pad(len, 0);
+    for (int j = 0; j < len; j++) pad[j] = (rnd() + 1) * every < 2 ? 1 : 0;
+    pad[len - 1] = 0;
+    return pad;
+}
+
+static void test_window_scores(int n_head, int n_kv, int kv_head, int hd, int n_q, int len,
+                               int n_cand, int softmax_all, enum score_gqa gqa, bool with_pad)
+{
+    pair q = make(random_vec((size_t)n_q * n_head * hd, 2)), k = make(random_vec((size_t)len * hd, 1));
+    pair out = make(std::vector<float>(n_cand, 7.0f));
+    std::vector<unsigned char> pad = random_pad(len, 5);
+    struct window_score_args a = {};
+    a.n_head = n_head, a.n_kv = n_kv, a.kv_head = kv_head, a.head_dim = hd, a.n_q = n_q;
+    a.len = len, a.n_cand = n_cand, a.softmax_all = softmax_all, a.gqa = gqa;
+    a.pad = with_pad ? pad.data() : NULL, a.scale = 1.0f / sqrtf((float)hd);
+    a.out = out.c, a.q = q.c, a.k = k.c;
+    int rc_c = cpu->window_scores(cpu, &a);
+    a.out = out.g, a.q = q.g, a.k = k.g;
+    int rc_g = gpu->window_scores(gpu, &a);
+    char what[96];
+    snprintf(what, sizeof what, "window %d:%d h%d hd%d q%d len%d c%d%s%s%s", n_head, n_kv, kv_head,
+             hd, n_q, len, n_cand, softmax_all ? " all" : "", gqa == SCORE_GQA_MEAN ? " mean" : " max",
+             with_pad ? " pad" : "");
+    if (same_rc(what, rc_c, rc_g, 0)) compare_rel(what, out, 1e-7, 2e-4);
+    drop(q), drop(k), drop(out);
+}
+
+static void test_pool1d(int n, int kernel, enum score_pool mode)
+{
+    pair in = make(random_vec(n, 3)), out = make(std::vector<float>(n, 7.0f));
+    int rc_c = cpu->pool1d(cpu, out.c, in.c, n, kernel, mode);
+    int rc_g = gpu->pool1d(gpu, out.g, in.g, n, kernel, mode);
+    char what[64];
+    snprintf(what, sizeof what, "pool1d %s n%d k%d", mode == SCORE_POOL_MAX ? "max" : "avg", n,
+             kernel);
+    /* max is exact; avg sums a handful of floats in double on both sides */
+    if (same_rc(what, rc_c, rc_g, 0)) compare(what, out, mode == SCORE_POOL_MAX ? 0 : 1e-6);
+    drop(in), drop(out);
+}
+
+/* Keys with near-duplicates of earlier keys (cosine ~0.99), so the threshold
+ * search finds matches at every distance, and plain random keys that match
+ * nothing (cosine ~N(0, 1/hd)), which exercise the no-match quirk. */
+static void test_key_redundancy(int len, int hd, int quirk, bool with_pad)
+{
+    std::vector<float> h = random_vec((size_t)len * hd, 1);
+    for (int j = 1; j < len; j++) {
+        if (rnd() < 0.2f) continue; /* ~40% of the keys repeat an earlier one */
+        int i = (int)((rnd() + 1) * 0.5f * j) % j;
+        float s = 0.5f + (rnd() + 1);
+        for (int d = 0; d < hd; d++)
+            h[(size_t)j * hd + d] = s * h[(size_t)i * hd + d] + 0.05f * rnd();
+    }
+    pair k = make(h), out = make(std::vector<float>(len, 7.0f));
+    std::vector<unsigned char> pad = random_pad(len, 7);
+    struct redundancy_args a = {};
+    a.len = len, a.head_dim = hd, a.threshold = 0.5f, a.no_match_zero_col0 = quirk;
+    a.pad = with_pad ? pad.data() : NULL;
+    a.out = out.c, a.k = k.c;
+    int rc_c = cpu->key_redundancy(cpu, &a);
+    a.out = out.g, a.k = k.g;
+    int rc_g = gpu->key_redundancy(gpu, &a);
+    char what[64];
+    snprintf(what, sizeof what, "redundancy len%d hd%d%s%s", len, hd, quirk ? " quirk" : "",
+             with_pad ? " pad" : "");
+    if (same_rc(what, rc_c, rc_g, 0)) compare_rel(what, out, 1e-7, 1e-4);
+    drop(k), drop(out);
+}
+
+static void test_row_range(int n, int dim)
+{
+    pair x = make(random_vec((size_t)n * dim, 4)), out = make(std::vector<float>(n, 7.0f));
+    int rc_c = cpu->row_range(cpu, out.c, x.c, n, dim);
+    int rc_g = gpu->row_range(gpu, out.g, x.g, n, dim);
+    char what[64];
+    snprintf(what, sizeof what, "row_range %dx%d", n, dim);
+    if (same_rc(what, rc_c, rc_g, 0)) compare(what, out, 0); /* max - min is exact */
+    drop(x), drop(out);
+}
+
+/* Arguments the CPU backend refuses are refused on the GPU too, and leave
+ * no sticky error behind. */
+static void test_score_bad_args(void)
+{
+    pair x = make(random_vec(64, 1)), y = make_empty(64);
+    struct window_score_args w = {};
+    w.n_head = 4, w.n_kv = 2, w.kv_head = 0, w.head_dim = 8, w.n_q = 1, w.len = 8;
+    w.n_cand = 9, w.scale = 1; /* n_cand > len */
+    w.out = y.c, w.q = x.c, w.k = x.c;
+    int c1 = cpu->window_scores(cpu, &w);
+    w.out = y.g, w.q = x.g, w.k = x.g;
+    int g1 = gpu->window_scores(gpu, &w);
+    struct redundancy_args r = {};
+    r.len = 0, r.head_dim = 8, r.threshold = 0.5f, r.out = y.g, r.k = x.g;
+    int g2 = gpu->key_redundancy(gpu, &r);
+    r.out = y.c, r.k = x.c;
+    int c2 = cpu->key_redundancy(cpu, &r);
+    bool ok = same_rc("window bad n_cand", c1, g1, -1) &
+              same_rc("redundancy len 0", c2, g2, -1) &
+              same_rc("pool1d even kernel", cpu->pool1d(cpu, y.c, x.c, 64, 4, SCORE_POOL_MAX),
+                      gpu->pool1d(gpu, y.g, x.g, 64, 4, SCORE_POOL_MAX), -1) &
+              same_rc("pool1d in place", cpu->pool1d(cpu, x.c, x.c, 64, 3, SCORE_POOL_AVG),
+                      gpu->pool1d(gpu, x.g, x.g, 64, 3, SCORE_POOL_AVG), -1) &
+              same_rc("row_range dim 0", cpu->row_range(cpu, y.c, x.c, 8, 0),
+                      gpu->row_range(gpu, y.g, x.g, 8, 0), -1) &
+              same_rc("row_range n 0", cpu->row_range(cpu, y.c, x.c, 0, 8),
+                      gpu->row_range(gpu, y.g, x.g, 0, 8), 0);
+    const char *err = backend_cuda_error(gpu);
+    if (ok && !err) {
+        printf("  ok   %-28s\n", "scoring bad arguments");
+        n_passed++;
+    } else if (err) {
+        printf("  FAIL %-28s %s\n", "scoring bad arguments", err);
+        n_failed++;
+    }
+    drop(x), drop(y);
+}
+
 int main(int argc, char **argv)
 {
     int device = argc > 1 ? atoi(argv[1]) : 0;
@@ -204,6 +360,34 @@ int main(int argc, char **argv)
     test_attention(4, 2, 32, 7, 40, {20, 7}, true);
     test_attention(4, 2, 128, 33, 64, {50, 40}, false);
     test_attention(14, 2, 64, 512, 600, {512, 530}, false);
+    /* scoring primitives: GQA 1:1, 3:1 and 7:1; lengths off the 256-thread blocks */
+    test_window_scores(4, 4, 2, 64, 8, 300, 292, 0, SCORE_GQA_MAX, false);
+    test_window_scores(4, 4, 3, 64, 8, 300, 292, 1, SCORE_GQA_MEAN, true);
+    test_window_scores(9, 3, 1, 64, 32, 1000, 968, 1, SCORE_GQA_MAX, true);
+    test_window_scores(9, 3, 2, 64, 32, 1000, 968, 0, SCORE_GQA_MEAN, false);
+    test_window_scores(12, 4, 0, 128, 1, 257, 256, 1, SCORE_GQA_MAX, false);
+    test_window_scores(2, 2, 0, 80, 3, 3, 1, 1, SCORE_GQA_MEAN, true);
+    test_window_scores(3, 1, 0, 64, 10, 5, 5, 1, SCORE_GQA_MAX, false); /* rows that see nothing */
+    test_window_scores(14, 2, 1, 64, 128, 4099, 3971, 1, SCORE_GQA_MAX, true);
+    test_pool1d(1, 1, SCORE_POOL_MAX);
+    test_pool1d(1, 7, SCORE_POOL_AVG);
+    test_pool1d(7, 3, SCORE_POOL_MAX);
+    test_pool1d(300, 7, SCORE_POOL_AVG);
+    test_pool1d(1001, 31, SCORE_POOL_MAX);
+    test_pool1d(1001, 31, SCORE_POOL_AVG);
+    test_pool1d(257, 513, SCORE_POOL_AVG);
+    test_key_redundancy(1, 64, 1, false);
+    test_key_redundancy(2, 64, 1, false);
+    test_key_redundancy(300, 64, 1, true);
+    test_key_redundancy(300, 64, 0, false);
+    test_key_redundancy(1000, 128, 1, false);
+    test_key_redundancy(1000, 128, 0, true);
+    test_key_redundancy(2049, 64, 1, true);
+    test_row_range(1, 1);
+    test_row_range(5, 64);
+    test_row_range(1000, 128);
+    test_row_range(333, 129);
+    test_score_bad_args();
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);
     gpu->destroy(gpu);
     cpu->destroy(cpu);

@@ -45,4 +45,15 @@ if [ $? -ne 0 ] || ! grep -q "policy rkv:lambda=0.1.*budget 16: 1 compressions" 
 else
     echo "ok   stats: $(grep compressions "$TMP/err")"
 fi
+
+# Sentence statistics: skipkv-sent prints its trace line; a missing vector fails.
+"$BIN" generate --model smollm2-135m --prompt "Say two short sentences." --max-new 16 \
+    --policy skipkv-sent --budget 16 --stats >"$TMP/out" 2>"$TMP/err"
+if [ $? -ne 0 ] || ! grep -q "^trace: [0-9]* sentences, N_o [0-9]*.*redundant pairs of [0-9]* compared.*PSS mean" "$TMP/err"; then
+    echo "FAIL trace stats:"; cat "$TMP/err"; fail=1
+else
+    echo "ok   trace stats: $(grep '^trace:' "$TMP/err")"
+fi
+expect_error "missing vector" "nope.bin" generate --model smollm2-135m --prompt hi --policy seal \
+    --steer-vector "$TMP/nope.bin"
 exit $fail

@@ -1,0 +1,128 @@
+/* test_util.h - helpers shared by the test programs that read JSON fixtures
+ * and run the tiny models: whole-file JSON, JSON numbers, model loading,
+ * token comparison and a two-request greedy run under a policy.
+ *
+ * Each tests/test_*.c is built alone against the library, so these are
+ * static inline: a test that uses only some of them still builds under
+ * -Werror.  Include after test.h. */
+#ifndef EB_TEST_UTIL_H
+#define EB_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "harness/policy_glue.h"
+#include "kernels/backend.h"
+#include "model/generate.h"
+#include "policies/registry.h"
+
+/* The whole file parsed as JSON; NULL when it is missing or not JSON. */
+static inline cJSON *read_json(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    cJSON *j = NULL;
+    if (s && fread(s, 1, (size_t)n, f) == (size_t)n) {
+        s[n] = '\0';
+        j = cJSON_Parse(s);
+    }
+    free(s);
+    fclose(f);
+    return j;
+}
+
+/* Integer member k of object o (the fixtures always have it). */
+static inline int json_int(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItem(o, k)->valueint;
+}
+
+/* A JSON array of integers as a malloc'd array of *n ints (never NULL on
+ * an empty or absent array: one slot is allocated, *n = 0). */
+static inline int *json_ints(const cJSON *arr, int *n)
+{
+    *n = cJSON_GetArraySize(arr);
+    int *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
+    for (int i = 0; i < *n; i++) v[i] = cJSON_GetArrayItem(arr, i)->valueint;
+    return v;
+}
+
+static inline int file_exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+/* A model file (GGUF, or a safetensors directory) loaded onto be; NULL,
+ * with the reason on stderr, when it cannot be opened or loaded. */
+static inline struct model *open_model_on(struct backend *be, const char *path)
+{
+    struct model_file *mf;
+    struct model *m = NULL;
+    struct eb_err e;
+    if (model_file_open(path, &mf, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return NULL;
+    }
+    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
+    model_file_close(mf);
+    return m;
+}
+
+static inline int same_ints(const int *a, int na, const int *b, int nb)
+{
+    if (na != nb) return 0;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return 0;
+    return 1;
+}
+
+/* Greedy generation, in one batch, of the prompt and the prompt less its
+ * last token, max_new tokens each (EOS ignored), with policy spec at budget
+ * (spec NULL: none, FullKV).  Fills res[0..1]; the glue's max_slots and
+ * compressions when asked (non-NULL).  0, or -1 with the reason on stderr. */
+static inline int run_policy(const struct model *m, const char *spec, int budget,
+                             const int *prompt, int n_prompt, int max_new,
+                             struct gen_result *res, int *max_slots, long *compressions)
+{
+    struct eb_err e;
+    struct policy *p = NULL;
+    struct policy_glue *g = NULL;
+    struct gen_hooks hooks;
+    struct gen_options opt = {.max_live = 2, .ignore_eos = 1};
+    struct gen_request req[2];
+    for (int i = 0; i < 2; i++)
+        req[i] = (struct gen_request){.prompt = prompt, .n_prompt = n_prompt - i,
+                                      .max_new = max_new, .sampling = sampler_params_greedy()};
+    if (spec) {
+        struct policy_model pm = policy_model_of(m);
+        if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) {
+            fprintf(stderr, "  %s\n", e.msg);
+            policy_free(p);
+            return -1;
+        }
+        policy_glue_hooks(g, NULL, &hooks);
+        opt.hooks = &hooks;
+    }
+    int rc = generate(m, req, 2, &opt, res, NULL, &e);
+    if (rc) fprintf(stderr, "  %s: %s\n", spec ? spec : "fullkv", e.msg);
+    if (g) {
+        struct policy_glue_stats st;
+        policy_glue_stats(g, &st);
+        if (max_slots) *max_slots = st.max_slots;
+        if (compressions) *compressions = st.compressions;
+    }
+    policy_glue_free(g);
+    policy_free(p);
+    return rc;
+}
+
+#endif
