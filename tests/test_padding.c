@@ -4,6 +4,7 @@
  * counting against a policy's budget (R-KV with pad_policy=keep keeps them,
  * with evict-first evicts them first). */
 #include "test.h"
+#include "test_util.h"
 
 #include "harness/policy_glue.h"
 #include "kernels/backend.h"
@@ -16,20 +17,6 @@ static struct backend *be;
 static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
                              "tiny-qwen3"};
 #define SMOL_PATH "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-
-static struct model *load(const char *path)
-{
-    struct model_file *mf;
-    struct model *m = NULL;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) {
-        fprintf(stderr, "  %s\n", e.msg);
-        return NULL;
-    }
-    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
-    model_file_close(mf);
-    return m;
-}
 
 /* Deterministic pseudo-random prompt of ids in [3, vocab). */
 static void fill_prompt(int *ids, int n, int vocab, unsigned salt)
@@ -167,7 +154,7 @@ static void test_padded_generation_tiny(void)
     for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "tests/fixtures/models/%s/model.gguf", TINY[i]);
-        struct model *m = load(path);
+        struct model *m = open_model_on(be, path);
         CHECK_MSG(m != NULL, "cannot load %s", path);
         if (!m) continue;
         check_padded_equals_unpadded(m, TINY[i], 24, 512, 4);
@@ -184,7 +171,7 @@ static void test_padded_generation_smollm2(void)
         return;
     }
     fclose(f);
-    struct model *m = load(SMOL_PATH);
+    struct model *m = open_model_on(be, SMOL_PATH);
     CHECK(m != NULL);
     if (!m) return;
     check_padded_equals_unpadded(m, "smollm2", 12, 512, 6);
@@ -193,7 +180,7 @@ static void test_padded_generation_smollm2(void)
 
 static void test_bad_pads(void)
 {
-    struct model *m = load("tests/fixtures/models/tiny-llama/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama/model.gguf");
     CHECK(m != NULL);
     if (!m) return;
     int ids[4] = {5, 6, 7, 8}, n_pad[1] = {4};
@@ -241,7 +228,7 @@ static int watch_step(void *ctx, int seq, int token, struct kvcache *c, struct e
 }
 
 /* One sequence of n_real tokens behind n_pad pads under spec at budget. */
-static int run_policy(struct model *m, const char *spec, int budget, int n_real, int n_pad,
+static int run_padded_policy(struct model *m, const char *spec, int budget, int n_real, int n_pad,
                       struct pad_watch *w, struct policy_glue_stats *gst)
 {
     int ids[128];
@@ -276,7 +263,7 @@ out:
 
 static void test_pads_count_against_budget(void)
 {
-    struct model *m = load("tests/fixtures/models/tiny-qwen2/model.gguf");
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen2/model.gguf");
     CHECK(m != NULL);
     if (!m) return;
     enum { B = 24, REAL = 40, PADS = 12 };
@@ -285,22 +272,22 @@ static void test_pads_count_against_budget(void)
     struct policy_glue_stats gst;
 
     /* keep: every pad stays, so only B - PADS slots hold real tokens */
-    CHECK(run_policy(m, "rkv:pad_policy=keep", B, REAL, PADS, &w, &gst) == 0);
+    CHECK(run_padded_policy(m, "rkv:pad_policy=keep", B, REAL, PADS, &w, &gst) == 0);
     CHECK(gst.compressions >= 1);
     CHECK_MSG(w.min_len == B && w.max_len == B, "slots %d..%d after prefill", w.min_len, w.max_len);
     CHECK_MSG(w.min_pads == PADS && w.max_pads == PADS, "pads kept %d..%d", w.min_pads, w.max_pads);
     CHECK(w.bytes == (size_t)B * tb);
 
     /* evict-first: the pads go before any real token */
-    CHECK(run_policy(m, "rkv:pad_policy=evict-first", B, REAL, PADS, &w, &gst) == 0);
+    CHECK(run_padded_policy(m, "rkv:pad_policy=evict-first", B, REAL, PADS, &w, &gst) == 0);
     CHECK_MSG(w.min_len == B && w.max_len == B, "slots %d..%d after prefill", w.min_len, w.max_len);
     CHECK_MSG(w.max_pads == 0, "pads left %d", w.max_pads);
 
     /* a prompt below the budget is compressed at prefill once its pads push
      * the cache to the budget; unpadded it is not */
-    CHECK(run_policy(m, "rkv:pad_policy=keep", B, 18, 0, &w, &gst) == 0);
+    CHECK(run_padded_policy(m, "rkv:pad_policy=keep", B, 18, 0, &w, &gst) == 0);
     CHECK(gst.compressions == 0 && w.max_len == 18);
-    CHECK(run_policy(m, "rkv:pad_policy=keep", B, 18, 8, &w, &gst) == 0);
+    CHECK(run_padded_policy(m, "rkv:pad_policy=keep", B, 18, 8, &w, &gst) == 0);
     CHECK(gst.compressions == 1 && w.max_len == B && w.min_pads == 8);
     model_free(m);
 }
