@@ -52,12 +52,13 @@ int steer_vector_save(const char *path, const struct steer_vector *sv, struct eb
     if (sv->dim < 1 || !sv->v) return eb_fail(e, "%s: empty steering vector", path);
     FILE *f = fopen(path, "wb");
     if (!f) return eb_fail(e, "%s: %s", path, strerror(errno));
-    char model[128], ident[256], data[64], kw[32], think[16], created[32];
+    char model[128], ident[256], data[64], kw[32], think[16], decoding[96], created[32];
     one_line(model, sizeof model, sv->model);
     one_line(ident, sizeof ident, sv->model_identity);
     one_line(data, sizeof data, sv->dataset);
     one_line(kw, sizeof kw, sv->keywords);
     one_line(think, sizeof think, sv->think);
+    one_line(decoding, sizeof decoding, sv->decoding[0] ? sv->decoding : "greedy");
     one_line(created, sizeof created, sv->created);
     fprintf(f, "%s %d\n", STEER_MAGIC, STEER_VERSION);
     fprintf(f, "model: %s\nmodel_identity: %s\nmodel_hash: %016" PRIx64 "\n", model, ident,
@@ -66,8 +67,8 @@ int steer_vector_save(const char *path, const struct steer_vector *sv, struct eb
     fprintf(f, "n_reflection: %d\nn_transition: %d\nn_execution: %d\n", sv->n_reflection,
             sv->n_transition, sv->n_execution);
     fprintf(f, "n_correct: %d\nn_incorrect: %d\n", sv->n_correct, sv->n_incorrect);
-    fprintf(f, "dataset: %s\nmax_new: %d\nkeywords: %s\nthink: %s\ncreated: %s\n\n", data,
-            sv->max_new, kw, think, created);
+    fprintf(f, "dataset: %s\nmax_new: %d\nkeywords: %s\nthink: %s\ndecoding: %s\ncreated: %s\n\n",
+            data, sv->max_new, kw, think, decoding, created);
     for (int i = 0; i < sv->dim; i++) {
         uint32_t bits;
         memcpy(&bits, &sv->v[i], sizeof bits);
@@ -125,6 +126,7 @@ static int read_header(FILE *f, const char *path, struct steer_vector *sv, struc
         else if (!strcmp(k, "keywords")) one_line(sv->keywords, sizeof sv->keywords, v);
         else if (!strcmp(k, "think")) one_line(sv->think, sizeof sv->think, v);
         else if (!strcmp(k, "created")) one_line(sv->created, sizeof sv->created, v);
+        else if (!strcmp(k, "decoding")) one_line(sv->decoding, sizeof sv->decoding, v);
         else if (!strcmp(k, "model_hash")) {
             char *end;
             errno = 0;

@@ -14,7 +14,8 @@
  *     dim             hidden size = number of floats that follow
  *     n_reflection n_transition n_execution   steps pooled per class
  *     n_correct n_incorrect                    responses used
- *     dataset max_new keywords think created   how it was made (free text)
+ *     dataset max_new keywords think decoding created   how it was made (free
+ *                     text; decoding: "greedy" or the sampling parameters)
  *   \n                                     an empty line ends the header
  *   dim float32, little-endian             V = mean(reflection U transition)
  *                                          - mean(execution)
@@ -46,6 +47,7 @@ struct steer_vector {
     char dataset[64];
     char keywords[32];
     char think[16];
+    char decoding[96];
     char created[32];
     float *v;                 /* [dim], malloc'd */
 };
