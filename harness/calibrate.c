@@ -287,7 +287,7 @@ int cmd_calibrate(int argc, char **argv)
     struct cal_cli a;
     if (parse_args(argc, argv, &a)) return 2;
 
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     char chat_default[32];
     const char *chat = a.chat;
     if (!chat) chat = model_registry_chat(a.model, chat_default, sizeof chat_default) == 0 ? chat_default : "raw";

@@ -69,7 +69,7 @@ static void print_points(const struct sweep *s)
 /* Validate, expand and run a parsed config. */
 static int run_config(struct exp_config *cfg, const struct common *c)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct sweep sw;
     struct store *st = NULL;
     struct runner *r = NULL;
@@ -168,7 +168,7 @@ int cmd_exp(int argc, char **argv)
     }
     if (!config) return cli_error("exp: missing CONFIG (a .json file or a name in experiments/)"), 2;
     struct exp_config cfg;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
     int rc = run_config(&cfg, &c);
     exp_config_free(&cfg);
@@ -297,7 +297,7 @@ int cmd_run(int argc, char **argv)
     char *text = cJSON_PrintUnformatted(cfg);
     if (!text) { rc = cli_error("run: out of memory"); goto done; }
     struct exp_config ec;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (exp_config_parse(text, strlen(text), "run", &ec, &e)) {
         free(text);
         rc = cli_error(e.msg);

@@ -46,7 +46,7 @@ static void print_plots_help(void)
 
 static int open_db(const char *db, struct store **s)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open_readonly(db, s, &e) != 0)
         return cli_errorf("%s (run an experiment first, e.g. make exp)", e.msg);
     return 0;
@@ -67,7 +67,7 @@ int cmd_plots(int argc, char **argv)
         else return cli_errorf("plots: unknown argument '%s' (see evictbench plots --help)", argv[i]);
         if (!(*opt = cli_value(argc, argv, &i))) return 2;
     }
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int render = !data_only, missing_gnuplot = 0;
     if (render && plots_gnuplot_check(gnuplot, &e) != 0) {
         render = 0;
@@ -121,7 +121,7 @@ int cmd_tables(int argc, char **argv)
     if (open_db(db, &s)) return 1;
     struct counts n = {0, 0, 0};
     struct tables_options o = {out, print_tables_event, &n};
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = tables_make(s, &o, &e);
     store_close(s);
     if (rc) return cli_errorf("tables: %s", e.msg);

@@ -241,7 +241,7 @@ static int parse_datasets(struct ctx *c, const cJSON *v, struct exp_config *cfg)
             return bad(c, p, "expected a dataset name or an object {name, limit, offset, fallback}");
         }
         child(q, sizeof q, p, "name");
-        struct eb_err de = {{0}};
+        struct eb_err de = {0};
         if (!dataset_find(d->name, &de)) return bad(c, cJSON_IsObject(x) ? q : p, de.msg);
         if (!strncmp(d->name, "synthetic", 9)) {
             int sn;
@@ -608,7 +608,7 @@ int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
 {
     for (int i = 0; i < c->n_models; i++) {
         char path[1024];
-        struct eb_err me = {{0}};
+        struct eb_err me = {0};
         if (model_resolve(c->models[i], path, sizeof path, &me))
             return eb_fail(e, "%s: $.models[%d]: model \"%.100s\" is not available: %s", c->source, i,
                            c->models[i], me.msg);
@@ -624,7 +624,7 @@ int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
         const struct exp_dataset *d = &c->datasets[i];
         if (exp_dataset_resolve(d, data_dir)) continue;
         char dir[1024], file[1200];
-        struct eb_err de = {{0}};
+        struct eb_err de = {0};
         const struct dataset_spec *spec = dataset_find(d->name, NULL);
         if (dataset_default_data_dir(data_dir, dir, sizeof dir, &de)) snprintf(dir, sizeof dir, "?");
         if (!spec || dataset_file_path(spec, data_dir, file, sizeof file, &de))

@@ -99,7 +99,7 @@ static int ensure_model(struct runner *r, const char *name, struct eb_err *e)
     if (!r->be && !(r->be = backend_cpu_create(r->o.threads)))
         return eb_fail(e, "cannot create the CPU backend");
     if (model_file_open(name, &r->mf, e)) return -1;
-    struct eb_err te = {{0}};
+    struct eb_err te = {0};
     if (model_file_tokenizer(r->mf, &r->tok, &te)) r->tok = NULL; /* tests' tiny models */
     if (model_load(r->mf, r->be, &r->m, e)) { drop_model(r); return -1; }
     if (!(r->model_name = strdup(name))) { drop_model(r); return eb_fail(e, "out of memory"); }
@@ -692,13 +692,15 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
         }
 
         struct gen_stats st;
-        struct eb_err ge = {{0}};
+        struct eb_err ge = {0};
         double t0 = now_s();
         int grc = generate(r->m, breqs, nb, &opt, res + b0, &st, &ge);
         gen_s += now_s() - t0;
         if (grc) {
             if (mc.stopped) { rc = 1; goto stopped; }
-            if (mc.kv_exceeded) set_oom(out, ge.msg);
+            /* A failed allocation is an out-of-memory result, as the papers
+             * record one; anything else is an error to retry. */
+            if (mc.kv_exceeded || ge.kind == EB_ERR_NOMEM) set_oom(out, ge.msg);
             else set_error(out, ge.msg);
             break;
         }
@@ -919,7 +921,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
         int max_new = cfg->max_new_tokens;
         if (cfg->max_total_tokens && cfg->max_total_tokens - items[i].n_prompt < max_new)
             max_new = cfg->max_total_tokens - items[i].n_prompt > 0 ? cfg->max_total_tokens - items[i].n_prompt : 1;
-        struct eb_err fe = {{0}};
+        struct eb_err fe = {0};
         if (fidelity_one(r, &pp, &items[i], max_new, &g, &kl, &agree, &first_div, &ms, &fe)) {
             set_error(out, fe.msg);
             break;

@@ -12,7 +12,7 @@
 int sweep_model_id(const char *model, char **out, struct eb_err *e)
 {
     struct model_file *mf = NULL;
-    struct eb_err me = {{0}};
+    struct eb_err me = {0};
     char buf[512];
     if (model_file_open(model, &mf, &me) == 0) {
         snprintf(buf, sizeof buf, "%s@%zu", model, model_file_bytes(mf));

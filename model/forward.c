@@ -77,7 +77,7 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->hb2 ||
         !f->logits_dev) {
         forward_free(f);
-        return eb_fail(e, "forward: out of memory for activations of %d tokens (%zu bytes)",
+        return eb_fail_nomem(e, "forward: out of memory for activations of %d tokens (%zu bytes)",
                        max_tokens, forward_alloc_bytes(c, max_tokens, max_logit_rows));
     }
     f->logits = eb_malloc(lr * c->n_vocab * sizeof *f->logits, e);
@@ -104,7 +104,7 @@ static int reserve_probs(struct forward *f, size_t n, struct eb_err *e)
     if (f->probs) be->free(be, f->probs);
     f->probs = be->alloc(be, n);
     f->probs_cap = f->probs ? n : 0;
-    if (!f->probs) return eb_fail(e, "forward: out of memory for attention probabilities");
+    if (!f->probs) return eb_fail_nomem(e, "forward: out of memory for attention probabilities");
     return 0;
 }
 

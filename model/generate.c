@@ -195,7 +195,7 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     int n_valid = opt->n_vocab_valid > 0 && opt->n_vocab_valid < m->cfg.n_vocab ? opt->n_vocab_valid
                                                                                  : m->cfg.n_vocab;
     res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
-    if (!res->tokens) return eb_fail(e, "generate: out of memory");
+    if (!res->tokens) return eb_fail_nomem(e, "generate: out of memory");
     if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
     if (model_kvcache_create(m, cache_slots(&m->cfg, opt, r, n_pad), &s->cache, e)) {
         sampler_free(&s->sampler);

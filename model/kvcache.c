@@ -60,14 +60,14 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
         c->k[l] = be->alloc(be, per_layer);
         c->v[l] = be->alloc(be, per_layer);
         if (!c->k[l] || !c->v[l]) {
-            eb_fail(e, "kvcache: out of memory for %d slots x %d layers",
+            eb_fail_nomem(e, "kvcache: out of memory for %d slots x %d layers",
                     capacity, n_layer);
             goto fail;
         }
     }
     c->scratch = be->alloc(be, (size_t)capacity * head_dim);
     if (!c->scratch) {
-        eb_fail(e, "kvcache: out of memory for the compaction buffer");
+        eb_fail_nomem(e, "kvcache: out of memory for the compaction buffer");
         goto fail;
     }
     *out = c;
@@ -81,7 +81,7 @@ static int reserve_idx(struct kvcache *c, int n, struct eb_err *e)
 {
     if (n <= c->idx_cap) return 0;
     int *p = realloc(c->idx, (size_t)n * sizeof *p);
-    if (!p) return eb_fail(e, "kvcache: out of memory");
+    if (!p) return eb_fail_nomem(e, "kvcache: out of memory");
     c->idx = p;
     c->idx_cap = n;
     return 0;
@@ -215,7 +215,7 @@ int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err
             for (int j = 0; j < l; j++) c->be->free(c->be, c->q_ring[j]);
             free(c->q_ring);
             c->q_ring = NULL;
-            return eb_fail(e, "kvcache: out of memory for the query ring");
+            return eb_fail_nomem(e, "kvcache: out of memory for the query ring");
         }
     }
     c->q_window = window;

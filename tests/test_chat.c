@@ -7,7 +7,7 @@
 static void test_parse(void)
 {
     enum chat_template tpl;
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     CHECK(chat_template_parse("raw", &tpl, &e) == 0 && tpl == CHAT_RAW);
     CHECK(chat_template_parse("r1", &tpl, &e) == 0 && tpl == CHAT_R1);
     CHECK(chat_template_parse("chatml", &tpl, &e) == 0 && tpl == CHAT_CHATML);
@@ -18,7 +18,7 @@ static void test_parse(void)
 
 static void test_render(void)
 {
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     char *s = chat_render(CHAT_R1, "U", &e);
     CHECK_STR(s, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C><\xEF\xBD\x9CUser"
                  "\xEF\xBD\x9C>U<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C><think>\n");
@@ -50,7 +50,7 @@ static void check_template(const char *model, enum chat_template tpl)
         const char *user = cJSON_GetObjectItem(rows[r], "user")->valuestring;
         const char *want = cJSON_GetObjectItem(rows[r], "rendered")->valuestring;
         const cJSON *want_ids = cJSON_GetObjectItem(rows[r], "ids");
-        struct eb_err e = { "" };
+        struct eb_err e = {0};
         char *s = chat_render(tpl, user, &e);
         CHECK_STR(s, want);
         int *ids, nids;

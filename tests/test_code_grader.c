@@ -78,7 +78,7 @@ static void expect_wall(const char *file, const char *id, enum code_verdict v, i
     struct code_limits l = quick();
     if (wall_s > 0) l.wall_s = wall_s;
     struct code_result r;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     double t0 = now_s();
     int rc = code_grade(text, tests, &l, &r, &e);
     double took = now_s() - t0;

@@ -240,7 +240,7 @@ static void test_shipped_configs(void)
         char path[512];
         snprintf(path, sizeof path, "experiments/%s", de->d_name);
         struct exp_config c;
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         int rc = exp_config_load(path, &c, &e);
         CHECK_MSG(rc == 0, "%s", e.msg);
         if (rc == 0) {
@@ -257,7 +257,7 @@ static void test_shipped_configs(void)
 
     /* a paper config names its model and how to get it when the file is absent */
     struct exp_config c;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(exp_config_load("aime24_budget_sweep", &c, &e) == 0);
     if (exp_config_check_resources(&c, NULL, &e) == 0) {
         exp_config_free(&c);

@@ -14,7 +14,7 @@
 
 static void test_registry_find(void)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     const char *names[] = {"aime24", "aime25", "math500", "gsm8k", "math_train_1000",
                            "livecodebench", "synthetic"};
     for (int i = 0; i < 7; i++) {
@@ -186,7 +186,7 @@ static void expect_bad(const char *file, const char *want)
 {
     char path[256];
     snprintf(path, sizeof path, BAD "%s", file);
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct dataset d = {.n = 99};
     int rc = dataset_load_file(dataset_find("aime24", NULL), path, 0, 0, &d, &e);
     CHECK_MSG(rc == -1, "%s loaded", file);

@@ -51,7 +51,7 @@ static int *run(const struct model *m, const int *prompt, int n_prompt, int max_
     opt.n_ctx = n_prompt + max_new + 8;
     opt.prefill_chunk = 16; /* several prefill chunks: the query ring spans them */
     struct gen_result res;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct policy *p = NULL;
     struct policy_glue *g = NULL;
     struct gen_hooks hooks;
@@ -181,7 +181,7 @@ static int *run_test_policy(const struct model *m, const int *prompt, int n, int
     p.info = (struct policy_info){.needs = POLICY_NEED_ATTN_PROBS | POLICY_NEED_RECENT_Q,
                                   .q_window = 4, .schedule = POLICY_EVERY_STEP};
     struct policy_glue *g = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int *out = NULL;
     if (policy_glue_create(&p, 1 << 20, m, &g, &e)) {
         snprintf(err, errn, "%s", e.msg);

@@ -224,6 +224,53 @@ static void test_bad_requests(void)
     model_free(m);
 }
 
+/* A backend that runs out of memory after `left` more allocations: generate()
+ * fails cleanly, frees what it took, and says it was memory (EB_ERR_NOMEM),
+ * which the runner records as an 'oom' result. */
+static struct backend *real_be;
+static int allocs_left;
+static float *failing_alloc(struct backend *b, size_t n)
+{
+    (void)b;
+    if (allocs_left-- <= 0) return NULL;
+    return real_be->alloc(real_be, n);
+}
+
+static void test_alloc_failure_is_nomem(void)
+{
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen2");
+    if (!m) { CHECK(0); return; }
+    int ids[5] = {1, 2, 3, 4, 5};
+    struct gen_request r[2];
+    for (int i = 0; i < 2; i++)
+        r[i] = (struct gen_request){.prompt = ids, .n_prompt = 5, .max_new = 4,
+                                    .sampling = sampler_params_greedy()};
+    struct gen_options opt = {0};
+    struct gen_result res[2];
+    struct backend failing = *be;
+    failing.alloc = failing_alloc;
+    real_be = be;
+    struct model mm = *m;
+    mm.be = &failing;
+    /* Every point where a backend allocation can fail: forward buffers, then
+     * each cache's layers, its compaction buffer. */
+    int failures = 0;
+    for (int budget = 0; budget < 200; budget++) {
+        struct eb_err e = {.kind = EB_ERR_OTHER};
+        allocs_left = budget;
+        int rc = generate(&mm, r, 2, &opt, res, NULL, &e);
+        if (rc == 0) { gen_results_free(res, 2); break; }
+        failures++;
+        CHECK_MSG(e.kind == EB_ERR_NOMEM && strstr(e.msg, "out of memory"), "%d: %s", budget, e.msg);
+    }
+    CHECK(failures > 3);
+    /* A bad request is not a memory failure. */
+    struct eb_err e = {.kind = EB_ERR_NOMEM};
+    r[0].max_new = 0;
+    CHECK(generate(m, r, 1, &opt, res, NULL, &e) == -1 && e.kind == EB_ERR_OTHER);
+    model_free(m);
+}
+
 /* Hooks: counts, the query ring, and compaction inside on_step. */
 struct hook_state {
     int begins, ends, steps, layers, fail_at;
@@ -376,6 +423,7 @@ int main(void)
     RUN(test_seed_changes_output);
     RUN(test_eos_and_length);
     RUN(test_bad_requests);
+    RUN(test_alloc_failure_is_nomem);
     RUN(test_hooks);
     RUN(test_smollm2);
     be->destroy(be);

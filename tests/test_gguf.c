@@ -250,7 +250,7 @@ static void check_tiny_tensors(const struct gguf_file *g)
 static void test_tiny_file(void)
 {
     struct gguf_file *g;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (gguf_open(TINY, &g, &e) != 0) { CHECK_MSG(0, "%s", e.msg); return; }
     CHECK_STR(gguf_path(g), TINY);
     CHECK(gguf_file_size(g) == 2048);
@@ -266,7 +266,7 @@ static void test_tiny_memory(void)
     unsigned char *buf = read_all(TINY, &size);
     if (!buf) { CHECK_MSG(0, "%s missing", TINY); return; }
     struct gguf_file *g;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(gguf_open_memory(buf, size, "mem", &g, &e) == 0);
     if (g) {
         CHECK_STR(gguf_path(g), "mem");
@@ -423,7 +423,7 @@ static void test_built_file_is_valid(void)
     struct out o;
     build(V_OK, &o);
     struct gguf_file *g;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (gguf_open_memory(o.d, o.n, "ok", &g, &e) != 0) { CHECK_MSG(0, "%s", e.msg); return; }
     const struct tensor_ref *a = gguf_find_tensor(g, "a"), *b = gguf_find_tensor(g, "b");
     CHECK(a && b && a->nbytes == 64 && b->nbytes == 34);
@@ -443,7 +443,7 @@ static void test_corrupt_files(void)
         unsigned char *copy = malloc(o.n);        /* exact size for ASan */
         memcpy(copy, o.d, o.n);
         struct gguf_file *g = (struct gguf_file *)1;
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         int rc = gguf_open_memory(copy, o.n, "bad.gguf", &g, &e);
         CHECK_MSG(rc == -1 && g == NULL, "variant %d was accepted", v);
         CHECK_MSG(good_message(&e, "bad.gguf"), "variant %d: message '%s'", v, e.msg);
@@ -457,7 +457,7 @@ static void test_corrupt_files(void)
 static void test_open_errors(void)
 {
     struct gguf_file *g;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(gguf_open("tests/fixtures/no-such-file.gguf", &g, &e) == -1 && g == NULL);
     CHECK(good_message(&e, "tests/fixtures/no-such-file.gguf") && strstr(e.msg, "No such file"));
     CHECK(gguf_open("tests/fixtures", &g, &e) == -1 && strstr(e.msg, "not a regular file"));
@@ -511,7 +511,7 @@ static void test_smollm2(void)
 {
     if (access(SMOLLM2, R_OK) != 0) SKIP("%s not present (make deps fetches it)", SMOLLM2);
     struct gguf_file *g;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (gguf_open(SMOLLM2, &g, &e) != 0) { CHECK_MSG(0, "%s", e.msg); return; }
     const char *s;
     size_t len;
@@ -570,7 +570,7 @@ static void test_fuzz_corpus(void)
         if (!buf) continue;
         files++;
         struct gguf_file *g;
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         if (gguf_open_memory(buf, size, de->d_name, &g, &e) == 0) {
             ok++;
             walk_file(g);

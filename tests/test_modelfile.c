@@ -29,7 +29,7 @@ static int has_eos(const struct model_config *c, int id)
 static struct model_file *open_ok(const char *path)
 {
     struct model_file *mf = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = model_file_open(path, &mf, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     return rc == 0 ? mf : NULL;
@@ -38,7 +38,7 @@ static struct model_file *open_ok(const char *path)
 static void expect_open_fails(const char *path, const char *want)
 {
     struct model_file *mf = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = model_file_open(path, &mf, &e);
     CHECK_MSG(rc == -1 && mf == NULL, "%s opened, expected '%s'", path, want);
     if (rc == 0) model_file_close(mf);
@@ -50,7 +50,7 @@ static void check_expected(const struct model_file *mf, const char *dir)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/expected.json", dir);
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     cJSON *rows = hf_json_load(path, &e);
     CHECK_MSG(rows != NULL, "%s", e.msg);
     if (!rows) return;
@@ -248,7 +248,7 @@ static int parse_cfg(const char *json, struct model_config *c, struct eb_err *e)
 static void expect_cfg_fails(const char *json, const char *want)
 {
     struct model_config c;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK_MSG(parse_cfg(json, &c, &e) == -1, "accepted, expected '%s'", want);
     CHECK_MSG(strncmp(e.msg, "cfg: ", 5) == 0 && strstr(e.msg, want), "message '%s' lacks '%s'",
               e.msg, want);
@@ -257,7 +257,7 @@ static void expect_cfg_fails(const char *json, const char *want)
 static void test_config_defaults(void)
 {
     struct model_config c;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = parse_cfg("{\"model_type\": \"llama\", " BASE_CFG "}", &c, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     CHECK(c.arch == ARCH_LLAMA && c.n_head_kv == 4 && c.head_dim == 16 && c.rope_dims == 16);
@@ -400,7 +400,7 @@ static void test_bad_files(void)
                       "model.safetensors: give the Hugging Face checkpoint directory");
     /* not GGUF */
     struct model_file *mf = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(model_file_open(ST_DIR "/llama/expected.json.x", &mf, &e) == -1 && mf == NULL);
     CHECK(model_file_open(ST_DIR "/qwen2/expected.json", &mf, &e) == -1 && mf == NULL);
     CHECK(model_file_open("tests/test.h", &mf, &e) == -1 && mf == NULL);
@@ -426,7 +426,7 @@ static void test_bad_files(void)
 static void test_registry(void)
 {
     char out[PATH_MAX];
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     /* a path passes through */
     CHECK(model_resolve(ST_DIR "/qwen2", out, sizeof out, &e) == 0);
     CHECK_STR(out, ST_DIR "/qwen2");
@@ -476,7 +476,7 @@ static void test_registry_models_dir(void)
     char *saved = old ? strdup(old) : NULL;
     setenv("EVICTBENCH_MODELS", dir, 1);
     char out[PATH_MAX];
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(model_resolve("deepseek-r1-distill-qwen-1.5b", out, sizeof out, &e) == 0);
     CHECK_STR(out, file);
     /* found there, but empty: the directory loader says what is missing */

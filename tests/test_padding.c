@@ -39,7 +39,7 @@ static void test_kvcache_pad_slots(void)
 {
     enum { L = 2, KV = 2, HD = 4, CAP = 16, N = 6, P = 3 };
     struct kvcache *c = NULL, *plain = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
     CHECK(kvcache_create(be, L, KV, HD, CAP, &plain, &e) == 0);
     if (!c || !plain) return;
@@ -119,7 +119,7 @@ static void check_padded_equals_unpadded(struct model *m, const char *label, int
     opt.prefill_chunk = chunk;
     struct gen_result ures[NB], pres[NB];
     struct gen_stats ust, pst;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int urc = generate(m, ur, NB, &opt, ures, &ust, &e);
     CHECK_MSG(urc == 0, "%s unpadded: %s", label, e.msg);
     opt.n_pad = n_pad;
@@ -189,7 +189,7 @@ static void test_bad_pads(void)
     struct gen_options opt = {0};
     opt.n_pad = n_pad;
     struct gen_result res;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(generate(m, &r, 1, &opt, &res, NULL, &e) == -1); /* no real token left */
     CHECK(strstr(e.msg, "pads") != NULL);
     n_pad[0] = -1;
@@ -244,7 +244,7 @@ static int run_padded_policy(struct model *m, const char *spec, int budget, int 
     struct policy_glue *g = NULL;
     struct gen_hooks inner = {.ctx = w, .on_step = watch_step}, hooks;
     struct gen_result res;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = -1;
     memset(w, 0, sizeof *w);
     if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) goto out;

@@ -114,7 +114,7 @@ static int build_db(const char *db, const char *fixture, int only_first)
     FILE *f = fopen(fixture, "r");
     if (!f) return -1;
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open(db, &s, &e) != 0) {
         fprintf(stderr, "  store_open: %s\n", e.msg);
         fclose(f);
@@ -261,7 +261,7 @@ static int to_lines(void *ctx, int ncols, const char *const *names, const char *
 static int query_lines(const char *db, const char *sql, struct lines *l)
 {
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     memset(l, 0, sizeof *l);
     lines_add(l, "", 0);
     if (store_open_readonly(db, &s, &e) != 0) {
@@ -406,7 +406,7 @@ static int has_gnuplot(void)
 {
     static int known = -1;
     if (known < 0) {
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         known = plots_gnuplot_check(NULL, &e) == 0;
         if (!known) fprintf(stderr, "  (gnuplot unusable: %s)\n", e.msg);
     }
@@ -481,7 +481,7 @@ static void test_plots_full(void)
     int render = has_gnuplot();
     struct plots_options o = {out, "plots", NULL, render, collect, &x};
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_full, &s, &e) == 0);
     int rc = plots_make(s, &o, &e);
     CHECK_MSG(rc == 0, "plots_make: %s", e.msg);
@@ -509,7 +509,7 @@ static void test_plots_skip_empty(void)
     int render = has_gnuplot();
     struct plots_options o = {out, "plots", NULL, render, collect, &x};
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_small, &s, &e) == 0);
     CHECK_MSG(plots_make(s, &o, &e) == 0, "plots_make: %s", e.msg);
     store_close(s);
@@ -530,7 +530,7 @@ static void test_plots_errors(void)
 {
     if (file_size(db_small) <= 0) SKIP("no fixture database");
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_small, &s, &e) == 0);
     /* the output directory cannot be created: a file is in the way */
     char blocker[600];
@@ -754,7 +754,7 @@ static struct qrows *query_rows(const char *db, const char *sql)
     static struct qrows q;
     memset(&q, 0, sizeof q);
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open_readonly(db, &s, &e) != 0 || store_query(s, sql, qrows_cb, &q, &e) != 0)
         fprintf(stderr, "  query %s: %s\n", sql, e.msg);
     store_close(s);
@@ -822,7 +822,7 @@ static void test_tables_full(void)
     if (file_size(db_full) <= 0) SKIP("no fixture database");
     snprintf(tables_dir, sizeof tables_dir, "%s/tables", tmp_root);
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_full, &s, &e) == 0);
     struct tables_options o = {tables_dir, NULL, NULL};
     CHECK_MSG(tables_make(s, &o, &e) == 0, "tables_make: %s", e.msg);
@@ -977,7 +977,7 @@ static void test_tables_skip_empty(void)
     char dir[600];
     snprintf(dir, sizeof dir, "%s/tables_small", tmp_root);
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_small, &s, &e) == 0);
     struct tevents x;
     memset(&x, 0, sizeof x);

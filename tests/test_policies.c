@@ -175,7 +175,7 @@ static void test_golden_keepsets(void)
         struct fixture_cache fc;
         fixture_cache(set, &fc);
         struct policy *p = NULL;
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         struct keep_set ks;
         alloc_keep(&ks, fc.m.n_layer, fc.m.n_kv, geti(set, "len"));
         if (policy_create(spec, &fc.m, &p, &e)) {
@@ -224,7 +224,7 @@ static void test_rkv_batch0_bug(void)
     fixture_cache(cJSON_GetArrayItem(sets, 2), &a); /* 4/4 heads, 100 slots */
     fixture_cache(cJSON_GetArrayItem(sets, 3), &b); /* 4/4 heads, 176 slots */
     struct policy *bug = NULL, *own = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(policy_create("rkv:rkv_batch0_bug=1", &a.m, &bug, &e) == 0);
     CHECK(policy_create("rkv", &a.m, &own, &e) == 0);
     if (!bug || !own) goto out;
@@ -339,7 +339,7 @@ static void test_golden_h2o(void)
                                  .n_kv = geti(run, "n_kv"), .head_dim = geti(run, "head_dim")};
         int budget = geti(run, "budget"), cap = 256;
         struct policy *p = NULL;
-        struct eb_err e = {{0}};
+        struct eb_err e = {0};
         if (policy_create("h2o", &m, &p, &e)) {
             CHECK_MSG(0, "%s", e.msg);
             continue;
@@ -437,7 +437,7 @@ static void test_registry(void)
 {
     const struct policy_entry *en;
     struct policy_params pp;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(policy_parse("rkv", &en, &pp, &e) == 0);
     CHECK_STR(en->name, "rkv");
     CHECK_NEAR(policy_param(&pp, "lambda"), 0.1, 1e-12);

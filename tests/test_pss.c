@@ -55,7 +55,7 @@ static int direct_stats(const struct model *m, const struct tokenizer *tok, cons
                         const struct runner_item *it, struct policy_trace_stats *out,
                         char **text)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct policy_model pm = policy_model_of(m);
     pm.tok = tok;
     struct policy *p = NULL;
@@ -87,7 +87,7 @@ out:
 static void test_pss_samples(void)
 {
     if (access(SMOL, R_OK) != 0) SKIP("%s absent (make deps downloads it)", SMOL);
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct model_file *mf = NULL;
     struct tokenizer *tok = NULL;
     struct backend *be = NULL;
@@ -192,7 +192,7 @@ done:
 static void test_config_steer_vector(void)
 {
     struct exp_config c;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     const char *ok = "{\"models\": \"tests/fixtures/models/tiny-llama\", \"datasets\": \"synthetic:1\", \"steer_vector\": "
                      "\"/nonexistent/v.bin\"}";
     CHECK(exp_config_parse(ok, strlen(ok), "a.json", &c, &e) == 0);
@@ -214,7 +214,7 @@ static void test_fullkv_pss_preset(void)
 {
     const struct policy_entry *en;
     struct policy_params pp;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(policy_parse("fullkv-pss", &en, &pp, &e) == 0);
     CHECK(policy_param_int(&pp, "evict") == 0 && policy_param_int(&pp, "steer") == 0 &&
           policy_param_int(&pp, "sentence") == 1);

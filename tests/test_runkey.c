@@ -66,7 +66,7 @@ static void test_sha256_streaming(void)
 
 static void test_json_canonical(void)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     char *a = NULL, *b = NULL;
     CHECK(json_canonical("{ \"b\": [1, 2.50, {\"z\":1,\"a\":true}], \"a\": \"x\\ty\", \"c\": null }",
                          &a, &e) == 0);
@@ -110,7 +110,7 @@ static struct runkey_params base_params(void)
 
 static void key_of(const struct runkey_params *p, char out[65])
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (runkey_compute(p, out, &e) != 0) {
         fprintf(stderr, "  runkey_compute: %s\n", e.msg);
         out[0] = '\0';
@@ -128,7 +128,7 @@ static void test_key_order_independent(void)
     CHECK(strlen(a) == RUNKEY_HEX_LEN);
     CHECK_STR(a, b);
     /* Stable across builds: the serialisation is part of the contract. */
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     char *text = NULL;
     CHECK(runkey_serialize(&p, &text, &e) == 0);
     CHECK_STR(text,
@@ -192,7 +192,7 @@ static void test_bad_params_json(void)
     struct runkey_params p = base_params();
     p.params_json = "{\"window\": 8,}";
     char k[65] = "x";
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(runkey_compute(&p, k, &e) == -1);
     CHECK(k[0] == '\0');
     CHECK(strstr(e.msg, "params: not valid JSON") != NULL);

@@ -64,7 +64,7 @@ static int first_cell(void *ctx, int n, const char *const *names, const char *co
 static double q(struct store *st, const char *sql)
 {
     double v = NAN;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_query(st, sql, first_cell, &v, &e)) fprintf(stderr, "  query: %s\n", e.msg);
     return v;
 }
@@ -88,7 +88,7 @@ static int sweep_tiny(const char *json, const struct runner_opts *base, struct s
     struct sweep s;
     struct store *st = NULL;
     struct runner *r = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = -1;
     memset(&s, 0, sizeof s);
     if (exp_config_parse(json, strlen(json), "test.json", &c, &e) ||
@@ -137,7 +137,7 @@ static void test_sweep_store_resume(void)
     CHECK(sum.ok == 10 && sum.skipped == 0 && sum.oom == 0 && sum.errors == 0 && !sum.interrupted);
 
     struct store *st = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
     CHECK(q(st, "select count(*) from runs where status = 'ok'") == 10);
@@ -214,7 +214,7 @@ static void test_oom(void)
                      " \"max_new_tokens\": 24, \"max_kv_bytes\": 16000}", &o, &sum, NULL) == 0);
     CHECK(sum.oom == 1 && sum.ok == 1);
     struct store *st = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
     CHECK(q(st, "select count(*) from runs where status = 'oom' and batch_size = 3 and n_samples = 0 "
@@ -258,7 +258,7 @@ static void test_stop_after_batch(void)
     CHECK(sum.interrupted == 1 && sum.ok == 0);
     CHECK(sc.batches == 1);
     struct store *st = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
     CHECK(q(st, "select count(*) from runs") == 0);
@@ -281,7 +281,7 @@ static void test_fidelity(void)
                      NULL, &sum, NULL) == 0);
     CHECK(sum.ok == 1);
     struct store *st = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
     CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000 "
@@ -317,7 +317,7 @@ static void test_smollm2_dataset(void)
     struct sweep s;
     struct store *st = NULL;
     struct runner *r = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     struct sweep_summary sum;
     int64_t exp_id;
     CHECK(exp_config_parse(cfg, strlen(cfg), "smol.json", &c, &e) == 0);

@@ -101,7 +101,7 @@ static void check_values(const struct safetensors *st)
 static void test_values(void)
 {
     struct safetensors *st;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = safetensors_open(VALUES, &st, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc != 0) return;
@@ -118,7 +118,7 @@ static void test_values_from_memory(void)
     CHECK(buf != NULL);
     if (!buf) return;
     struct safetensors *st;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = safetensors_open_memory(buf, n, "values", &st, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc == 0) {
@@ -153,7 +153,7 @@ static unsigned char *make_file(uint64_t declared_len, const char *header, size_
 static void expect_bad(const unsigned char *buf, size_t size, const char *want)
 {
     struct safetensors *st = (struct safetensors *)1;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = safetensors_open_memory(buf, size, "bad", &st, &e);
     CHECK_MSG(rc == -1 && st == NULL, "accepted, expected '%s'", want);
     if (rc == 0) safetensors_close(st);
@@ -250,7 +250,7 @@ static void test_accepted_edges(void)
     size_t size;
     unsigned char *b = make_file(strlen(h), h, 12, &size);
     struct safetensors *st;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = safetensors_open_memory(b, size, "edges", &st, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc == 0) {
@@ -269,7 +269,7 @@ static void test_accepted_edges(void)
 static void test_open_errors(void)
 {
     struct safetensors *st;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(safetensors_open("tests/fixtures/st/no-such.safetensors", &st, &e) == -1);
     CHECK(strstr(e.msg, "no-such.safetensors: cannot open") != NULL);
     CHECK(safetensors_open("tests/fixtures/st", &st, &e) == -1);
@@ -282,7 +282,7 @@ static void test_open_errors(void)
 static void test_sharded(void)
 {
     struct st_checkpoint *ck;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = st_checkpoint_open(LLAMA_DIR, &ck, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc != 0) return;
@@ -329,7 +329,7 @@ static int bad_index_case(const char *index_json, int n_copies, const char *want
     write_all(path, index_json, strlen(index_json));
 
     struct st_checkpoint *ck;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = st_checkpoint_open(dir, &ck, &e);
     CHECK_MSG(rc == -1, "accepted, expected '%s'", want);
     if (rc == 0) st_checkpoint_close(ck);
@@ -360,7 +360,7 @@ static void test_sharded_errors(void)
     bad_index_case("{\"weight_map\": ", 1, "malformed JSON");
 
     struct st_checkpoint *ck;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(st_checkpoint_open(FIXTURE("st"), &ck, &e) == -1);
     CHECK(strstr(e.msg, "no model.safetensors or model.safetensors.index.json") != NULL);
 }
@@ -369,7 +369,7 @@ static void test_sharded_errors(void)
 static void replay_one(const unsigned char *buf, size_t n, const char *name)
 {
     struct safetensors *st;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (safetensors_open_memory(buf, n, name, &st, &e) == 0) {
         for (int i = 0; i < safetensors_tensor_count(st); i++) {
             const struct tensor_ref *t = safetensors_tensor(st, i);

@@ -52,7 +52,7 @@ static void test_vector_file(void)
     float v[DIM];
     struct steer_vector sv, got;
     make_vector(&sv, v);
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(steer_vector_save(path, &sv, &e) == 0);
     CHECK_MSG(steer_vector_load(path, sv.model_identity, DIM, &got, &e) == 0, "%s", e.msg);
     CHECK(got.layer == 2 && got.dim == DIM && got.n_reflection == 3 && got.n_transition == 1 &&
@@ -102,7 +102,7 @@ static void test_steering_positions(void)
     float v[DIM];
     struct steer_vector sv;
     make_vector(&sv, v);
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(steer_vector_save(path, &sv, &e) == 0);
     struct policy_model pm = {.n_layer = 4, .n_head = 2, .n_kv = 1, .head_dim = 4,
                               .n_embd = DIM, .tok = tok, .model_identity = sv.model_identity,

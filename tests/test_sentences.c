@@ -10,7 +10,7 @@ enum { D1 = 10, D2 = 11, CHK = 20, SPLIT = 30, OPEN = 41, CLOSE = 40, NV = 64 };
 static void make_tokens(struct sent_tokens *st)
 {
     int delim[] = {D2, D1, D1}, check[] = {CHK}, split[] = {SPLIT};
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(sent_tokens_from_ids(delim, 3, check, 1, split, 1, NV, OPEN, CLOSE, st, &e) == 0);
 }
 
@@ -20,7 +20,7 @@ static void test_segmentation(void)
     make_tokens(&st);
     CHECK(st.n_delim == 2 && st.delim[0] == D1); /* sorted, deduplicated */
     struct sent_tracker t;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(sent_tracker_init(&t, &st, 0, 0.95f, &e) == 0);
     /* prompt: "a b ." "." -> one sentence extended; then "c Wait d ;" check; then a
      * sentence holding </think>; then an unterminated tail */
@@ -55,7 +55,7 @@ static void test_representations_and_marks(void)
     struct sent_tokens st;
     make_tokens(&st);
     struct sent_tracker t;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     enum { DIM = 4 };
     CHECK(sent_tracker_init(&t, &st, DIM, 0.9f, &e) == 0);
     /* S0 = [0,2], S1 = [3,4], S2 = [5,7] (extended by a second delimiter) */
@@ -192,7 +192,7 @@ static void test_split_rules(void)
     ok = 1;
     for (int i = 0; i < 5; i++) ok &= steer_track_token(&tr, &st, toks2[i]) == want2[i];
     CHECK(ok);
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     int badid[] = {NV};
     struct sent_tokens bad;
     CHECK(sent_tokens_from_ids(badid, 1, NULL, 0, NULL, 0, NV, -1, -1, &bad, &e) != 0);

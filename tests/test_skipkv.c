@@ -73,7 +73,7 @@ static void test_token_sets(void)
     if (!r1_tok) SKIP("r1-qwen tokenizer: %s", r1_why);
     const cJSON *sets = cJSON_GetObjectItem(golden, "sets");
     struct sent_tokens t, ts;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(sent_tokens_from_tokenizer(r1_tok, 0, &t, &e) == 0);
     CHECK(sent_tokens_from_tokenizer(r1_tok, 1, &ts, &e) == 0);
     CHECK(same_set(t.delim, t.n_delim, cJSON_GetObjectItem(sets, "delim")));
@@ -103,7 +103,7 @@ static void test_golden_segmentation(void)
     int *toks = int_array(cJSON_GetObjectItem(c, "tokens"), &n);
     struct sent_tokens st;
     struct sent_tracker tr;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(sent_tokens_from_ids(delim, nd, check, nc, NULL, 0, 200000, geti(sets, "think_open"),
                                geti(sets, "think_close"), &st, &e) == 0);
     CHECK(sent_tracker_init(&tr, &st, 0, 0.9f, &e) == 0);
@@ -141,7 +141,7 @@ static void test_golden_keepsets(void)
     struct policy_model pm = {.n_layer = n_layer, .n_head = n_head, .n_kv = n_kv,
                               .head_dim = hd, .n_embd = dim, .tok = r1_tok};
     struct policy *p = NULL;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     int rc = policy_create("skipkv-sent:tau=0.9", &pm, &p, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc) return;
@@ -241,7 +241,7 @@ static void test_alpha_and_presets(void)
     CHECK_NEAR(steering_alpha(-1.0, 0.0, 10), -1.0, 1e-12);
     const struct policy_entry *en;
     struct policy_params pp;
-    struct eb_err e = {""};
+    struct eb_err e = {0};
     CHECK(policy_parse("skipkv-sent", &en, &pp, &e) == 0);
     CHECK(policy_param_int(&pp, "steer") == 0 && policy_param_int(&pp, "sentence") == 1);
     CHECK(policy_parse("skipkv-sent-steer", &en, &pp, &e) == 0);

@@ -76,7 +76,7 @@ static int collect(void *ctx, int ncols, const char *const *names, const char *c
 static const char *q(struct store *s, const char *sql)
 {
     static struct text_rows t;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     t.n = 0;
     t.buf[0] = '\0';
     if (store_query(s, sql, collect, &t, &e) != 0) {
@@ -94,7 +94,7 @@ static int64_t q_int(struct store *s, const char *sql)
 static struct store *open_or_die(const char *path)
 {
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open(path, &s, &e) != 0) {
         fprintf(stderr, "  store_open: %s\n", e.msg);
         return NULL;
@@ -144,7 +144,7 @@ static void fake(struct fake_run *f, const char *key, const char *policy, int64_
 
 static int write_fake(struct store *s, struct fake_run *f)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int rc = store_write_run(s, &f->run, f->samples, f->n, NULL, 0, &e);
     if (rc < 0) fprintf(stderr, "  store_write_run: %s\n", e.msg);
     return rc;
@@ -173,7 +173,7 @@ static void test_write_and_read_back(void)
     struct store *s = open_or_die(path);
     CHECK(s != NULL);
     if (!s) return;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK_STR(q(s, "PRAGMA journal_mode"), "wal\n");
     CHECK(q_int(s, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
 
@@ -477,7 +477,7 @@ static void test_duplicate_and_retry(void)
     struct store *s = open_or_die(db_path("dup"));
     CHECK(s != NULL);
     if (!s) return;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     static const int c[] = {1, 0, 1}, g[] = {10, 20, 30};
     struct fake_run f;
     fake(&f, "dup", "rkv", 30, 1, "padded", c, g, 3);
@@ -523,7 +523,7 @@ static void test_failed_write_leaves_nothing(void)
     struct store *s = open_or_die(db_path("fail"));
     CHECK(s != NULL);
     if (!s) return;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     static const int c[] = {1, 0, 1, 1}, g[] = {10, 20, 30, 40};
     struct fake_run f;
 
@@ -596,7 +596,7 @@ static void test_disk_full(void)
     struct store *s = open_or_die(db_path("full"));
     CHECK(s != NULL);
     if (!s) return;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     static const int c[] = {1, 0, 1, 1, 0, 1, 0, 1}, g[] = {1, 2, 3, 4, 5, 6, 7, 8};
     static char big[20000];
     memset(big, 'x', sizeof big - 1);
@@ -619,7 +619,7 @@ static void test_disk_full(void)
 static void test_open_errors(void)
 {
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     char path[600];
 
     snprintf(path, sizeof path, "%s/no/such/dir/results.db", tmp_root);
@@ -695,14 +695,14 @@ static void test_readonly_directory(void)
         if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(3);
         char msgs[1700] = "";
         struct store *c = NULL;
-        struct eb_err e1 = {{0}}, e2 = {{0}};
+        struct eb_err e1 = {0}, e2 = {0};
         char p1[600], p2[600];
         snprintf(p1, sizeof p1, "%s/results.db", dir);
         snprintf(p2, sizeof p2, "%s/old.db", dir);
         int r1 = store_open(p1, &c, &e1);
         int r2 = store_open(p2, &c, &e2);
         /* Reading still works there. */
-        struct eb_err e3 = {{0}};
+        struct eb_err e3 = {0};
         int r3 = store_open_readonly(p2, &c, &e3);
         if (r3 == 0) {
             r3 = strcmp(q(c, "SELECT count(*) FROM runs"), "0\n") == 0 ? 0 : -2;

@@ -49,7 +49,7 @@ static int key_of(int i, char key[RUNKEY_HEX_LEN + 1])
         .max_new_tokens = 512,
         .code_version = "test",
     };
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     return runkey_compute(&p, key, &e);
 }
 
@@ -64,7 +64,7 @@ static void mark(int fd, char c)
 static int write_all(const char *path, int progress_fd)
 {
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open(path, &s, &e) != 0) {
         fprintf(stderr, "  writer: %s\n", e.msg);
         return -1;
@@ -147,7 +147,7 @@ static int first_int(void *c, int n, const char *const *names, const char *const
 
 static int64_t get_int(struct store *s, const char *sql)
 {
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     int64_t v = -999;
     if (store_query(s, sql, first_int, &v, &e) != 0) fprintf(stderr, "  query: %s\n", e.msg);
     return v;
@@ -165,7 +165,7 @@ static int integrity_ok(void *c, int n, const char *const *names, const char *co
 static int64_t check_consistent(const char *when)
 {
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     if (store_open(db, &s, &e) != 0) {
         CHECK_MSG(0, "%s: reopen: %s", when, e.msg);
         return -1;
@@ -263,7 +263,7 @@ static void test_kill_and_resume(void)
     CHECK(check_consistent("after resume") == N_RUNS);
 
     struct store *s = NULL;
-    struct eb_err e = {{0}};
+    struct eb_err e = {0};
     CHECK(store_open(db, &s, &e) == 0);
     if (!s) return;
     int64_t want_samples = 0, want_gen = 0;

@@ -122,7 +122,7 @@ static int check_fixture_rows(const struct tokenizer *t, const char *fixture, in
         if (!want_plain) want_plain = want;
         for (int special = 1; special >= 0; special--) {
             int *ids, nids;
-            struct eb_err e = { "" };
+            struct eb_err e = {0};
             if (tokenizer_encode(t, text, strlen(text), special, &ids, &nids, &e) != 0) {
                 fprintf(stderr, "  %s row %d: encode failed: %s\n", fixture, r, e.msg);
                 bad++;
@@ -177,7 +177,7 @@ static void test_llama3_json(void) { check_model(1, 128256, "llama-bpe", 128000,
 static void test_smollm2_gguf(void)
 {
     if (access(SMOL_GGUF, R_OK) != 0) SKIP("%s absent (make deps fetches it)", SMOL_GGUF);
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     struct gguf_file *g;
     if (gguf_open(SMOL_GGUF, &g, &e) != 0) { CHECK_MSG(0, "%s", e.msg); return; }
     struct tokenizer *t;
@@ -200,7 +200,7 @@ static void test_smollm2_gguf(void)
 
 static void test_tiny_gguf(void)
 {
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     struct gguf_file *g;
     struct tokenizer *t;
     if (gguf_open(FIXTURE("tok/tiny-ok.gguf"), &g, &e) != 0) { CHECK_MSG(0, "%s", e.msg); return; }
@@ -269,7 +269,7 @@ static const char QWEN_PRE[] =
 
 static void test_json_construction(void)
 {
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     struct tokenizer *t;
     /* "aa" merges first (rank 0), so "aaa" -> "aa" + "a" (leftmost on ties). */
     const char *extra = "\"aa\": 256, \"ab\": 257, \"aab\": 258";
@@ -324,7 +324,7 @@ static void test_bad_input(void)
 {
     struct tokenizer *t = qwen();
     if (!t) SKIP("r1-qwen fixture unavailable");
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     int *ids = NULL, n = -1;
     CHECK(tokenizer_encode(t, "ok \xC3(", 5, 1, &ids, &n, &e) == -1 && ids == NULL && n == 0);
     CHECK_STR(e.msg, "tokenizer: invalid UTF-8 at byte 3");
@@ -374,7 +374,7 @@ static void test_streaming(void)
     if (!t) SKIP("r1-qwen fixture unavailable");
     const char *s2 = "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 \xE9\xBE\x98\xE7\x8C\x81 ok";
     int *ids, n;
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     CHECK(tokenizer_encode(t, s2, strlen(s2), 1, &ids, &n, &e) == 0);
     int split_seen = 0;
     total = 0;
@@ -412,7 +412,7 @@ static void test_speed(void)
     memset(text + len, 'x', 500); /* and one long pre-token */
     len += 500;
     int *ids, n;
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     double t0 = now_s();
     CHECK(tokenizer_encode(t, text, len, 1, &ids, &n, &e) == 0);
     double dt = now_s() - t0;
@@ -448,7 +448,7 @@ static int replay_one(int which, const unsigned char *data, size_t size, int spe
 {
     const struct tokenizer *t = loaded[which];
     int *ids, n;
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     int valid = utf8_validate(data, size) == size;
     int rc = tokenizer_encode(t, (const char *)data, size, special, &ids, &n, &e);
     if (!valid) return rc == -1 && e.msg[0];

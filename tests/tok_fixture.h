@@ -32,7 +32,7 @@ static inline struct tokenizer *tok_fixture_load(const char *name, char *why, si
     if (system(cmd) != 0) {
         snprintf(why, why_cap, "unpacking %s failed", xz);
     } else {
-        struct eb_err e = { "" };
+        struct eb_err e = {0};
         if (tokenizer_from_json(json, &t, &e) != 0) snprintf(why, why_cap, "load failed: %.400s", e.msg);
     }
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

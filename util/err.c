@@ -12,6 +12,18 @@ int eb_fail(struct eb_err *e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
+    e->kind = EB_ERR_OTHER;
+    return -1;
+}
+
+int eb_fail_nomem(struct eb_err *e, const char *fmt, ...)
+{
+    if (!e) return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->kind = EB_ERR_NOMEM;
     return -1;
 }
 
@@ -37,13 +49,13 @@ int eb_wrap(struct eb_err *e, const char *subject)
 void *eb_malloc(size_t n, struct eb_err *e)
 {
     void *p = malloc(n ? n : 1);
-    if (!p) eb_fail(e, "out of memory allocating %zu bytes", n);
+    if (!p) eb_fail_nomem(e, "out of memory allocating %zu bytes", n);
     return p;
 }
 
 void *eb_calloc(size_t count, size_t size, struct eb_err *e)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) eb_fail(e, "out of memory allocating %zu x %zu bytes", count, size);
+    if (!p) eb_fail_nomem(e, "out of memory allocating %zu x %zu bytes", count, size);
     return p;
 }

@@ -31,7 +31,7 @@ static struct tokenizer *load(const char *name)
         fprintf(stderr, "fuzz_tokenizer: cannot unpack %s (run from the repository root)\n", name);
         exit(1);
     }
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     struct tokenizer *t;
     if (tokenizer_from_json(path, &t, &e) != 0) {
         fprintf(stderr, "fuzz_tokenizer: %s\n", e.msg);
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
 
     int *ids, n;
-    struct eb_err e = { "" };
+    struct eb_err e = {0};
     int valid = utf8_validate((const unsigned char *)text, len) == len;
     int rc = tokenizer_encode(t, text, len, special, &ids, &n, &e);
     if (!valid) {
