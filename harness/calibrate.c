@@ -66,7 +66,7 @@ static void print_help(void)
         "  --max-new N          tokens per response (default 10000, as SEAL)\n"
         "  --limit N            problems to try at most (default: the whole dataset)\n"
         "  --batch B            problems generated together (default 8)\n"
-        "  --chat r1|chatml|raw chat template (default: the registry's, else raw)\n"
+        "  --chat r1|chatml|qwen3|raw  chat template (default: the registry's, else raw)\n"
         "  --think auto|tags|always  thought region: <think>..</think>, or the whole response\n"
         "                       (models without <think>); auto: tags when the tokenizer has\n"
         "                       <think> (default)\n"

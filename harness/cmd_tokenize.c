@@ -9,7 +9,7 @@
 
 static void print_help(void)
 {
-    printf("usage: evictbench tokenize --model M [--chat r1|chatml|raw] [--no-special] TEXT\n\n"
+    printf("usage: evictbench tokenize --model M [--chat r1|chatml|qwen3|raw] [--no-special] TEXT\n\n"
            "Prints the token ids of TEXT (wrapped in the chat template when --chat is\n"
            "given), one token per line with its text, then the decoded round trip.\n"
            "Special tokens written in TEXT are matched unless --no-special.\n");

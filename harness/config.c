@@ -18,6 +18,8 @@ static const struct prompt_template TEMPLATES[] = {
      "R1 chat template, problem then the DeepSeek-R1 boxed instruction (default)"},
     {"chatml-boxed", "chatml", 0, "{problem}\n" BOXED,
      "ChatML (SmolLM2-style) template with the same user text"},
+    {"qwen3-boxed", "qwen3", 0, "{problem}\n" BOXED,
+     "Qwen3 template (ChatML, no system message, thinking mode) with the same user text"},
     {"seal", "r1", 0, SEAL_PREFIX "{problem}",
      "R1 chat template with the SEAL / SkipKV user message"},
     {"rkv", "raw", 1,

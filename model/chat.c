@@ -6,6 +6,9 @@
  *         never adds one (adding one too would give two).
  * chatml: SmolLM2-135M-Instruct's own template, which inserts this default
  *         system message when the conversation has none.
+ * qwen3:  ChatML without a system message: Qwen3's template adds none, and in
+ *         thinking mode (its default) the generation prompt is the bare
+ *         assistant header; the model opens <think> itself.
  * raw:    the message as it is. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +22,16 @@ static const char CHATML_PREFIX[] =
     "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
     "<|im_end|>\n<|im_start|>user\n";
 static const char CHATML_SUFFIX[] = "<|im_end|>\n<|im_start|>assistant\n";
+static const char QWEN3_PREFIX[] = "<|im_start|>user\n";
 
 int chat_template_parse(const char *name, enum chat_template *out, struct eb_err *e)
 {
     if (name && strcmp(name, "raw") == 0) { *out = CHAT_RAW; return 0; }
     if (name && strcmp(name, "r1") == 0) { *out = CHAT_R1; return 0; }
     if (name && strcmp(name, "chatml") == 0) { *out = CHAT_CHATML; return 0; }
-    return eb_fail(e, "unknown chat template \"%.64s\" (known: raw, r1, chatml)", name ? name : "");
+    if (name && strcmp(name, "qwen3") == 0) { *out = CHAT_QWEN3; return 0; }
+    return eb_fail(e, "unknown chat template \"%.64s\" (known: raw, r1, chatml, qwen3)",
+                   name ? name : "");
 }
 
 char *chat_render(enum chat_template tpl, const char *user_text, struct eb_err *e)
@@ -35,6 +41,7 @@ char *chat_render(enum chat_template tpl, const char *user_text, struct eb_err *
     case CHAT_RAW: pre = ""; post = ""; break;
     case CHAT_R1: pre = R1_PREFIX; post = R1_SUFFIX; break;
     case CHAT_CHATML: pre = CHATML_PREFIX; post = CHATML_SUFFIX; break;
+    case CHAT_QWEN3: pre = QWEN3_PREFIX; post = CHATML_SUFFIX; break;
     default: eb_fail(e, "chat template %d out of range", (int)tpl); return NULL;
     }
     if (!user_text) user_text = "";

@@ -65,13 +65,15 @@ size_t utf8_stream_feed(struct utf8_stream *s, const char *bytes, size_t len, ch
 size_t utf8_stream_finish(struct utf8_stream *s, char *out, size_t cap);
 
 /* Chat templates. */
-enum chat_template { CHAT_RAW = 0, CHAT_R1 = 1, CHAT_CHATML = 2 };
-/* "raw" | "r1" | "chatml" -> template; -1 (with e set) if unknown. */
+enum chat_template { CHAT_RAW = 0, CHAT_R1 = 1, CHAT_CHATML = 2, CHAT_QWEN3 = 3 };
+/* "raw" | "r1" | "chatml" | "qwen3" -> template; -1 (with e set) if unknown. */
 int chat_template_parse(const char *name, enum chat_template *out, struct eb_err *e);
 /* Render one user message with the generation prompt, as text to encode with
  * parse_special=1:  r1: "<｜begin▁of▁sentence｜><｜User｜>U<｜Assistant｜><think>\n"
  * chatml: "<|im_start|>system\n...<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
- * (system line exactly as the model's own template writes it when absent, see chat.c).
+ * (SmolLM2's: the system line exactly as its own template writes it when absent, see chat.c)
+ * qwen3:  "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n" (ChatML with no system
+ * message, as Qwen3's template writes one user turn in thinking mode).
  * Returns a malloc'd string. */
 char *chat_render(enum chat_template tpl, const char *user_text, struct eb_err *e);
 

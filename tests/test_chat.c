@@ -11,6 +11,7 @@ static void test_parse(void)
     CHECK(chat_template_parse("raw", &tpl, &e) == 0 && tpl == CHAT_RAW);
     CHECK(chat_template_parse("r1", &tpl, &e) == 0 && tpl == CHAT_R1);
     CHECK(chat_template_parse("chatml", &tpl, &e) == 0 && tpl == CHAT_CHATML);
+    CHECK(chat_template_parse("qwen3", &tpl, &e) == 0 && tpl == CHAT_QWEN3);
     CHECK(chat_template_parse("llama3", &tpl, &e) == -1);
     CHECK(strstr(e.msg, "unknown chat template \"llama3\"") != NULL);
     CHECK(chat_template_parse(NULL, &tpl, &e) == -1);
@@ -29,6 +30,9 @@ static void test_render(void)
     s = chat_render(CHAT_CHATML, "Hi", &e);
     CHECK_STR(s, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
                  "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    free(s);
+    s = chat_render(CHAT_QWEN3, "Hi", &e);
+    CHECK_STR(s, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
     free(s);
     CHECK(chat_render((enum chat_template)7, "x", &e) == NULL);
 }

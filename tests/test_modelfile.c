@@ -462,6 +462,8 @@ static void test_registry(void)
     CHECK_STR(chat, "r1");
     CHECK(model_registry_chat(SMOLLM2, chat, sizeof chat) == 0);
     CHECK_STR(chat, "chatml");
+    CHECK(model_registry_chat("qwen3-8b", chat, sizeof chat) == 0);
+    CHECK_STR(chat, "qwen3");
     CHECK(model_registry_chat("nope-1b", chat, sizeof chat) == -1);
 }
 
