@@ -86,6 +86,8 @@ int dataset_load_file(const struct dataset_spec *spec, const char *path, int off
                       int limit, struct dataset *out, struct eb_err *e);
 
 void dataset_free(struct dataset *d);
+/* Free one item's strings (and zero it). */
+void dataset_item_free(struct dataset_item *it);
 
 /* synthetic.c: parse "synthetic", "synthetic:N" or "synthetic:N:SEED". */
 int synthetic_parse_name(const char *name, int *n, uint32_t *seed, struct eb_err *e);

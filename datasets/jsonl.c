@@ -21,23 +21,6 @@ static char *dup_str(const char *s, struct eb_err *e)
     return p;
 }
 
-static void item_free(struct dataset_item *it)
-{
-    free(it->id);
-    free(it->problem);
-    free(it->answer);
-    free(it->extra_json);
-    memset(it, 0, sizeof *it);
-}
-
-void dataset_free(struct dataset *d)
-{
-    if (!d) return;
-    for (int i = 0; i < d->n; i++) item_free(&d->items[i]);
-    free(d->items);
-    memset(d, 0, sizeof *d);
-}
-
 /* Returns the byte offset of the first invalid UTF-8 sequence, or -1. */
 static long utf8_invalid_at(const unsigned char *s, size_t n)
 {
@@ -181,13 +164,13 @@ static int parse_line(const struct dataset_spec *spec, const char *line, size_t 
             else
                 eb_fail(e, "%s field \"%s\" is missing", want[k].role, want[k].keys[0]);
         }
-        item_free(it);
+        dataset_item_free(it);
         cJSON_Delete(obj);
         return -1;
     }
     it->extra_json = extra_fields(obj, spec, e);
     cJSON_Delete(obj);
-    if (!it->extra_json) { item_free(it); return -1; }
+    if (!it->extra_json) { dataset_item_free(it); return -1; }
     return 0;
 }
 
@@ -277,39 +260,10 @@ int dataset_load_file(const struct dataset_spec *spec, const char *path, int off
     /* keep [offset, offset + limit) */
     int keep = d.n - offset;
     if (limit > 0 && limit < keep) keep = limit;
-    for (int i = 0; i < offset; i++) item_free(&d.items[i]);
-    for (int i = offset + keep; i < d.n; i++) item_free(&d.items[i]);
+    for (int i = 0; i < offset; i++) dataset_item_free(&d.items[i]);
+    for (int i = offset + keep; i < d.n; i++) dataset_item_free(&d.items[i]);
     memmove(d.items, d.items + offset, (size_t)keep * sizeof *d.items);
     d.n = keep;
     *out = d;
     return 0;
-}
-
-int dataset_load(const char *name, const char *data_dir, int offset, int limit,
-                 struct dataset *out, struct eb_err *e)
-{
-    memset(out, 0, sizeof *out);
-    const struct dataset_spec *spec = dataset_find(name, e);
-    if (!spec) return -1;
-    if (offset < 0) return eb_fail(e, "%s: offset %d is negative", name, offset);
-    if (!spec->file) {
-        int n;
-        uint32_t seed;
-        if (synthetic_parse_name(name, &n, &seed, e)) return -1;
-        if (offset >= n)
-            return eb_fail(e, "%s: offset %d is past the last of its %d rows", name, offset, n);
-        int want = n - offset;
-        if (limit > 0 && limit < want) want = limit;
-        /* problem i depends only on (seed, i): generate the prefix, drop the head */
-        struct dataset d;
-        if (synthetic_generate(offset + want, seed, &d, e)) return -1;
-        for (int i = 0; i < offset; i++) item_free(&d.items[i]);
-        memmove(d.items, d.items + offset, (size_t)want * sizeof *d.items);
-        d.n = want;
-        *out = d;
-        return 0;
-    }
-    char path[4096];
-    if (dataset_file_path(spec, data_dir, path, sizeof path, e)) return -1;
-    return dataset_load_file(spec, path, offset, limit, out, e);
 }
