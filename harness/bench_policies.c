@@ -8,6 +8,7 @@
 
 #include "../model/generate.h"
 #include "../policies/registry.h"
+#include "policy_defaults.h"
 #include "policy_glue.h"
 
 enum { MAX_ITEMS = 32 };
@@ -39,6 +40,17 @@ struct row {
     size_t peak_kv;
 };
 
+/* spec with the model's defaults from policies/policy_defaults.json (no
+ * dataset; explicit parameters win); malloc'd, NULL on error. */
+static char *with_defaults(const struct policy_model *base, const char *spec, int budget,
+                           struct eb_err *e)
+{
+    char *out = NULL;
+    if (policy_defaults_apply_spec(spec, base ? base->model_name : NULL, NULL, budget, &out, e))
+        return NULL;
+    return out;
+}
+
 static int run_one(const struct model *m, const struct policy_model *base, const int *prompt,
                    int prompt_len, int n_new, const char *spec, int budget, struct row *r,
                    struct eb_err *e)
@@ -55,7 +67,10 @@ static int run_one(const struct model *m, const struct policy_model *base, const
     int rc = -1;
     opt.ignore_eos = 1;
     opt.n_ctx = prompt_len + n_new + 1;
-    if (policy_create(spec, &pm, &p, e) || policy_glue_create(p, budget, m, &g, e)) goto out;
+    char *full = with_defaults(base, spec, budget, e);
+    int bad = !full || policy_create(full, &pm, &p, e);
+    free(full);
+    if (bad || policy_glue_create(p, budget, m, &g, e)) goto out;
     policy_glue_hooks(g, NULL, &hooks);
     opt.hooks = &hooks;
     double t0 = now_s();
@@ -105,7 +120,10 @@ int bench_policies_for(const struct model *m, const struct policy_model *base,
     struct policy_model pm = base ? *base : policy_model_of(m);
     for (int i = 0; i < np; i++) {
         struct policy *p;
-        if (policy_create(pol[i], &pm, &p, e)) goto out;
+        char *full = with_defaults(base, pol[i], 0, e);
+        int bad = !full || policy_create(full, &pm, &p, e);
+        free(full);
+        if (bad) goto out;
         evicts[i] = p->info.schedule != POLICY_NEVER;
         for (int j = 0; j < nb; j++)
             if (policy_check_budget(p, bv[j], e)) {

@@ -64,6 +64,7 @@ static void print_help(void)
         "  --n-correct N        correct responses to keep (default 500)\n"
         "  --n-incorrect N      incorrect responses to keep (default 500)\n"
         "  --max-new N          tokens per response (default 10000, as SEAL)\n"
+        "  --offset N           skip the first N problems (default 0)\n"
         "  --limit N            problems to try at most (default: the whole dataset)\n"
         "  --batch B            problems generated together (default 8)\n"
         "  --chat r1|chatml|qwen3|raw  chat template (default: the registry's, else raw)\n"
@@ -79,13 +80,13 @@ static void print_help(void)
         "  --temperature T      sample instead of greedy decoding (SEAL is greedy; small\n"
         "                       models may need sampling to write any reflection steps)\n"
         "  --top-p P --top-k K  sampling cuts (default 1 and 0: none)\n"
-        "  --seed S             sampling seed; problem i uses S + i (default 0)\n"
+        "  --seed S             sampling seed; problem i of the dataset uses S + i (default 0)\n"
         "  --threads N          CPU threads (default: all cores)\n");
 }
 
 struct cal_cli {
     const char *model, *data, *data_dir, *out, *chat, *think, *keywords, *split;
-    long layer, n_correct, n_incorrect, max_new, limit, batch, threads, top_k, seed;
+    long layer, n_correct, n_incorrect, max_new, offset, limit, batch, threads, top_k, seed;
     double temperature, top_p;
 };
 
@@ -116,6 +117,7 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
         else if (!strcmp(o, "--n-correct")) { if (cli_int(o, v, 0, 1 << 24, &a->n_correct)) return -1; }
         else if (!strcmp(o, "--n-incorrect")) { if (cli_int(o, v, 0, 1 << 24, &a->n_incorrect)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 24, &a->max_new)) return -1; }
+        else if (!strcmp(o, "--offset")) { if (cli_int(o, v, 0, 1 << 30, &a->offset)) return -1; }
         else if (!strcmp(o, "--limit")) { if (cli_int(o, v, 1, 1 << 30, &a->limit)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 4096, &a->batch)) return -1; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
@@ -241,8 +243,8 @@ static int add_steps(const struct tokenizer *tok, const struct sent_tokens *st, 
     return 0;
 }
 
-/* Greedy unless --temperature > 0; problem index i gets seed + i, so a
- * response does not depend on --batch. */
+/* Greedy unless --temperature > 0; problem i of the dataset gets seed + i,
+ * so a response depends neither on --batch nor on --offset. */
 static struct sampler_params sampling_for(const struct cal_cli *a, int i)
 {
     struct sampler_params p = sampler_params_greedy();
@@ -324,7 +326,7 @@ int cmd_calibrate(int argc, char **argv)
         cli_error("calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
         goto done;
     }
-    if (dataset_load(a.data, a.data_dir, 0, (int)a.limit, &ds, &e)) { cli_error(e.msg); goto done; }
+    if (dataset_load(a.data, a.data_dir, (int)a.offset, (int)a.limit, &ds, &e)) { cli_error(e.msg); goto done; }
     enum grade_dataset gds = grade_dataset_from_name(a.data);
     be = backend_cpu_create((int)a.threads);
     if (!be) { cli_error("calibrate: cannot create the CPU backend"); goto done; }
@@ -369,7 +371,7 @@ int cmd_calibrate(int argc, char **argv)
             if (erc) { cli_errorf("calibrate: problem %s: %s", ds.items[start + i].id, e.msg); goto done; }
             reqs[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = n_prompt[i],
                                            .max_new = (int)a.max_new,
-                                           .sampling = sampling_for(&a, start + i)};
+                                           .sampling = sampling_for(&a, (int)a.offset + start + i)};
             caps[i].n = 0;
             last[i] = -1;
         }

@@ -15,6 +15,7 @@
 #include "../policies/steering.h"
 #include "cli.h"
 #include "cmd_generate.h"
+#include "policy_defaults.h"
 #include "policy_glue.h"
 
 static void print_help(void)
@@ -22,7 +23,7 @@ static void print_help(void)
     printf(
         "usage: evictbench generate --model M (--prompt TEXT | --prompts FILE.jsonl) [options]\n\n"
         "  --model M            registry name (e.g. smollm2-135m), GGUF file or HF directory\n"
-        "  --chat r1|chatml|raw chat template (default: the registry's, else raw)\n"
+        "  --chat r1|chatml|qwen3|raw  chat template (default: the registry's, else raw)\n"
         "  --prompt TEXT        one prompt; the generated text streams to stdout\n"
         "  --prompts FILE       JSONL lines {\"id\": ..., \"prompt\": \"...\"}; writes lines\n"
         "                       {\"id\", \"text\", \"prompt_tokens\", \"gen_tokens\", \"finish\"}\n"
@@ -40,6 +41,9 @@ static void print_help(void)
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
         "  --budget N           KV slots per layer and kv head after a compression (the\n"
         "                       policy's window included)\n"
+        "  --no-policy-defaults do not add the model's defaults from\n"
+        "                       policies/policy_defaults.json (seal/skipkv layer, split, think,\n"
+        "                       ...); parameters given in --policy always win\n"
         "  --steer-vector FILE  steering vector for seal/skipkv (evictbench calibrate; default\n"
         "                       vectors/<model name>.bin when it exists)\n");
 }
@@ -70,7 +74,7 @@ struct gen_cli {
     long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
-    int greedy_flag, sampling_flag, stats;
+    int greedy_flag, sampling_flag, stats, no_policy_defaults;
 };
 
 struct prompt_item {
@@ -120,6 +124,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         double d;
         if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
         if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
+        if (!strcmp(o, "--no-policy-defaults")) { a->no_policy_defaults = 1; continue; }
         if (strncmp(o, "--", 2) != 0) return cli_errorf("generate: unexpected argument '%s'", o), -1;
         if (!strcmp(o, "--model") || !strcmp(o, "--chat") || !strcmp(o, "--prompt") ||
             !strcmp(o, "--prompts") || !strcmp(o, "--out") || !strcmp(o, "--max-new") ||
@@ -340,6 +345,7 @@ int cmd_generate(int argc, char **argv)
     struct policy *pol = NULL;
     struct policy_glue *glue = NULL;
     char identity[256];
+    char *spec = NULL;
     int n = 0, rc = 1;
 
     if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
@@ -354,7 +360,14 @@ int cmd_generate(int argc, char **argv)
             goto done;
         }
         pm.model_identity = identity;
-        if (policy_create(a.policy, &pm, &pol, &e) || policy_check_budget(pol, (int)a.budget, &e)) {
+        /* The model's defaults (no dataset here); explicit parameters win. */
+        if (a.no_policy_defaults) spec = strdup(a.policy);
+        else if (policy_defaults_apply_spec(a.policy, a.model, NULL, a.budget, &spec, &e)) {
+            cli_errorf("generate: %s", e.msg);
+            goto done;
+        }
+        if (!spec) { cli_error("generate: out of memory"); goto done; }
+        if (policy_create(spec, &pm, &pol, &e) || policy_check_budget(pol, (int)a.budget, &e)) {
             cli_errorf("generate: %s", e.msg);
             goto done;
         }
@@ -473,6 +486,7 @@ done:
     free(items);
     policy_glue_free(glue);
     policy_free(pol);
+    free(spec);
     model_free(m);
     if (be) be->destroy(be);
     tokenizer_free(tok);

@@ -22,6 +22,9 @@ static const struct prompt_template TEMPLATES[] = {
      "Qwen3 template (ChatML, no system message, thinking mode) with the same user text"},
     {"seal", "r1", 0, SEAL_PREFIX "{problem}",
      "R1 chat template with the SEAL / SkipKV user message"},
+    {"chatml-seal", "chatml", 0, SEAL_PREFIX "{problem}",
+     "ChatML (SmolLM2-style) template with the SEAL / SkipKV user message (the prompt "
+     "`evictbench calibrate` uses for such models)"},
     {"rkv", "raw", 1,
      "You are given a math problem.\n\nProblem: {problem}\n\n You need to solve the problem step "
      "by step. First, you need to provide the chain-of-thought, then provide the final answer.\n\n"

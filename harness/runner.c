@@ -128,6 +128,7 @@ void run_output_free(struct run_output *o)
     for (int i = 0; i < o->n_owned; i++) free(o->owned[i]);
     free(o->owned);
     free(o->samples);
+    free(o->sents);
     memset(o, 0, sizeof *o);
 }
 
@@ -413,6 +414,43 @@ static void sample_trace_stats(const struct point_policy *pp, int seq, struct sa
         s->pss_mean = st.s.pss_mean;
         s->pss_max = st.s.pss_max;
     }
+}
+
+/* The policy's sentences of trace seq as rows of sample sample_idx, appended
+ * to o->sents: under the policies that keep sentences (seal, skipkv and their
+ * presets), one row per closed sentence, prompt included; none otherwise. */
+static int sample_sentences(const struct point_policy *pp, int seq, int64_t sample_idx,
+                            struct run_output *o, struct eb_err *e)
+{
+    if (!pp->pol) return 0;
+    struct sent_info *v = NULL;
+    int n = 0;
+    int rc = policy_trace_sentences(pp->pol, seq, &v, &n, e);
+    if (rc) return rc < 0 ? eb_wrap(e, "sentences") : 0;
+    if (o->n_sents + n > o->cap_sents) {
+        int cap = o->cap_sents ? o->cap_sents : 256;
+        while (cap < o->n_sents + n) cap *= 2;
+        struct sentence_record *ns = realloc(o->sents, (size_t)cap * sizeof *ns);
+        if (!ns) {
+            free(v);
+            return eb_fail_nomem(e, "out of memory for %d sentence rows", cap);
+        }
+        o->sents = ns;
+        o->cap_sents = cap;
+    }
+    for (int i = 0; i < n; i++) {
+        struct sentence_record *x = &o->sents[o->n_sents++];
+        sentence_record_init(x);
+        x->sample_idx = sample_idx;
+        x->sent_idx = i;
+        x->start_tok = v[i].start;
+        x->end_tok = v[i].end;
+        x->kind = sent_label_name(v[i].label);
+        x->max_sim = v[i].max_sim;
+        x->evicted_step = v[i].evicted_step >= 0 ? v[i].evicted_step : STORE_NONE;
+    }
+    free(v);
+    return 0;
 }
 
 /* The hooks generate() gets: the policy's (when any) around the runner's own. */
@@ -724,6 +762,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
             /* meas is indexed by the request index within the generate call */
             if (fill_sample(r, out, s, &items[q / ns], grader, think_open, &res[b0 + k], &meas[k], e)) goto fail;
             sample_trace_stats(&pp, k, s); /* policy sequence ids are batch positions */
+            if (sample_sentences(&pp, k, q, out, e)) goto fail;
         }
         if (pt->batching != BATCHING_CONTINUOUS) {
             prog.samples_done = b0 + nb;
@@ -735,7 +774,8 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     }
 
     if (strcmp(out->run.status, "ok") != 0) {
-        out->n_samples = 0; /* oom and error runs carry no samples */
+        out->n_samples = 0; /* oom and error runs carry no samples, nor sentences */
+        out->n_sents = 0;
     } else {
         out->n_samples = total;
     }
@@ -938,6 +978,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
         s->top1_agree = agree;
         s->first_divergence = first_div;
         sample_trace_stats(&pp, 0, s);
+        if (sample_sentences(&pp, 0, i, out, e)) goto fail;
         s->ttft_ms = NAN; /* timings of a replay mean nothing */
         s->tpot_ms = NAN;
         prog.samples_done = i + 1;
@@ -947,6 +988,7 @@ static int run_fidelity(struct runner *r, const struct exp_config *cfg, const st
         if (r->o.stop && *r->o.stop && i + 1 < n) { rc = 1; goto fail; }
     }
     out->n_samples = strcmp(out->run.status, "ok") ? 0 : n;
+    if (!out->n_samples) out->n_sents = 0;
     out->run.wall_s = now_s() - t0;
     out->run.gen_tokens = gen_tokens;
     out->run.peak_kv_bytes = (int64_t)peak;
@@ -1078,7 +1120,8 @@ int runner_sweep(struct runner *r, const struct sweep *s, struct store *st, int6
         }
         if (rc == 1) { sum->interrupted = 1; break; }
         out.run.experiment_id = exp_id;
-        rc = store_write_run(st, &out.run, out.samples, out.n_samples, NULL, 0, e);
+        rc = store_write_run(st, &out.run, out.samples, out.n_samples, out.sents, out.n_sents,
+                             e);
         double dt = now_s() - t0;
         r->points_run++;
         r->points_run_s += dt;

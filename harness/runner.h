@@ -69,11 +69,15 @@ struct runner_opts {
 };
 
 
-/* One run's record and samples; the strings they point at are owned here. */
+/* One run's record, samples and sentences (the sentence policies' traces,
+ * in the order the samples finished); the strings they point at are owned
+ * here. */
 struct run_output {
     struct run_record run;
     struct sample_record *samples;
     int n_samples;
+    struct sentence_record *sents;
+    int n_sents, cap_sents;
     char **owned;               /* strings to free */
     int n_owned, cap_owned;
 };

@@ -197,20 +197,43 @@ static int query_int(struct store *s, const char *sql, int64_t *out, struct eb_e
     return 0;
 }
 
+/* The oldest version this build reads (read-only) and migrates (for writing). */
+#define STORE_OLDEST_VERSION 1
+
+/* Refuse a version this build cannot read; an older one it can is accepted
+ * (the writer migrates it). */
 static int check_version(struct store *s, int64_t version, struct eb_err *e)
 {
-    if (version == STORE_SCHEMA_VERSION) return 0;
+    if (version >= STORE_OLDEST_VERSION && version <= STORE_SCHEMA_VERSION) return 0;
     if (version > STORE_SCHEMA_VERSION)
         return eb_fail(e, "%s: written by a newer evictbench (schema version %lld; this build "
                           "knows version %d); use a newer build or another --results file",
                        s->path, (long long)version, STORE_SCHEMA_VERSION);
-    /* Older versions would be migrated here, one step at a time.  Version 1 is the first. */
     return eb_fail(e, "%s: schema version %lld is older than this build's %d and cannot be "
                       "migrated; move the file aside to start a new database",
                    s->path, (long long)version, STORE_SCHEMA_VERSION);
 }
 
-/* Create the schema in an empty database, or verify the version of an existing one. */
+/* Version 1 -> 2: the part of the schema after the version-2 mark (views
+ * only), taken from the embedded schema so that a migrated database and a
+ * new one get the same text. */
+#define SCHEMA_V2_MARK "-- ---- Added in schema version 2."
+
+static int migrate_1_to_2(struct store *s, struct eb_err *e)
+{
+    const char *from = strstr(store_schema_sql, SCHEMA_V2_MARK);
+    const char *to = from ? strstr(from, "PRAGMA user_version") : NULL;
+    if (!to) return eb_fail(e, "%s: the embedded schema has no version-2 part", s->path);
+    char *sql = strndup(from, (size_t)(to - from));
+    if (!sql) return eb_fail_nomem(e, "out of memory");
+    int rc = exec(s, sql, "migrating the schema to version 2", e);
+    free(sql);
+    if (rc) return -1;
+    return exec(s, "PRAGMA user_version = 2", "migrating the schema to version 2", e);
+}
+
+/* Create the schema in an empty database, or verify the version of an
+ * existing one and migrate it to this build's, one version at a time. */
 static int ensure_schema(struct store *s, struct eb_err *e)
 {
     if (exec(s, "BEGIN IMMEDIATE", "locking the database", e) != 0) return -1;
@@ -226,6 +249,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
         }
         if (exec(s, store_schema_sql, "creating the schema", e) != 0) goto fail;
     } else if (check_version(s, version, e) != 0) {
+        goto fail;
+    } else if (version == 1 && migrate_1_to_2(s, e) != 0) {
         goto fail;
     }
     if (exec(s, "COMMIT", "creating the schema", e) != 0) goto fail;

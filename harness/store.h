@@ -16,7 +16,10 @@
 
 #include "util/err.h"
 
-#define STORE_SCHEMA_VERSION 1
+/* Version 2 added the views v_sentences and v_sentence_kinds; a version-1
+ * database gets them when it is opened for writing (store_open) and is read
+ * as it is (store_open_readonly, without them). */
+#define STORE_SCHEMA_VERSION 2
 #define STORE_NONE (-1)
 
 /* results/schema.sql, byte for byte (harness/schema_sql.c). */
@@ -82,14 +85,15 @@ struct sample_record {
     const char *text;
 };
 
-/* One sentence of a trace; sample_idx names a sample written with the run. */
+/* One sentence of a trace; sample_idx names a sample written with the run
+ * (see the sentences table in results/schema.sql). */
 struct sentence_record {
     int64_t sample_idx;
     int64_t sent_idx;
-    int64_t start_tok;
+    int64_t start_tok;          /* span of absolute positions, prompt included */
     int64_t end_tok;
-    const char *kind;           /* e.g. "execution" | "non-execution" */
-    double max_sim;
+    const char *kind;           /* "check" | "others" (sent_label_name) */
+    double max_sim;             /* NAN: never compared */
     int64_t evicted_step;       /* STORE_NONE: never evicted */
 };
 
@@ -99,7 +103,8 @@ void sentence_record_init(struct sentence_record *s);
 
 /* Open (creating the file and schema if needed) for writing.  The directory
  * must exist and be writable (the WAL files live next to the database).
- * Refuses a database of another schema version or a file that is not one. */
+ * Migrates a database of an older schema version it knows how to (1), and
+ * refuses one of a newer version or a file that is not one. */
 int store_open(const char *path, struct store **out, struct eb_err *e);
 
 /* Open an existing database for queries only (also in a read-only directory,

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "../model/modelfile.h"
+#include "policy_defaults.h"
 #include "sha256.h"
 #include "sweep.h"
 
@@ -205,14 +206,20 @@ int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_polic
                     p.batching = p.batch_size == 1 ? BATCHING_RAGGED : cfg->batchings[bm];
                     p.model_id = strdup(model_ids[m]);
                     p.dataset = strdup(dname);
-                    p.params_json = strdup(params);
                     p.sampling_json = strdup(samp);
                     p.extra_json = strdup(extra);
-                    if (!p.model_id || !p.dataset || !p.params_json || !p.sampling_json ||
-                        !p.extra_json) {
+                    if (!p.model_id || !p.dataset || !p.sampling_json || !p.extra_json) {
                         point_free(&p);
                         free(params);
                         eb_fail(e, "out of memory");
+                        goto fail;
+                    }
+                    /* The per-model defaults (policies/policy_defaults.json) are
+                     * resolved here, so the run key records what actually runs. */
+                    if (policy_defaults_apply_json(p.policy, p.model, dname, p.budget, params,
+                                                   &p.params_json, e)) {
+                        point_free(&p);
+                        free(params);
                         goto fail;
                     }
                     struct runkey_params rk = {

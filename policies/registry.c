@@ -57,7 +57,8 @@ static const struct policy_entry ENTRIES[] = {
     {"seal-static", "SkipKV with static SEAL-style steering (gamma = 0)", &skipkv_ops,
      skipkv_params, "gamma=0"},
     {"fullkv-pss", "FullKV with SkipKV's sentence tracker: nothing evicted, PSS statistics and "
-                   "N_o recorded", &skipkv_ops, skipkv_params, "evict=0,steer=0"},
+                   "N_o recorded (tau 0.95: the statistics threshold, not a tuned eviction one)",
+     &skipkv_ops, skipkv_params, "evict=0,steer=0,tau=0.95"},
 };
 
 const struct policy_entry *policy_registry(int *n)

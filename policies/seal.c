@@ -4,7 +4,8 @@
  * thought, as the runtime runs the forward (policy steer hook), so the
  * steered state flows into that token's K/V at later layers and into the
  * logits.  Nothing is evicted.  It also counts Check sentences (N_o), for
- * the trace statistics. */
+ * the trace statistics, and keeps each sentence's span and label (no
+ * similarity: it builds no sentence representations). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@ const struct param_def seal_params[] = {
 struct seal_seq {
     struct steer_seq st;
     struct sent_tracker tr;  /* labels only (no hidden states) */
+    int n_prompt;
     int failed;
 };
 
@@ -90,6 +92,7 @@ static int seal_begin(void *self, int seq, const struct seq_view *sv, struct eb_
     seal_seq_free(*slot);
     struct seal_seq *q = *slot = eb_calloc(1, sizeof *q, e);
     if (!q) return -1;
+    q->n_prompt = sv->n_prompt;
     if (steer_seq_begin(&q->st, s->sr.mode, s->sr.pairs, sv, e)) return -1;
     if (sent_tracker_init(&q->tr, &s->tok, 0, 1.0f, e)) return -1;
     if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
@@ -113,7 +116,10 @@ static void seal_end(void *self, int seq)
     if (!q) return;
     struct policy_trace_stats st = {0};
     fill_stats(s, q, &st);
-    trace_stats_table_put(&s->done, seq, &st);
+    struct sent_info *v = NULL;
+    struct eb_err e;
+    int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &e);
+    trace_stats_table_put(&s->done, seq, &st, v, n, lost);
     seal_seq_free(q);
     s->seqs.state[seq] = NULL;
 }
@@ -164,6 +170,27 @@ int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stat
     if (p->ops == &seal_ops) return seal_trace_stats(p->self, seq, out);
     if (p->ops == &skipkv_ops) return skipkv_trace_stats(p->self, seq, out);
     return -1;
+}
+
+int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                         struct eb_err *e)
+{
+    const struct seal *s = self;
+    *out = NULL;
+    *n = 0;
+    const struct seal_seq *q = seq_table_get(&s->seqs, seq);
+    if (q) return sent_tracker_export(&q->tr, q->n_prompt, out, n, e);
+    return trace_stats_table_sentences(&s->done, seq, out, n, e);
+}
+
+int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e)
+{
+    *out = NULL;
+    *n = 0;
+    if (p->ops == &seal_ops) return seal_trace_sentences(p->self, seq, out, n, e);
+    if (p->ops == &skipkv_ops) return skipkv_trace_sentences(p->self, seq, out, n, e);
+    return 1;
 }
 
 const struct policy_ops seal_ops = {

@@ -260,6 +260,7 @@ static int close_at(struct sent_tracker *t, int p, int is_check, struct eb_err *
     s->e = p;
     s->label = (t->open_check || is_check) ? SENT_CHECK : SENT_OTHERS;
     s->max_pss = -2.0f;
+    s->evicted_step = -1;
     if (s->label == SENT_CHECK) t->n_check++;
     /* the rows of the span seen so far move with it */
     if (t->dim > 0) {
@@ -385,15 +386,16 @@ void sent_span_slots(const int *pos, int n, int b, int e, int *lo, int *hi)
     *hi = l < *lo ? *lo : l;
 }
 
-int sent_tracker_penalize(const struct sent_tracker *t, const int *pos, int n, double *z)
+int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n, double *z, int step)
 {
     int hit = 0;
     for (int i = 0; i < t->n; i++) {
-        const struct sentence *s = &t->s[i];
+        struct sentence *s = &t->s[i];
         if (!s->redundant) continue;
         int lo, hi;
         sent_span_slots(pos, n, s->b, s->e, &lo, &hi);
         for (int j = lo; j < hi; j++) z[j] -= s->lambda;
+        if (hi > lo && s->evicted_step < 0) s->evicted_step = step;
         hit += hi - lo;
     }
     return hit;
@@ -408,4 +410,33 @@ void sent_tracker_stats(const struct sent_tracker *t, struct sent_stats *out)
     out->n_pairs_above = t->n_pairs_above;
     out->pss_mean = t->n_pairs ? t->pss_sum / t->n_pairs : 0.0;
     out->pss_max = t->n_pairs ? t->pss_max : 0.0;
+}
+
+const char *sent_label_name(enum sent_label label)
+{
+    return label == SENT_CHECK ? "check" : "others";
+}
+
+int sent_tracker_export(const struct sent_tracker *t, int n_prompt, struct sent_info **out,
+                        int *n, struct eb_err *e)
+{
+    *out = NULL;
+    *n = 0;
+    if (t->n == 0) return 0;
+    struct sent_info *v = eb_malloc((size_t)t->n * sizeof *v, e);
+    if (!v) return -1;
+    for (int i = 0; i < t->n; i++) {
+        const struct sentence *s = &t->s[i];
+        v[i] = (struct sent_info){
+            .start = s->b,
+            .end = s->e,
+            .in_prompt = s->e < n_prompt,
+            .label = s->label,
+            .max_sim = s->max_pss < -1.5f ? NAN : (double)s->max_pss,
+            .evicted_step = s->evicted_step,
+        };
+    }
+    *out = v;
+    *n = t->n;
+    return 0;
 }

@@ -25,7 +25,10 @@
  *   - sent_tracker_penalize maps the redundant sentences to cache slots
  *     through the slots' original positions (so any number of compactions
  *     is handled: a slot belongs to a sentence iff its position lies in the
- *     span) and subtracts lambda from those slots' scores.
+ *     span) and subtracts lambda from those slots' scores; the step of the
+ *     first penalty a sentence gets is kept as its evicted_step;
+ *   - sent_tracker_export copies, per sentence, what the harness stores:
+ *     span, label, largest similarity, evicted step (scalars only).
  *
  * Tokens that are never followed by a delimiter (the tail of a trace) form
  * no sentence, as in the reference.  </think> is an ordinary token here: the
@@ -89,6 +92,7 @@ struct sentence {
     int redundant;            /* marked redundant (persists) */
     float lambda;             /* the similarity that marked it (latest pair) */
     float max_pss;            /* largest lambda of any pair it is part of (-2: none) */
+    int evicted_step;         /* step of its first penalty (sent_tracker_penalize); -1: none */
     double *sum;              /* running sum of its rows, NULL once no longer needed */
 };
 
@@ -141,14 +145,35 @@ int sent_tracker_compare(struct sent_tracker *t);
 const float *sent_tracker_repr(const struct sent_tracker *t, int i);
 
 /* z[j] -= lambda of the redundant sentence whose span holds pos[j], for the n
- * slots whose positions pos[0..n) ascend (a head's candidate slots).
- * Returns the number of slots penalised. */
-int sent_tracker_penalize(const struct sent_tracker *t, const int *pos, int n, double *z);
+ * slots whose positions pos[0..n) ascend (a head's candidate slots).  A
+ * sentence penalised here for the first time gets step (the caller's
+ * generation step) as its evicted_step.  Returns the number of slots
+ * penalised. */
+int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n, double *z, int step);
 
 /* Slots [*lo, *hi) of the ascending pos[0..n) whose positions lie in [b, e]
  * (the cache-range mapping of §7.3); *lo == *hi when none. */
 void sent_span_slots(const int *pos, int n, int b, int e, int *lo, int *hi);
 
 void sent_tracker_stats(const struct sent_tracker *t, struct sent_stats *out);
+
+/* One sentence of a trace as the harness reads it (the observation
+ * interface, steering.h: policy_trace_sentences). */
+struct sent_info {
+    int start, end;           /* span [start, end] of absolute positions, prompt included */
+    int in_prompt;            /* 1: the whole span lies in the prompt (end < n_prompt) */
+    enum sent_label label;
+    double max_sim;           /* largest lambda against any sentence it was compared with;
+                                 NAN: never compared (no representations, or incomplete) */
+    int evicted_step;         /* generation step of its first penalty; -1: never */
+};
+
+/* The label's name as the results database stores it: "check" or "others". */
+const char *sent_label_name(enum sent_label label);
+
+/* Every closed sentence, in order, into *out (malloc'd, the caller frees;
+ * NULL when *n is 0).  n_prompt: the prompt's length, for in_prompt. */
+int sent_tracker_export(const struct sent_tracker *t, int n_prompt, struct sent_info **out,
+                        int *n, struct eb_err *e);
 
 #endif

@@ -27,7 +27,11 @@
  * (gamma=0).  fullkv-pss (evict=0, steer=0) keeps every token and only
  * tracks sentences, so FullKV traces get the same PSS statistics; with no
  * compression steps its sentences are compared when the sequence ends (each
- * pair once, as at compression steps). */
+ * pair once, as at compression steps).
+ *
+ * Per sentence (skipkv_trace_sentences) it keeps the span, the label, the
+ * largest similarity and the generation step of its first penalty, the
+ * step at which PSS pushed it out of the cache (never under fullkv-pss). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +75,7 @@ const struct param_def skipkv_params[] = {
 struct skv_seq {
     struct sent_tracker tr;
     struct steer_seq st;
+    int n_prompt;            /* the generation step is tr.n_tokens - n_prompt */
     double alpha;
     int failed;              /* an error in a void hook; select reports it */
     struct eb_err err;
@@ -177,6 +182,7 @@ static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct e
     struct skv_seq *q = *slot = eb_calloc(1, sizeof *q, e);
     if (!q) return -1;
     q->alpha = s->alpha0;
+    q->n_prompt = sv->n_prompt;
     if (sv->n_prompt > 0 && !sv->prompt)
         return eb_fail(e, "policy skipkv: the runtime passed no prompt tokens");
     if (sent_tracker_init(&q->tr, &s->tok, s->sentence ? s->m.n_embd : 0, s->tau, e)) return -1;
@@ -203,7 +209,9 @@ static void skipkv_end(void *self, int seq)
     struct policy_trace_stats st = {0};
     sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
     fill_stats(s, q, &st);
-    trace_stats_table_put(&s->done, seq, &st);
+    struct sent_info *v = NULL;
+    int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &q->err);
+    trace_stats_table_put(&s->done, seq, &st, v, n, lost);
     skv_seq_free(q);
     s->seqs.state[seq] = NULL;
 }
@@ -246,7 +254,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
         *e = q->err;
         return -1;
     }
-    int w = s->imp.window;
+    int w = s->imp.window, step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
     if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
     if (s->sentence) sent_tracker_compare(&q->tr);
     for (int l = 0; l < cv->n_layer; l++)
@@ -261,7 +269,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
             }
             if (s->sentence) {
                 const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
-                sent_tracker_penalize(&q->tr, pos, n_cand, s->sc.z);
+                sent_tracker_penalize(&q->tr, pos, n_cand, s->sc.z, step);
             }
             if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
         }
@@ -278,6 +286,17 @@ int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out
         return 0;
     }
     return trace_stats_table_get(&s->done, seq, out);
+}
+
+int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e)
+{
+    const struct skipkv *s = self;
+    *out = NULL;
+    *n = 0;
+    const struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    if (q) return sent_tracker_export(&q->tr, q->n_prompt, out, n, e);
+    return trace_stats_table_sentences(&s->done, seq, out, n, e);
 }
 
 const struct policy_ops skipkv_ops = {

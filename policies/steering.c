@@ -296,6 +296,16 @@ int steerer_open(struct steerer *s, const struct policy_model *t, int layer, enu
                           "calibrate`) or put it at vectors/%s.bin",
                        policy, t->model_name ? t->model_name : "<model>");
     if (steer_vector_load(path, t->model_identity, t->n_embd, &s->vec, e)) return -1;
+    /* A vector is a direction in one layer's residual stream; added at another
+     * layer it is a different intervention, so that must be asked for by
+     * recalibrating, not happen through a default. */
+    if (layer > 0 && layer != s->vec.layer) {
+        int vl = s->vec.layer;
+        steer_vector_free(&s->vec);
+        return eb_fail(e, "policy %s: layer=%d, but %s was calibrated at layer %d (use layer=0 "
+                          "for the vector's own, or calibrate one at layer %d)",
+                       policy, layer, path, vl, layer);
+    }
     s->layer = layer > 0 ? layer : s->vec.layer;
     if (s->layer < 1 || s->layer >= n_layer) {
         int l = s->layer;

@@ -162,4 +162,19 @@ int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stat
 int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out);
 int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out);
 
+/* The sentences of seq's current trace, or of its last finished one (kept
+ * until the id is reused, as the statistics are), in order, under seal or
+ * skipkv (and their presets): spans, labels, max_sim (NAN under seal and
+ * skipkv's sentence=0, which build no representations) and evicted steps
+ * (-1 unless skipkv's sentence penalty reached the sentence).  Returns 0
+ * with *out malloc'd (the caller frees; NULL when *n is 0), 1 when the
+ * policy keeps no sentences for seq (other policies, an unknown sequence),
+ * -1 when they were lost or on out of memory (e set). */
+int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e);
+int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                         struct eb_err *e);
+int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e);
+
 #endif

@@ -1,4 +1,4 @@
--- evictbench results database, schema version 1.
+-- evictbench results database, schema version 2.
 --
 -- harness/store.c creates it (from the identical copy in harness/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -80,16 +80,28 @@ CREATE TABLE samples (
     PRIMARY KEY (run_id, sample_idx)
 );
 
--- Optional per-sentence detail of a trace.
+-- The sentences of a trace, for the policies that segment it (seal, skipkv and
+-- their presets, fullkv-pss included; none for the others).  A sentence ends at
+-- a delimiter token; sent_idx counts from 0 in order, the prompt's sentences
+-- included; the unterminated tail of a trace is no sentence, so a sample has
+-- n_sentences rows and n_nonexec of them have kind 'check'.
 CREATE TABLE sentences (
     run_id       INTEGER NOT NULL,
     sample_idx   INTEGER NOT NULL,
     sent_idx     INTEGER NOT NULL,
-    start_tok    INTEGER NOT NULL,
-    end_tok      INTEGER NOT NULL,
-    kind         TEXT,                        -- e.g. execution | non-execution
-    max_sim      REAL,
-    evicted_step INTEGER,                     -- NULL: never evicted
+    start_tok    INTEGER NOT NULL,            -- span [start_tok, end_tok] of absolute token
+    end_tok      INTEGER NOT NULL,            -- positions, prompt included (0 = the first
+                                              -- prompt token); end_tok < samples.prompt_tokens:
+                                              -- a prompt sentence
+    kind         TEXT,                        -- 'check': a check word (Wait, Alternatively,
+                                              -- again) lies in it, a non-execution thought
+                                              -- (SkipKV's N_o); 'others': the rest
+    max_sim      REAL,                        -- largest cosine similarity to any sentence it
+                                              -- was compared with; NULL: never compared (seal
+                                              -- builds no sentence representations)
+    evicted_step INTEGER,                     -- generated tokens so far when SkipKV's sentence
+                                              -- penalty first hit it (pushing it out of the
+                                              -- cache); NULL: never (always under fullkv-pss)
     PRIMARY KEY (run_id, sample_idx, sent_idx),
     FOREIGN KEY (run_id, sample_idx) REFERENCES samples(run_id, sample_idx) ON DELETE CASCADE
 );
@@ -280,4 +292,39 @@ GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
          r.sampling_json, r.max_new_tokens
 ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
 
-PRAGMA user_version = 1;
+-- ---- Added in schema version 2.  harness/store.c migrates a version-1
+-- database by running this part of the file (up to the PRAGMA). ----
+
+-- Sentences with their trace's outcome; in_prompt is 1 for a prompt sentence.
+CREATE VIEW v_sentences AS
+SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.id AS run_id,
+       s.sample_idx, s.correct, x.sent_idx, x.start_tok, x.end_tok,
+       x.end_tok - x.start_tok + 1 AS n_tokens,
+       x.end_tok < s.prompt_tokens AS in_prompt,
+       x.kind, x.max_sim, x.evicted_step
+FROM v_run r
+JOIN samples s ON s.run_id = r.id
+JOIN sentences x ON x.run_id = s.run_id AND x.sample_idx = s.sample_idx
+WHERE r.status = 'ok';
+
+-- The generated sentences of correct against incorrect traces (the SkipKV
+-- paper's observation: incorrect traces hold more non-execution thoughts and
+-- more highly similar sentences).  Shares are over the sentences of all traces
+-- of a line pooled (n_traces: those with a generated sentence); high_sim_share
+-- counts max_sim > 0.95 (SkipKV's default tau) among the compared sentences;
+-- evicted_share is the share the sentence penalty reached.
+CREATE VIEW v_sentence_kinds AS
+SELECT model, dataset, policy, budget, correct,
+       COUNT(DISTINCT run_id || ':' || sample_idx) AS n_traces,
+       COUNT(*) AS n_sentences,
+       AVG(kind = 'check') AS check_share,
+       AVG(max_sim) AS mean_max_sim,
+       AVG(max_sim > 0.95) AS high_sim_share,
+       AVG(evicted_step IS NOT NULL) AS evicted_share,
+       AVG(n_tokens) AS mean_sentence_tokens
+FROM v_sentences
+WHERE in_prompt = 0
+GROUP BY model, dataset, policy, budget, correct
+ORDER BY model, dataset, policy, budget, correct;
+
+PRAGMA user_version = 2;

@@ -2,8 +2,10 @@
  * no tokenizer, so prompts go in as token ids): runs and samples in the
  * database, accuracy consistent with the samples, batching modes giving the
  * same greedy traces, a rerun skipping everything, 'oom' points (max_kv_bytes
- * and the memory estimate), SIGINT-style stop, fidelity mode; then the same
- * path from a dataset with SmolLM2 when its file is present. */
+ * and the memory estimate), SIGINT-style stop, fidelity mode, no sentence
+ * rows for policies without sentences; a version-1 database migrated; then
+ * the same path from a dataset with SmolLM2 when its file is present, where
+ * fullkv-pss writes one sentence row per sentence of each sample. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -67,6 +69,14 @@ static double q(struct store *st, const char *sql)
     struct eb_err e = {0};
     if (store_query(st, sql, first_cell, &v, &e)) fprintf(stderr, "  query: %s\n", e.msg);
     return v;
+}
+
+/* First column of the first row as text into ctx (char[8192]). */
+static int text_cell(void *ctx, int n, const char *const *names, const char *const *vals)
+{
+    (void)names;
+    snprintf(ctx, 8192, "%s", n > 0 && vals[0] ? vals[0] : "");
+    return 1;
 }
 
 struct stop_ctx {
@@ -183,6 +193,9 @@ static void test_sweep_store_resume(void)
                 "'grouped' and policy = 'fullkv'") == 6 + 3 + 5); /* (3 6 9) (12 17) */
     CHECK(q(st, "select count(*) from runs where tokens_per_s is null or wall_s <= 0 or "
                 "gen_tokens != (select sum(gen_tokens) from samples where run_id = runs.id)") == 0);
+    /* fullkv and streamingllm keep no sentences */
+    CHECK(q(st, "select count(*) from sentences") == 0);
+    CHECK(q(st, "select count(*) from samples where n_sentences is not null") == 0);
     store_close(st);
 
     /* a rerun skips every point */
@@ -312,7 +325,8 @@ static void test_smollm2_dataset(void)
     struct runner_item none;
     memset(&none, 0, sizeof none);
     const char *cfg = "{\"models\": \"smollm2-135m\", \"datasets\": \"synthetic:2\", \"prompt\": "
-                      "\"chatml-boxed\", \"batch_sizes\": 2, \"max_new_tokens\": 12}";
+                      "\"chatml-boxed\", \"batch_sizes\": 2, \"max_new_tokens\": 12, "
+                      "\"policies\": [\"fullkv\", \"fullkv-pss\"]}";
     struct exp_config c;
     struct sweep s;
     struct store *st = NULL;
@@ -327,15 +341,83 @@ static void test_smollm2_dataset(void)
     CHECK(store_begin_experiment(st, c.name, c.json, SWEEP_CODE_VERSION, &exp_id, &e) == 0);
     CHECK(runner_create(&o, &r, &e) == 0);
     int rc = runner_sweep(r, &s, st, exp_id, &sum, &e);
-    CHECK_MSG(rc == 0 && sum.ok == 1, "%s", e.msg);
+    CHECK_MSG(rc == 0 && sum.ok == 2, "%s", e.msg);
     CHECK(q(st, "select count(*) from samples where length(text) > 0 and prompt_tokens > 40 and "
-                "ref_answer is not null and item_id is not null") == 2);
+                "ref_answer is not null and item_id is not null") == 4);
     CHECK(q(st, "select count(*) from samples where think_tokens is not null") == 0);
-    CHECK(runner_sweep(r, &s, st, exp_id, &sum, &e) == 0 && sum.skipped == 1);
+    /* fullkv-pss: one row per sentence (the chat template's lines included),
+     * n_nonexec of them 'check', spans ordered and disjoint; fullkv: none */
+    CHECK(q(st, "select count(*) from sentences x join runs r on r.id = x.run_id "
+                "where r.policy = 'fullkv'") == 0);
+    CHECK(q(st, "select min(n_sentences) from samples s join runs r on r.id = s.run_id "
+                "where r.policy = 'fullkv-pss'") >= 2);
+    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
+                "r.policy = 'fullkv-pss' and (s.n_sentences != (select count(*) from sentences x "
+                "where x.run_id = s.run_id and x.sample_idx = s.sample_idx) or s.n_nonexec != "
+                "(select count(*) from sentences x where x.run_id = s.run_id and "
+                "x.sample_idx = s.sample_idx and x.kind = 'check'))") == 0);
+    CHECK(q(st, "select count(*) from sentences where sent_idx > 0 and start_tok <= (select "
+                "p.end_tok from sentences p where p.run_id = sentences.run_id and p.sample_idx = "
+                "sentences.sample_idx and p.sent_idx = sentences.sent_idx - 1)") == 0);
+    CHECK(q(st, "select count(*) from sentences where end_tok < start_tok or evicted_step is "
+                "not null or kind not in ('check', 'others') or max_sim > 1.0001") == 0);
+    CHECK(q(st, "select count(*) from v_sentences where in_prompt = 1") >= 2);
+    CHECK(runner_sweep(r, &s, st, exp_id, &sum, &e) == 0 && sum.skipped == 2);
     runner_free(r);
     store_close(st);
     sweep_free(&s);
     exp_config_free(&c);
+}
+
+/* A version-1 database (this schema less what version 2 added: the sentence
+ * views) is migrated when opened for writing and read as it is read-only; a
+ * version this build does not know fails clearly. */
+static void test_schema_migration(void)
+{
+    fresh_db();
+    struct store *st = NULL;
+    struct eb_err e = {0};
+    CHECK(store_open(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(store_query(st, "DROP VIEW v_sentence_kinds; DROP VIEW v_sentences; "
+                          "PRAGMA user_version = 1", NULL, NULL, &e) == 0);
+    store_close(st);
+    st = NULL;
+    CHECK_MSG(store_open_readonly(db_path, &st, &e) == 0, "%s", e.msg);
+    if (st) {
+        CHECK(q(st, "PRAGMA user_version") == 1);
+        CHECK(q(st, "select count(*) from runs") == 0);
+        store_close(st);
+        st = NULL;
+    }
+    CHECK_MSG(store_open(db_path, &st, &e) == 0, "%s", e.msg);
+    if (!st) return;
+    CHECK(q(st, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
+    CHECK(q(st, "select count(*) from sqlite_master where type = 'view' and "
+                "name in ('v_sentences', 'v_sentence_kinds')") == 2);
+    CHECK(q(st, "select count(*) from v_sentence_kinds") == 0);
+    /* the migrated views are a new database's, text for text */
+    char path2[300], old_sql[8192] = "", new_sql[8192] = "", p[320];
+    const char *views = "select group_concat(sql, ';') from (select sql from sqlite_master "
+                        "where name in ('v_sentences', 'v_sentence_kinds') order by name)";
+    CHECK(store_query(st, views, text_cell, old_sql, &e) == 0);
+    snprintf(path2, sizeof path2, "%s.new", db_path);
+    unlink(path2);
+    struct store *st2 = NULL;
+    CHECK(store_open(path2, &st2, &e) == 0);
+    if (st2) CHECK(store_query(st2, views, text_cell, new_sql, &e) == 0);
+    store_close(st2);
+    CHECK(old_sql[0] && strcmp(old_sql, new_sql) == 0);
+    unlink(path2);
+    snprintf(p, sizeof p, "%s-wal", path2);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path2);
+    unlink(p);
+    CHECK(store_query(st, "PRAGMA user_version = 0", NULL, NULL, &e) == 0);
+    store_close(st);
+    st = NULL;
+    CHECK(store_open(db_path, &st, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "not an evictbench results database") != NULL, "%s", e.msg);
 }
 
 int main(void)
@@ -348,6 +430,7 @@ int main(void)
     RUN(test_oom);
     RUN(test_stop_after_batch);
     RUN(test_fidelity);
+    RUN(test_schema_migration);
     RUN(test_smollm2_dataset);
     fresh_db(); /* remove the last database */
     unlink(db_path);

@@ -156,6 +156,15 @@ static void test_steering_positions(void)
     /* a wrong layer for this model, and a vector for another model */
     struct policy *q = NULL;
     CHECK(policy_create("seal:layer=4", &pm, &q, &e) != 0 && strstr(e.msg, "layer"));
+    /* the vector's own layer by name is fine; another layer is refused */
+    char spec[32];
+    snprintf(spec, sizeof spec, "seal:layer=%d", sv.layer);
+    CHECK_MSG(policy_create(spec, &pm, &q, &e) == 0, "%s", e.msg);
+    policy_free(q);
+    q = NULL;
+    snprintf(spec, sizeof spec, "seal:layer=%d", sv.layer == 1 ? 2 : 1);
+    CHECK_MSG(policy_create(spec, &pm, &q, &e) != 0 && strstr(e.msg, "calibrated at layer"), "%s",
+              e.msg);
     pm.model_identity = "some other model";
     CHECK(policy_create("seal", &pm, &q, &e) != 0 && strstr(e.msg, "made for model"));
     p->ops->end_sequence(p->self, 0);

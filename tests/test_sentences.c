@@ -97,11 +97,88 @@ static void test_representations_and_marks(void)
     /* the penalty reaches exactly the cached slots inside S0 = [0, 2] */
     int pos[] = {0, 2, 3, 5, 6};
     double z[5] = {0};
-    CHECK(sent_tracker_penalize(&t, pos, 5, z) == 2);
+    CHECK(sent_tracker_penalize(&t, pos, 5, z, 9) == 2);
     CHECK_NEAR(z[0], -t.s[0].lambda, 1e-12);
     CHECK_NEAR(z[1], -t.s[0].lambda, 1e-12);
     CHECK(z[2] == 0 && z[3] == 0 && z[4] == 0);
     CHECK(sent_tracker_rows(&t, rows[0], 1, DIM + 1, &e) != 0); /* wrong width */
+    sent_tracker_free(&t);
+    sent_tokens_free(&st);
+}
+
+/* The per-sentence export on a fixed trace: spans, prompt flag, labels,
+ * the largest similarity (NAN when never compared) and the step of the first
+ * penalty (only when a slot of the sentence was among the candidates). */
+static void test_export(void)
+{
+    struct sent_tokens st;
+    make_tokens(&st);
+    struct sent_tracker t;
+    struct eb_err e = {0};
+    enum { DIM = 4, N_PROMPT = 5 };
+    CHECK(sent_tracker_init(&t, &st, DIM, 0.9f, &e) == 0);
+    /* prompt: S0 = [0,1], S1 = [2,4] (check); generated: S2 = [5,6], S3 = [7,9]
+     * (its last row never arrives), then a tail that is no sentence */
+    int toks[] = {1, D1, 2, CHK, D1, 3, D1, 5, 6, D1, 7};
+    float rows[9][DIM] = {
+        {1, 0, 0, 0}, {1, 0, 0, 0},                 /* S0: (1, 0, 0, 0) */
+        {0, 1, 0, 0}, {0, 1, 0, 0}, {0, 1, 0, 0},   /* S1: orthogonal to S0 */
+        {2, 0, 0, 0}, {2, 0, 0, 0},                 /* S2: parallel to S0 */
+        {0, 0, 1, 0}, {0, 0, 1, 0},                 /* S3: incomplete */
+    };
+    struct sent_info *v = NULL;
+    int n = -1;
+    CHECK(sent_tracker_export(&t, N_PROMPT, &v, &n, &e) == 0 && n == 0 && v == NULL);
+    CHECK(sent_tracker_tokens(&t, toks, N_PROMPT, &e) == 0);
+    CHECK(sent_tracker_rows(&t, rows[0], N_PROMPT, DIM, &e) == 0);
+    CHECK(sent_tracker_compare(&t) == 2);
+    int pos_prefill[] = {0, 1, 2, 3, 4};
+    double z[8] = {0};
+    CHECK(sent_tracker_penalize(&t, pos_prefill, 5, z, 1) == 0); /* nothing redundant yet */
+    CHECK(sent_tracker_tokens(&t, &toks[5], 2, &e) == 0);
+    CHECK(sent_tracker_rows(&t, rows[5], 2, DIM, &e) == 0);
+    CHECK(sent_tracker_compare(&t) == 1);
+    CHECK(t.s[0].redundant && !t.s[1].redundant);
+    /* S0's slots are already gone: no penalty, no eviction step */
+    int pos_later[] = {5, 6};
+    CHECK(sent_tracker_penalize(&t, pos_later, 2, z, 2) == 0);
+    CHECK(t.s[0].evicted_step == -1);
+    int pos_one[] = {1, 5, 6};
+    CHECK(sent_tracker_penalize(&t, pos_one, 3, z, 3) == 1);
+    CHECK(sent_tracker_penalize(&t, pos_one, 3, z, 4) == 1); /* the first step stays */
+    CHECK(sent_tracker_tokens(&t, &toks[7], 4, &e) == 0);
+    CHECK(sent_tracker_rows(&t, rows[7], 2, DIM, &e) == 0);
+    CHECK(sent_tracker_compare(&t) == 0); /* S3 lacks its last row */
+
+    CHECK(sent_tracker_export(&t, N_PROMPT, &v, &n, &e) == 0);
+    CHECK_MSG(n == 4 && v != NULL, "%d sentences", n);
+    if (n == 4 && v) {
+        const int b[] = {0, 2, 5, 7}, en[] = {1, 4, 6, 9}, in_prompt[] = {1, 1, 0, 0};
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(v[i].start == b[i] && v[i].end == en[i] && v[i].in_prompt == in_prompt[i],
+                      "sentence %d: [%d, %d] prompt %d", i, v[i].start, v[i].end, v[i].in_prompt);
+        CHECK(v[1].label == SENT_CHECK && v[0].label == SENT_OTHERS && v[2].label == SENT_OTHERS);
+        CHECK_STR(sent_label_name(v[1].label), "check");
+        CHECK_STR(sent_label_name(v[0].label), "others");
+        CHECK_NEAR(v[0].max_sim, 1.0, 1e-6);  /* against S2 */
+        CHECK_NEAR(v[1].max_sim, 0.0, 1e-6);
+        CHECK_NEAR(v[2].max_sim, 1.0, 1e-6);
+        CHECK(isnan(v[3].max_sim));           /* never compared */
+        CHECK(v[0].evicted_step == 3 && v[1].evicted_step == -1 && v[2].evicted_step == -1 &&
+              v[3].evicted_step == -1);
+    }
+    free(v);
+    sent_tracker_free(&t);
+
+    /* labels only (no representations): the same spans, no similarity */
+    CHECK(sent_tracker_init(&t, &st, 0, 0.9f, &e) == 0);
+    CHECK(sent_tracker_tokens(&t, toks, 11, &e) == 0);
+    CHECK(sent_tracker_compare(&t) == 0);
+    CHECK(sent_tracker_export(&t, N_PROMPT, &v, &n, &e) == 0 && n == 4);
+    int ok = 1;
+    for (int i = 0; v && i < n; i++) ok &= isnan(v[i].max_sim) && v[i].evicted_step == -1;
+    CHECK(ok && v && v[3].start == 7 && v[3].end == 9 && v[1].label == SENT_CHECK);
+    free(v);
     sent_tracker_free(&t);
     sent_tokens_free(&st);
 }
@@ -203,6 +280,7 @@ int main(void)
 {
     RUN(test_segmentation);
     RUN(test_representations_and_marks);
+    RUN(test_export);
     RUN(test_range_mapping_property);
     RUN(test_classify);
     RUN(test_split_rules);
