@@ -15,102 +15,38 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../model/hfconfig.h"
+#include "../model/modelfile.h"
 #include "../policies/registry.h"
+#include "../util/repo_file.h"
 
 #define DEFAULTS_REL "policies/policy_defaults.json"
-#define MODELS_REL "model/models.json"
 
 enum { MAX_BASES = 32 };
 
 static const char *const FAMILIES[] = {"math", "aime", "gsm8k", "code", NULL};
 
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-/* rel under the current directory, else under the running binary's
- * directory or its parent (./evictbench, build/evictbench), as
- * model/registry.c finds models.json.  0 with the path in out, or -1. */
-static int find_repo_file(const char *rel, char *out, size_t cap)
-{
-    if (exists(rel) && strlen(rel) < cap) {
-        snprintf(out, cap, "%s", rel);
-        return 0;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash) *slash = '\0';
-    const char *ups[] = {"", "/.."};
-    for (int i = 0; i < 2; i++) {
-        int len = snprintf(out, cap, "%s%s/%s", exe, ups[i], rel);
-        if (len > 0 && (size_t)len < cap && exists(out)) return 0;
-    }
-    return -1;
-}
-
 int policy_defaults_path(char *out, size_t cap)
 {
     const char *env = getenv("EVICTBENCH_POLICY_DEFAULTS");
     if (env && *env) {
-        if (!exists(env) || strlen(env) >= cap) return -1;
+        if (!eb_path_exists(env) || strlen(env) >= cap) return -1;
         snprintf(out, cap, "%s", env);
         return 0;
     }
-    return find_repo_file(DEFAULTS_REL, out, cap);
+    return eb_repo_file(DEFAULTS_REL, out, cap, NULL, 0);
 }
 
 const char *policy_defaults_family(const char *dataset)
 {
     if (!dataset) return NULL;
-    const char *d = base_name(dataset);
+    const char *d = eb_base_name(dataset);
     if (!strncasecmp(d, "math", 4)) return "math";   /* math500, math_train_1000, ... */
     if (!strncasecmp(d, "aime", 4)) return "aime";
     if (!strncasecmp(d, "gsm8k", 5)) return "gsm8k";
     if (!strncasecmp(d, "livecodebench", 13)) return "code";
     return NULL;
-}
-
-/* A path's registry name: the models.json entry whose file has the same
- * base name (case aside).  0 with the name in out, or -1. */
-static int registry_name_of_path(const char *base, char *out, size_t cap)
-{
-    char path[PATH_MAX];
-    if (find_repo_file(MODELS_REL, path, sizeof path)) return -1;
-    struct eb_err ignored;
-    cJSON *reg = hf_json_load(path, &ignored);
-    if (!reg) return -1;
-    int rc = -1;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, reg) {
-        const cJSON *file = cJSON_GetObjectItemCaseSensitive(it, "file");
-        if (!cJSON_IsString(file)) continue;
-        char fb[PATH_MAX];
-        snprintf(fb, sizeof fb, "%s", file->valuestring);
-        size_t n = strlen(fb);
-        while (n > 1 && fb[n - 1] == '/') fb[--n] = '\0';
-        if (!strcasecmp(base_name(fb), base) && strlen(it->string) < cap) {
-            snprintf(out, cap, "%s", it->string);
-            rc = 0;
-            break;
-        }
-    }
-    cJSON_Delete(reg);
-    return rc;
 }
 
 void policy_defaults_model_key(const char *model, char *out, size_t cap)
@@ -122,8 +58,8 @@ void policy_defaults_model_key(const char *model, char *out, size_t cap)
     snprintf(buf, sizeof buf, "%s", model);
     size_t n = strlen(buf);
     while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
-    const char *base = base_name(buf);
-    if (registry_name_of_path(base, out, cap) == 0) return;
+    const char *base = eb_base_name(buf);
+    if (model_registry_name(buf, out, cap) == 0) return;
     snprintf(out, cap, "%s", base);
     n = strlen(out);
     if (n > 5 && !strcasecmp(out + n - 5, ".gguf")) out[n - 5] = '\0';

@@ -76,5 +76,8 @@ int model_resolve(const char *path_or_name, char *out, size_t out_len, struct eb
  * up by name or by the base name of its file; writes it into out and returns 0,
  * or returns -1 when the model is not in the registry (not an error). */
 int model_registry_chat(const char *path_or_name, char *out, size_t out_len);
+/* The registry name of a name or of a path to a registry entry's file (its
+ * base name, case aside); -1 when neither. */
+int model_registry_name(const char *path_or_name, char *out, size_t out_len);
 
 #endif

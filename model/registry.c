@@ -11,49 +11,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <strings.h>
 
 #include "hfconfig.h"
 #include "modelfile.h"
+#include "../util/repo_file.h"
 
 #define REGISTRY_REL "model/models.json"
-
-static int exists(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0;
-}
-
-static const char *base_name(const char *path)
-{
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
 
 /* Find and parse models.json; root_dir receives the directory the registry's
  * relative paths are relative to ("." for the current directory). */
 static cJSON *registry_load(char *root_dir, size_t cap, struct eb_err *e)
 {
-    char cand[PATH_MAX + 32];
-    if (exists(REGISTRY_REL)) {
-        snprintf(root_dir, cap, ".");
-        return hf_json_load(REGISTRY_REL, e);
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        const char *ups[] = {"", "/.."};
-        for (int i = 0; i < 2; i++) {
-            int n1 = snprintf(cand, sizeof cand, "%s%s/%s", exe, ups[i], REGISTRY_REL);
-            int n2 = snprintf(root_dir, cap, "%s%s", exe, ups[i]);
-            if (n1 > 0 && (size_t)n1 < sizeof cand && n2 > 0 && (size_t)n2 < cap && exists(cand))
-                return hf_json_load(cand, e);
-        }
-    }
+    char path[PATH_MAX + 32];
+    if (eb_repo_file(REGISTRY_REL, path, sizeof path, root_dir, cap) == 0)
+        return hf_json_load(path, e);
     eb_fail(e, "model registry %s not found (run from the evictbench directory)", REGISTRY_REL);
     return NULL;
 }
@@ -80,7 +52,7 @@ static void known_names(const cJSON *reg, char *out, size_t cap)
 int model_resolve(const char *path_or_name, char *out, size_t out_len, struct eb_err *e)
 {
     if (!path_or_name || !*path_or_name) return eb_fail(e, "no model given");
-    if (exists(path_or_name)) {
+    if (eb_path_exists(path_or_name)) {
         if (strlen(path_or_name) >= out_len) return eb_fail(e, "%s: path too long", path_or_name);
         snprintf(out, out_len, "%s", path_or_name);
         return 0;
@@ -108,14 +80,14 @@ int model_resolve(const char *path_or_name, char *out, size_t out_len, struct eb
     char cand[PATH_MAX * 2];
     const char *dir = getenv("EVICTBENCH_MODELS");
     if (dir && *dir) {
-        snprintf(cand, sizeof cand, "%s/%s", dir, base_name(file));
-        if (exists(cand)) goto found;
+        snprintf(cand, sizeof cand, "%s/%s", dir, eb_base_name(file));
+        if (eb_path_exists(cand)) goto found;
     }
     if (file[0] == '/' || strcmp(root, ".") == 0)
         snprintf(cand, sizeof cand, "%s", file);
     else
         snprintf(cand, sizeof cand, "%s/%s", root, file);
-    if (exists(cand)) goto found;
+    if (eb_path_exists(cand)) goto found;
     eb_fail(e, "model '%s': file %s not found; obtain it with: %s", path_or_name, file,
             how ? how : "(the registry does not say)");
     goto done;
@@ -131,33 +103,50 @@ done:
     return rc;
 }
 
-int model_registry_chat(const char *path_or_name, char *out, size_t out_len)
+/* The entry named path_or_name, else the one whose file has the same base
+ * name (case aside; trailing slashes of a directory ignored), or NULL. */
+static const cJSON *registry_entry(const cJSON *reg, const char *path_or_name)
+{
+    char want[PATH_MAX];
+    snprintf(want, sizeof want, "%s", path_or_name);
+    size_t n = strlen(want);
+    while (n > 1 && want[n - 1] == '/') want[--n] = '\0';
+    const cJSON *it;
+    cJSON_ArrayForEach(it, reg) if (strcmp(it->string, want) == 0) return it;
+    cJSON_ArrayForEach(it, reg) {
+        char file[PATH_MAX];
+        const char *f = entry_str(it, "file");
+        if (!f) continue;
+        snprintf(file, sizeof file, "%s", f);
+        size_t m = strlen(file);
+        while (m > 1 && file[m - 1] == '/') file[--m] = '\0';
+        if (strcasecmp(eb_base_name(file), eb_base_name(want)) == 0) return it;
+    }
+    return NULL;
+}
+
+/* Copy the registry entry's key (field NULL: its name) into out. */
+static int registry_lookup(const char *path_or_name, const char *field, char *out, size_t out_len)
 {
     if (!path_or_name || out_len == 0) return -1;
     char root[PATH_MAX];
     struct eb_err e;
     cJSON *reg = registry_load(root, sizeof root, &e);
     if (!reg) return -1;
-    /* A path matches the entry whose file has the same base name. */
-    char want[PATH_MAX];
-    snprintf(want, sizeof want, "%s", path_or_name);
-    size_t n = strlen(want);
-    while (n > 1 && want[n - 1] == '/') want[--n] = '\0';
-    int rc = -1;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, reg) {
-        const char *file = entry_str(it, "file");
-        const char *chat = entry_str(it, "chat");
-        if (!chat) continue;
-        if (strcmp(it->string, want) == 0 ||
-            (file && strcmp(base_name(file), base_name(want)) == 0)) {
-            if (strlen(chat) < out_len) {
-                snprintf(out, out_len, "%s", chat);
-                rc = 0;
-            }
-            break;
-        }
-    }
+    const cJSON *it = registry_entry(reg, path_or_name);
+    const char *v = !it ? NULL : field ? entry_str(it, field) : it->string;
+    int rc = v && strlen(v) < out_len ? 0 : -1;
+    if (rc == 0) snprintf(out, out_len, "%s", v);
     cJSON_Delete(reg);
     return rc;
+}
+
+int model_registry_chat(const char *path_or_name, char *out, size_t out_len)
+{
+    return registry_lookup(path_or_name, "chat", out, out_len);
+}
+
+int model_registry_name(const char *path_or_name, char *out, size_t out_len)
+{
+    return registry_lookup(path_or_name, NULL, out, out_len);
 }

@@ -465,6 +465,17 @@ static void test_registry(void)
     CHECK(model_registry_chat("qwen3-8b", chat, sizeof chat) == 0);
     CHECK_STR(chat, "qwen3");
     CHECK(model_registry_chat("nope-1b", chat, sizeof chat) == -1);
+
+    /* registry names of names and of paths to entries' files */
+    char name[64];
+    CHECK(model_registry_name("smollm2-135m", name, sizeof name) == 0);
+    CHECK_STR(name, "smollm2-135m");
+    CHECK(model_registry_name("/x/models/SmolLM2-135M-Instruct.Q4_1.gguf", name, sizeof name) == 0);
+    CHECK_STR(name, "smollm2-135m");
+    CHECK(model_registry_name("/x/models/deepseek-r1-distill-qwen-14b/", name, sizeof name) == 0);
+    CHECK_STR(name, "deepseek-r1-distill-qwen-14b");
+    CHECK(model_registry_name("nope-1b", name, sizeof name) == -1);
+    CHECK(model_registry_name("smollm2-135m", name, 4) == -1);
 }
 
 static void test_registry_models_dir(void)

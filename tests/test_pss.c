@@ -35,6 +35,7 @@
 #include "policies/registry.h"
 #include "policies/steering.h"
 #include "test.h"
+#include "test_util.h"
 
 #define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 enum { N_ITEMS = 3, MAX_NEW = 24 };
@@ -125,21 +126,6 @@ static int check_rows(const struct run_output *o, int sample_idx, const char *wh
     return bad ? -1 : n_evicted;
 }
 
-static int first_cell(void *ctx, int n, const char *const *names, const char *const *vals)
-{
-    (void)names;
-    *(double *)ctx = n > 0 && vals[0] ? atof(vals[0]) : NAN;
-    return 1;
-}
-
-static double q(struct store *st, const char *sql)
-{
-    double v = NAN;
-    struct eb_err e = {0};
-    if (store_query(st, sql, first_cell, &v, &e)) fprintf(stderr, "  query: %s\n", e.msg);
-    return v;
-}
-
 /* The runs written to a results database: the rows per sample and the views. */
 static void check_store(struct run_output *out, int n_out)
 {
@@ -153,28 +139,28 @@ static void check_store(struct run_output *out, int n_out)
     for (int k = 0; k < n_out; k++)
         CHECK_MSG(store_write_run(st, &out[k].run, out[k].samples, out[k].n_samples,
                                   out[k].sents, out[k].n_sents, &e) == 0, "%s", e.msg);
-    CHECK(q(st, "select count(*) from sentences x join runs r on r.id = x.run_id "
+    CHECK(store_query_number(st, "select count(*) from sentences x join runs r on r.id = x.run_id "
                 "where r.policy = 'fullkv'") == 0);
-    CHECK(q(st, "select count(*) from samples s where s.n_sentences is not null") == 3 * N_ITEMS);
-    CHECK(q(st, "select count(*) from samples s where s.n_sentences is not null and "
+    CHECK(store_query_number(st, "select count(*) from samples s where s.n_sentences is not null") == 3 * N_ITEMS);
+    CHECK(store_query_number(st, "select count(*) from samples s where s.n_sentences is not null and "
                 "(s.n_sentences != (select count(*) from sentences x where x.run_id = s.run_id "
                 "and x.sample_idx = s.sample_idx) or s.n_nonexec != (select count(*) from "
                 "sentences x where x.run_id = s.run_id and x.sample_idx = s.sample_idx and "
                 "x.kind = 'check'))") == 0);
-    CHECK(q(st, "select count(*) from sentences a join sentences b on b.run_id = a.run_id and "
+    CHECK(store_query_number(st, "select count(*) from sentences a join sentences b on b.run_id = a.run_id and "
                 "b.sample_idx = a.sample_idx and b.sent_idx = a.sent_idx + 1 "
                 "where b.start_tok <= a.end_tok") == 0);
     /* every prompt here ends with a delimiter: its sentences lie in it */
-    CHECK(q(st, "select count(*) from v_sentences where in_prompt = 1 and policy = 'fullkv-pss'") >=
+    CHECK(store_query_number(st, "select count(*) from v_sentences where in_prompt = 1 and policy = 'fullkv-pss'") >=
           N_ITEMS);
-    CHECK(q(st, "select count(*) from v_sentences v join samples s on s.run_id = v.run_id and "
+    CHECK(store_query_number(st, "select count(*) from v_sentences v join samples s on s.run_id = v.run_id and "
                 "s.sample_idx = v.sample_idx where v.in_prompt != (v.end_tok < s.prompt_tokens)") == 0);
-    CHECK(q(st, "select count(*) from v_sentences where evicted_step is not null and "
+    CHECK(store_query_number(st, "select count(*) from v_sentences where evicted_step is not null and "
                 "policy = 'fullkv-pss'") == 0);
-    CHECK(q(st, "select count(distinct policy || budget) from v_sentence_kinds") >= 1);
-    CHECK(q(st, "select count(*) from v_sentence_kinds where check_share < 0 or check_share > 1 "
+    CHECK(store_query_number(st, "select count(distinct policy || budget) from v_sentence_kinds") >= 1);
+    CHECK(store_query_number(st, "select count(*) from v_sentence_kinds where check_share < 0 or check_share > 1 "
                 "or n_traces < 1 or n_traces > 3 or policy = 'fullkv'") == 0);
-    CHECK(q(st, "select sum(n_traces) from v_sentence_kinds where policy = 'fullkv-pss'") <= N_ITEMS);
+    CHECK(store_query_number(st, "select sum(n_traces) from v_sentence_kinds where policy = 'fullkv-pss'") <= N_ITEMS);
     store_close(st);
     unlink(path);
     char p2[80];

@@ -17,6 +17,7 @@
 #include "harness/store.h"
 #include "harness/sweep.h"
 #include "test.h"
+#include "test_util.h"
 
 #define TINY "tests/fixtures/models/tiny-llama"
 #define SMOL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -53,22 +54,6 @@ static void fresh_db(void)
     unlink(p);
     snprintf(p, sizeof p, "%s-shm", db_path);
     unlink(p);
-}
-
-/* First column of the first row, as a number (NAN when NULL or no row). */
-static int first_cell(void *ctx, int n, const char *const *names, const char *const *vals)
-{
-    (void)names;
-    *(double *)ctx = n > 0 && vals[0] ? atof(vals[0]) : NAN;
-    return 1;
-}
-
-static double q(struct store *st, const char *sql)
-{
-    double v = NAN;
-    struct eb_err e = {0};
-    if (store_query(st, sql, first_cell, &v, &e)) fprintf(stderr, "  query: %s\n", e.msg);
-    return v;
 }
 
 /* First column of the first row as text into ctx (char[8192]). */
@@ -150,30 +135,30 @@ static void test_sweep_store_resume(void)
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from runs where status = 'ok'") == 10);
-    CHECK(q(st, "select count(*) from samples") == 10 * N_ITEMS);
-    CHECK(q(st, "select count(*) from runs where n_samples != 5") == 0);
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'ok'") == 10);
+    CHECK(store_query_number(st, "select count(*) from samples") == 10 * N_ITEMS);
+    CHECK(store_query_number(st, "select count(*) from runs where n_samples != 5") == 0);
     /* accuracy is the mean of the samples' correct */
-    CHECK(q(st, "select count(*) from runs r where abs(r.accuracy - (select avg(correct) from "
+    CHECK(store_query_number(st, "select count(*) from runs r where abs(r.accuracy - (select avg(correct) from "
                 "samples s where s.run_id = r.id)) > 1e-12") == 0);
     /* sample_idx names the item, whatever order the batching ran them in */
-    CHECK(q(st, "select count(*) from samples where prompt_tokens != case sample_idx when 0 then 9 "
+    CHECK(store_query_number(st, "select count(*) from samples where prompt_tokens != case sample_idx when 0 then 9 "
                 "when 1 then 3 when 2 then 17 when 3 then 6 else 12 end") == 0);
     /* greedy traces do not depend on batch size or mode (per-sequence caches;
      * left pads are masked), except where pads change what an evicting
      * policy keeps: they count against its budget */
-    CHECK(q(st, "select max(c) from (select count(distinct s.text) as c from samples s join runs r "
+    CHECK(store_query_number(st, "select max(c) from (select count(distinct s.text) as c from samples s join runs r "
                 "on r.id = s.run_id where r.policy = 'fullkv' or r.batching not in "
                 "('padded', 'grouped') or r.batch_size = 1 group by r.policy, s.sample_idx)") == 1);
-    CHECK(q(st, "select count(*) from samples where gen_tokens > 24 or gen_tokens < 0") == 0);
-    CHECK(q(st, "select count(*) from samples where finished = 0 and gen_tokens != 24") == 0);
-    CHECK(q(st, "select count(*) from samples where ttft_ms is null or peak_kv_bytes is null") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples where gen_tokens > 24 or gen_tokens < 0") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples where finished = 0 and gen_tokens != 24") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples where ttft_ms is null or peak_kv_bytes is null") == 0);
     /* streamingllm (budget 10, compress every 4) compresses every sequence; fullkv never */
-    CHECK(q(st, "select min(n_compressions) from samples s join runs r on r.id = s.run_id "
+    CHECK(store_query_number(st, "select min(n_compressions) from samples s join runs r on r.id = s.run_id "
                 "where r.policy = 'streamingllm'") >= 1);
-    CHECK(q(st, "select max(n_compressions) from samples s join runs r on r.id = s.run_id "
+    CHECK(store_query_number(st, "select max(n_compressions) from samples s join runs r on r.id = s.run_id "
                 "where r.policy = 'fullkv'") == 0);
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
                 "r.policy = 'streamingllm' and r.batching not in ('padded', 'grouped') and "
                 "s.peak_kv_bytes > s.prompt_tokens * 512 + 512 "
                 "and s.peak_kv_bytes > (10 + 4) * 512") == 0);
@@ -181,21 +166,21 @@ static void test_sweep_store_resume(void)
      * prompt, its tokens (the last one sampled, EOS or not, is never fed)
      * and its pads: 8, 14, 0 in the first batch
      * of 3 (prompts 9, 3, 17), 6, 0 in the second (6, 12) */
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
                 "r.policy = 'fullkv' and r.batching = 'padded' and r.batch_size = 3 and "
                 "s.peak_kv_bytes / 512 - s.prompt_tokens - s.gen_tokens - s.finished + 1 != "
                 "case s.sample_idx when 0 then 8 when 1 then 14 when 3 then 6 else 0 end") == 0);
     /* padded/grouped record their pad tokens; the first padded batch of 3
      * (prompts 9, 3, 17) and the second (6, 12) hold 8+14 + 6 = 28 pads */
-    CHECK(q(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
+    CHECK(store_query_number(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
                 "'padded' and policy = 'fullkv'") == 28);
-    CHECK(q(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
+    CHECK(store_query_number(st, "select json_extract(params_json, '$.pad_tokens') from runs where batching = "
                 "'grouped' and policy = 'fullkv'") == 6 + 3 + 5); /* (3 6 9) (12 17) */
-    CHECK(q(st, "select count(*) from runs where tokens_per_s is null or wall_s <= 0 or "
+    CHECK(store_query_number(st, "select count(*) from runs where tokens_per_s is null or wall_s <= 0 or "
                 "gen_tokens != (select sum(gen_tokens) from samples where run_id = runs.id)") == 0);
     /* fullkv and streamingllm keep no sentences */
-    CHECK(q(st, "select count(*) from sentences") == 0);
-    CHECK(q(st, "select count(*) from samples where n_sentences is not null") == 0);
+    CHECK(store_query_number(st, "select count(*) from sentences") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples where n_sentences is not null") == 0);
     store_close(st);
 
     /* a rerun skips every point */
@@ -203,9 +188,9 @@ static void test_sweep_store_resume(void)
     CHECK(sum.skipped == 10 && sum.ok == 0);
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from runs") == 10);
-    CHECK(q(st, "select count(*) from samples") == 10 * N_ITEMS);
-    CHECK(q(st, "select count(*) from v_accuracy_by_budget") == 10);
+    CHECK(store_query_number(st, "select count(*) from runs") == 10);
+    CHECK(store_query_number(st, "select count(*) from samples") == 10 * N_ITEMS);
+    CHECK(store_query_number(st, "select count(*) from v_accuracy_by_budget") == 10);
     store_close(st);
 }
 
@@ -230,12 +215,12 @@ static void test_oom(void)
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from runs where status = 'oom' and batch_size = 3 and n_samples = 0 "
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and batch_size = 3 and n_samples = 0 "
                 "and error like '%max_kv_bytes%'") == 1);
-    CHECK(q(st, "select count(*) from runs where status = 'ok' and batch_size = 1 and "
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'ok' and batch_size = 1 and "
                 "peak_kv_bytes <= 16000") == 1);
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.status = 'oom'") == 0);
-    CHECK(q(st, "select count(*) from v_throughput_by_batch where status = 'oom'") == 1);
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.status = 'oom'") == 0);
+    CHECK(store_query_number(st, "select count(*) from v_throughput_by_batch where status = 'oom'") == 1);
     store_close(st);
 
     /* the memory estimate not fitting is 'oom' as well; a rerun does not retry it */
@@ -249,7 +234,7 @@ static void test_oom(void)
     CHECK(sum.skipped == 1);
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from runs where status = 'oom' and error like '%estimated%'") == 1);
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and error like '%estimated%'") == 1);
     store_close(st);
 }
 
@@ -274,8 +259,8 @@ static void test_stop_after_batch(void)
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from runs") == 0);
-    CHECK(q(st, "select count(*) from samples") == 0);
+    CHECK(store_query_number(st, "select count(*) from runs") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples") == 0);
     store_close(st);
 }
 
@@ -297,21 +282,21 @@ static void test_fidelity(void)
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000 "
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000 "
                 "and (s.kl_mean != 0 or s.top1_agree != 1 or s.first_divergence is not null)") == 0);
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000") == 5);
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 10 and "
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 1000") == 5);
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.budget = 10 and "
                 "(s.kl_mean < 0 or s.top1_agree < 0 or s.top1_agree > 1)") == 0);
-    CHECK(q(st, "select sum(n_compressions) from samples s join runs r on r.id = s.run_id "
+    CHECK(store_query_number(st, "select sum(n_compressions) from samples s join runs r on r.id = s.run_id "
                 "where r.budget = 10") > 0);
     /* the replayed trace is the free-running FullKV greedy trace */
-    CHECK(q(st, "select count(*) from samples f join runs rf on rf.id = f.run_id join samples g on "
+    CHECK(store_query_number(st, "select count(*) from samples f join runs rf on rf.id = f.run_id join samples g on "
                 "g.sample_idx = f.sample_idx join runs rg on rg.id = g.run_id where rf.budget is not null "
                 "and rg.policy = 'fullkv' and (f.text != g.text or f.gen_tokens != g.gen_tokens)") == 0);
     /* divergence: either never (agreement 1) or at a step before the end */
-    CHECK(q(st, "select count(*) from samples where kl_mean is not null and ((first_divergence is "
+    CHECK(store_query_number(st, "select count(*) from samples where kl_mean is not null and ((first_divergence is "
                 "null) != (top1_agree = 1) or first_divergence > gen_tokens)") == 0);
-    CHECK(q(st, "select count(*) from v_fidelity") == 2);
+    CHECK(store_query_number(st, "select count(*) from v_fidelity") == 2);
     store_close(st);
 }
 
@@ -342,26 +327,26 @@ static void test_smollm2_dataset(void)
     CHECK(runner_create(&o, &r, &e) == 0);
     int rc = runner_sweep(r, &s, st, exp_id, &sum, &e);
     CHECK_MSG(rc == 0 && sum.ok == 2, "%s", e.msg);
-    CHECK(q(st, "select count(*) from samples where length(text) > 0 and prompt_tokens > 40 and "
+    CHECK(store_query_number(st, "select count(*) from samples where length(text) > 0 and prompt_tokens > 40 and "
                 "ref_answer is not null and item_id is not null") == 4);
-    CHECK(q(st, "select count(*) from samples where think_tokens is not null") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples where think_tokens is not null") == 0);
     /* fullkv-pss: one row per sentence (the chat template's lines included),
      * n_nonexec of them 'check', spans ordered and disjoint; fullkv: none */
-    CHECK(q(st, "select count(*) from sentences x join runs r on r.id = x.run_id "
+    CHECK(store_query_number(st, "select count(*) from sentences x join runs r on r.id = x.run_id "
                 "where r.policy = 'fullkv'") == 0);
-    CHECK(q(st, "select min(n_sentences) from samples s join runs r on r.id = s.run_id "
+    CHECK(store_query_number(st, "select min(n_sentences) from samples s join runs r on r.id = s.run_id "
                 "where r.policy = 'fullkv-pss'") >= 2);
-    CHECK(q(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where "
                 "r.policy = 'fullkv-pss' and (s.n_sentences != (select count(*) from sentences x "
                 "where x.run_id = s.run_id and x.sample_idx = s.sample_idx) or s.n_nonexec != "
                 "(select count(*) from sentences x where x.run_id = s.run_id and "
                 "x.sample_idx = s.sample_idx and x.kind = 'check'))") == 0);
-    CHECK(q(st, "select count(*) from sentences where sent_idx > 0 and start_tok <= (select "
+    CHECK(store_query_number(st, "select count(*) from sentences where sent_idx > 0 and start_tok <= (select "
                 "p.end_tok from sentences p where p.run_id = sentences.run_id and p.sample_idx = "
                 "sentences.sample_idx and p.sent_idx = sentences.sent_idx - 1)") == 0);
-    CHECK(q(st, "select count(*) from sentences where end_tok < start_tok or evicted_step is "
+    CHECK(store_query_number(st, "select count(*) from sentences where end_tok < start_tok or evicted_step is "
                 "not null or kind not in ('check', 'others') or max_sim > 1.0001") == 0);
-    CHECK(q(st, "select count(*) from v_sentences where in_prompt = 1") >= 2);
+    CHECK(store_query_number(st, "select count(*) from v_sentences where in_prompt = 1") >= 2);
     CHECK(runner_sweep(r, &s, st, exp_id, &sum, &e) == 0 && sum.skipped == 2);
     runner_free(r);
     store_close(st);
@@ -385,17 +370,17 @@ static void test_schema_migration(void)
     st = NULL;
     CHECK_MSG(store_open_readonly(db_path, &st, &e) == 0, "%s", e.msg);
     if (st) {
-        CHECK(q(st, "PRAGMA user_version") == 1);
-        CHECK(q(st, "select count(*) from runs") == 0);
+        CHECK(store_query_number(st, "PRAGMA user_version") == 1);
+        CHECK(store_query_number(st, "select count(*) from runs") == 0);
         store_close(st);
         st = NULL;
     }
     CHECK_MSG(store_open(db_path, &st, &e) == 0, "%s", e.msg);
     if (!st) return;
-    CHECK(q(st, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
-    CHECK(q(st, "select count(*) from sqlite_master where type = 'view' and "
+    CHECK(store_query_number(st, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
+    CHECK(store_query_number(st, "select count(*) from sqlite_master where type = 'view' and "
                 "name in ('v_sentences', 'v_sentence_kinds')") == 2);
-    CHECK(q(st, "select count(*) from v_sentence_kinds") == 0);
+    CHECK(store_query_number(st, "select count(*) from v_sentence_kinds") == 0);
     /* the migrated views are a new database's, text for text */
     char path2[300], old_sql[8192] = "", new_sql[8192] = "", p[320];
     const char *views = "select group_concat(sql, ';') from (select sql from sqlite_master "

@@ -13,7 +13,10 @@
 
 #include <cjson/cJSON.h>
 
+#include <math.h>
+
 #include "harness/policy_glue.h"
+#include "harness/store.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
 #include "policies/registry.h"
@@ -123,6 +126,25 @@ static inline int run_policy(const struct model *m, const char *spec, int budget
     policy_glue_free(g);
     policy_free(p);
     return rc;
+}
+
+/* First column of the first row of a query, as a number (NAN when NULL, no
+ * row, or the query fails: the error goes to stderr). */
+static inline int store_query_first_cell(void *ctx, int n, const char *const *names,
+                                         const char *const *vals)
+{
+    (void)names;
+    *(double *)ctx = n > 0 && vals[0] ? atof(vals[0]) : NAN;
+    return 1;
+}
+
+static inline double store_query_number(struct store *st, const char *sql)
+{
+    double v = NAN;
+    struct eb_err e = {0};
+    if (store_query(st, sql, store_query_first_cell, &v, &e))
+        fprintf(stderr, "  query: %s\n", e.msg);
+    return v;
 }
 
 #endif
