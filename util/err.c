@@ -5,25 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-int eb_fail(struct eb_err *e, const char *fmt, ...)
+static int vfail(struct eb_err *e, enum eb_err_kind kind, const char *fmt, va_list ap)
 {
     if (!e) return -1;
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    e->kind = kind;
+    return -1;
+}
+
+int eb_fail(struct eb_err *e, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    vfail(e, EB_ERR_OTHER, fmt, ap);
     va_end(ap);
-    e->kind = EB_ERR_OTHER;
     return -1;
 }
 
 int eb_fail_nomem(struct eb_err *e, const char *fmt, ...)
 {
-    if (!e) return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    vfail(e, EB_ERR_NOMEM, fmt, ap);
     va_end(ap);
-    e->kind = EB_ERR_NOMEM;
     return -1;
 }
 

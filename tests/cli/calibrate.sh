@@ -13,16 +13,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 
-expect_error() {
-    name=$1; pattern=$2; shift 2
-    "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    if [ $rc -eq 0 ] || ! grep -q "^evictbench: .*$pattern" "$TMP/err"; then
-        echo "FAIL $name: rc=$rc, stderr:"; cat "$TMP/err"; fail=1
-    else
-        echo "ok   $name: $(tail -n 1 "$TMP/err")"
-    fi
-}
+. tests/cli/lib/expect.sh
 
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 expect_error "no layer" "required" calibrate --model smollm2-135m --data synthetic:2 --out "$TMP/v.bin"

@@ -9,30 +9,20 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 
-# expect_error NAME ARGS...: non-zero exit, exactly one stderr line "evictbench: ...".
-expect_error() {
-    name=$1; shift
-    "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    lines=$(wc -l <"$TMP/err")
-    if [ $rc -eq 0 ] || [ "$lines" -ne 1 ] || ! grep -q '^evictbench: ' "$TMP/err"; then
-        echo "FAIL $name: rc=$rc, stderr:"; cat "$TMP/err"; fail=1
-    else
-        echo "ok   $name: $(cat "$TMP/err")"
-    fi
-}
+# expect_error NAME PATTERN ARGS... (tests/cli/lib/expect.sh): one "evictbench: ..." line.
+. tests/cli/lib/expect.sh
 
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 "$BIN" generate --help >/dev/null 2>&1 || { echo "FAIL: $BIN has no generate command"; exit 1; }
 
 # Input errors found before the model is read.
-expect_error "max-new 0" generate --model smollm2-135m --prompt hi --max-new 0
-expect_error "unknown chat template" generate --model smollm2-135m --chat llama9 --prompt hi
-expect_error "empty prompt" generate --model smollm2-135m --prompt ""
-expect_error "no prompt" generate --model smollm2-135m
-expect_error "greedy with temperature" generate --model smollm2-135m --prompt hi --greedy --temperature 0.7
-expect_error "missing prompts file" generate --model smollm2-135m --prompts "$TMP/none.jsonl"
-expect_error "bad top-p" generate --model smollm2-135m --prompt hi --top-p 1.5
+expect_error "max-new 0" "" generate --model smollm2-135m --prompt hi --max-new 0
+expect_error "unknown chat template" "" generate --model smollm2-135m --chat llama9 --prompt hi
+expect_error "empty prompt" "" generate --model smollm2-135m --prompt ""
+expect_error "no prompt" "" generate --model smollm2-135m
+expect_error "greedy with temperature" "" generate --model smollm2-135m --prompt hi --greedy --temperature 0.7
+expect_error "missing prompts file" "" generate --model smollm2-135m --prompts "$TMP/none.jsonl"
+expect_error "bad top-p" "" generate --model smollm2-135m --prompt hi --top-p 1.5
 
 if [ ! -f "$MODEL" ]; then
     echo "SKIP the model-backed checks: $MODEL absent (make deps downloads it)"
@@ -40,22 +30,22 @@ if [ ! -f "$MODEL" ]; then
 fi
 
 printf '{"id": 1, "prompt": "ok"}\n{"id": 2, "prompt": "\377\376 broken"}\n' >"$TMP/bad_utf8.jsonl"
-expect_error "non-UTF-8 prompt file" generate --model smollm2-135m --prompts "$TMP/bad_utf8.jsonl"
+expect_error "non-UTF-8 prompt file" "" generate --model smollm2-135m --prompts "$TMP/bad_utf8.jsonl"
 printf '{"id": 1, "prompt": ""}\n' >"$TMP/empty.jsonl"
-expect_error "empty prompt in a file" generate --model smollm2-135m --prompts "$TMP/empty.jsonl"
+expect_error "empty prompt in a file" "" generate --model smollm2-135m --prompts "$TMP/empty.jsonl"
 printf '{"id": 1, "text": "no prompt field"}\n' >"$TMP/noprompt.jsonl"
-expect_error "line without prompt" generate --model smollm2-135m --prompts "$TMP/noprompt.jsonl"
+expect_error "line without prompt" "" generate --model smollm2-135m --prompts "$TMP/noprompt.jsonl"
 printf 'not json\n' >"$TMP/notjson.jsonl"
-expect_error "line not JSON" generate --model smollm2-135m --prompts "$TMP/notjson.jsonl"
+expect_error "line not JSON" "" generate --model smollm2-135m --prompts "$TMP/notjson.jsonl"
 
 # A prompt longer than the 8192-token context.
 awk 'BEGIN { printf "{\"id\": 1, \"prompt\": \""; for (i = 0; i < 9000; i++) printf "word%d ", i; print "\"}" }' >"$TMP/long.jsonl"
-expect_error "prompt longer than the context" generate --model smollm2-135m --prompts "$TMP/long.jsonl" --max-new 4
+expect_error "prompt longer than the context" "" generate --model smollm2-135m --prompts "$TMP/long.jsonl" --max-new 4
 # A batch that cannot fit: 2000 sequences x 8000 tokens of KV cache, and a tight explicit limit.
 awk 'BEGIN { for (i = 0; i < 2000; i++) printf "{\"id\": %d, \"prompt\": \"hello %d\"}\n", i, i }' >"$TMP/many.jsonl"
-expect_error "huge batch" generate --model smollm2-135m --prompts "$TMP/many.jsonl" --batch 2000 --max-new 8000
+expect_error "huge batch" "" generate --model smollm2-135m --prompts "$TMP/many.jsonl" --batch 2000 --max-new 8000
 grep -q 'estimated' "$TMP/err" || { echo "FAIL huge batch: no estimate in the message"; fail=1; }
-expect_error "memory limit" generate --model smollm2-135m --prompt hi --mem-limit 100
+expect_error "memory limit" "" generate --model smollm2-135m --prompt hi --mem-limit 100
 
 # The chat answer equals transformers' greedy output (tools/golden/gen_models.py).
 want=$(cat tests/fixtures/models/smollm2-chat-answer.txt)

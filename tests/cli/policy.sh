@@ -10,17 +10,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail=0
 
-expect_error() {
-    name=$1; pattern=$2; shift 2
-    "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
-    rc=$?
-    lines=$(wc -l <"$TMP/err")
-    if [ $rc -eq 0 ] || [ "$lines" -ne 1 ] || ! grep -q "^evictbench: .*$pattern" "$TMP/err"; then
-        echo "FAIL $name: rc=$rc, stderr:"; cat "$TMP/err"; fail=1
-    else
-        echo "ok   $name: $(cat "$TMP/err")"
-    fi
-}
+. tests/cli/lib/expect.sh
 
 [ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
 expect_error "budget without policy" "needs --policy" generate --model smollm2-135m --prompt hi --budget 64
