@@ -290,11 +290,8 @@ int cmd_calibrate(int argc, char **argv)
     if (parse_args(argc, argv, &a)) return 2;
 
     struct eb_err e = {0};
-    char chat_default[32];
-    const char *chat = a.chat;
-    if (!chat) chat = model_registry_chat(a.model, chat_default, sizeof chat_default) == 0 ? chat_default : "raw";
     enum chat_template tpl;
-    if (chat_template_parse(chat, &tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
+    if (model_chat_template(a.model, a.chat, &tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
 
     struct model_file *mf = NULL;
     struct tokenizer *tok = NULL;

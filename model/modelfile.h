@@ -13,6 +13,7 @@
 
 #include "../util/err.h"
 #include "tensor.h"
+#include "tokenizer.h"
 
 enum model_arch { ARCH_LLAMA = 0, ARCH_QWEN2 = 1, ARCH_QWEN3 = 2 };
 enum model_format { MODEL_FORMAT_GGUF = 0, MODEL_FORMAT_SAFETENSORS = 1 };
@@ -79,5 +80,9 @@ int model_registry_chat(const char *path_or_name, char *out, size_t out_len);
 /* The registry name of a name or of a path to a registry entry's file (its
  * base name, case aside); -1 when neither. */
 int model_registry_name(const char *path_or_name, char *out, size_t out_len);
+/* The chat template to use: `name` when given, else the registry's default
+ * for the model, else raw.  -1 (with e set) for an unknown template name. */
+int model_chat_template(const char *path_or_name, const char *name, enum chat_template *out,
+                        struct eb_err *e);
 
 #endif

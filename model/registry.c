@@ -150,3 +150,11 @@ int model_registry_name(const char *path_or_name, char *out, size_t out_len)
 {
     return registry_lookup(path_or_name, NULL, out, out_len);
 }
+
+int model_chat_template(const char *path_or_name, const char *name, enum chat_template *out,
+                        struct eb_err *e)
+{
+    char def[32];
+    if (!name) name = model_registry_chat(path_or_name, def, sizeof def) == 0 ? def : "raw";
+    return chat_template_parse(name, out, e);
+}

@@ -476,6 +476,15 @@ static void test_registry(void)
     CHECK_STR(name, "deepseek-r1-distill-qwen-14b");
     CHECK(model_registry_name("nope-1b", name, sizeof name) == -1);
     CHECK(model_registry_name("smollm2-135m", name, 4) == -1);
+
+    /* the template to use: the given name, else the registry's, else raw */
+    enum chat_template tpl;
+    CHECK(model_chat_template("smollm2-135m", NULL, &tpl, &e) == 0 && tpl == CHAT_CHATML);
+    CHECK(model_chat_template("qwen3-8b", NULL, &tpl, &e) == 0 && tpl == CHAT_QWEN3);
+    CHECK(model_chat_template("smollm2-135m", "r1", &tpl, &e) == 0 && tpl == CHAT_R1);
+    CHECK(model_chat_template("/x/unknown.gguf", NULL, &tpl, &e) == 0 && tpl == CHAT_RAW);
+    CHECK(model_chat_template("smollm2-135m", "llama9", &tpl, &e) == -1 &&
+          strstr(e.msg, "llama9") != NULL);
 }
 
 static void test_registry_models_dir(void)
