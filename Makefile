@@ -18,8 +18,11 @@ CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*.c)
-LIB_SRC := $(filter-out harness/main.c,$(LIB_SRC))
+# harness/ is one folder per subsystem (cli, exp, grade, store, report, and
+# whatever later subsystems add); every harness/*/*.c is library code except the
+# binary's entry point.
+LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*/*.c)
+LIB_SRC := $(filter-out harness/cli/main.c,$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -36,7 +39,7 @@ $(BUILD)/libevictbench.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/evictbench: $(BUILD)/harness/main.o $(BUILD)/libevictbench.a
+$(BUILD)/evictbench: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a
 	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 evictbench: $(BUILD)/evictbench

@@ -3,7 +3,7 @@
 # the static-steering control.  Accuracy (left) and mean generated length
 # (right), one bar per row of the view, FullKV dashed.
 #
-# Data (harness/plots.c, view v_ablation, one block, rows in step order):
+# Data (harness/report/plots.c, view v_ablation, one block, rows in step order):
 #   5 batching  8 policy  12 accuracy  13 mean_gen_tokens
 # Variables: nbars, ref_acc, ref_len (FullKV, NaN when absent), plus common.gp's.
 if (!exists("plotdir")) plotdir = 'plots'

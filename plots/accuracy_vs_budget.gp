@@ -2,7 +2,7 @@
 # per policy, FullKV as a dashed reference; each budget is also labelled as a
 # percentage of FullKV's mean generation length (as the SkipKV accuracy figure).
 #
-# Data (harness/plots.c, view v_accuracy_by_budget, one block per policy):
+# Data (harness/report/plots.c, view v_accuracy_by_budget, one block per policy):
 #   4 budget  11 accuracy  (columns in plots/README.md)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV accuracy or NaN), xtics_cmd,
 #   logx, has_ratio, plus those of common.gp.

@@ -4,7 +4,7 @@
 # Bars are clustered by budget; colour is the policy, the fill the setting:
 # solid = batch 1, hatched = padded, light = grouped.
 #
-# Data (harness/plots.c, view v_batching, one block per policy, batch size and setting):
+# Data (harness/report/plots.c, view v_batching, one block per policy, batch size and setting):
 #   4 budget  8 setting  11 accuracy
 # Variables: nseries, pol<i>, suf<i>, set<i>, nbudget, bud<k>, ref (FullKV
 #   accuracy at batch 1 or NaN), xtics_cmd (tics at 1..nbudget), has_ratio.

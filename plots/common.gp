@@ -1,6 +1,6 @@
 # common.gp - terminal, fonts, data format and axes shared by every figure.
 #
-# Variables set by the caller (harness/plots.c passes them with gnuplot -e):
+# Variables set by the caller (harness/report/plots.c passes them with gnuplot -e):
 #   fmt       'png' (pngcairo) or 'svg'
 #   out       output file
 #   datafile  the panel's tab-separated data (NULL = not measured)

@@ -2,7 +2,7 @@
 # FullKV's traces: mean KL(FullKV || policy) per step (left) and top-1
 # agreement (right) against the KV budget, one line per policy.
 #
-# Data (harness/plots.c, view v_fidelity, one block per policy):
+# Data (harness/report/plots.c, view v_fidelity, one block per policy):
 #   4 budget  8 mean_kl  9 top1_agree
 # Variables: nseries, pol<i>, suf<i>, has_kl, has_top1, xtics_cmd, logx,
 #   has_ratio, plus those of common.gp.

@@ -1,7 +1,7 @@
 # length_vs_budget.gp - mean generated length (tokens) against the KV budget,
 # one line per policy, FullKV dashed (as the SkipKV length figure).
 #
-# Data (harness/plots.c, view v_length_by_budget, one block per policy):
+# Data (harness/report/plots.c, view v_length_by_budget, one block per policy):
 #   4 budget  11 mean_gen_tokens  (columns in plots/README.md)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV mean length or NaN), xtics_cmd,
 #   logx, has_ratio, plus those of common.gp.

@@ -1,7 +1,7 @@
 # peak_kv_vs_budget.gp - peak KV-cache memory per sequence against the KV
 # budget, one line per policy, FullKV's peak as a dashed reference.
 #
-# Data (harness/plots.c, view v_kv_by_budget, one block per policy):
+# Data (harness/report/plots.c, view v_kv_by_budget, one block per policy):
 #   4 budget  11 seq_peak_kv_bytes  (columns in plots/README.md)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV peak bytes or NaN), kvscale,
 #   kvunit, xtics_cmd, logx, has_ratio, plus those of common.gp.

@@ -3,7 +3,7 @@
 # the threshold (left) and the number of non-execution thoughts (right), as box
 # plots with every trace drawn as a point and the mean as a diamond.
 #
-# Data (harness/plots.c, view v_pss_samples, block idx_correct = correct traces,
+# Data (harness/report/plots.c, view v_pss_samples, block idx_correct = correct traces,
 # block idx_incorrect = incorrect traces; -1 when there are none):
 #   11 n_redundant_pairs  14 n_nonexec
 # Variables: has_pairs, has_nonexec, idx_correct, idx_incorrect, n_correct,

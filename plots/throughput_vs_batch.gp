@@ -3,7 +3,7 @@
 # with a cross on the x axis, and the largest batch that ran is annotated on
 # every line that hit an out-of-memory.
 #
-# Data (harness/plots.c, view v_throughput_by_batch, one block per policy and budget):
+# Data (harness/report/plots.c, view v_throughput_by_batch, one block per policy and budget):
 #   6 batch_size  7 status  15 tokens_per_s  17 max_ok_batch_size
 # Variables: nseries, pol<i>, suf<i>, oom<i> (1: the line hit an OOM), maxok<i>,
 #   maxtps<i> (tokens/s at maxok<i>),

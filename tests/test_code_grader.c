@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets/code_grader.h"
+#include "harness/grade/code_grader.h"
 #include "datasets/dataset.h"
 
 #define CODE "tests/fixtures/datasets/code/"

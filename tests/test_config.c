@@ -3,9 +3,9 @@
 #include <dirent.h>
 #include <string.h>
 
-#include "harness/config.h"
-#include "harness/runner.h"
-#include "harness/sweep.h"
+#include "harness/exp/config.h"
+#include "harness/exp/runner.h"
+#include "harness/exp/sweep.h"
 #include "test.h"
 
 /* Parse text; returns 0/-1 and leaves the message in e. */

@@ -11,13 +11,13 @@
  *     \fbox ignored, unit words removed as regexes (dollars/eggs are not units),
  *   - \pi is a free symbol (\pi vs 3.14159 is wrong), 2\frac{1}{2} is a product,
  *     "x,y" vs "x,z" is right (the symbolic parse reads only "x").
- * Behaviour we do not reproduce is listed in harness/grade.c; the test
+ * Behaviour we do not reproduce is listed in harness/grade/grade.c; the test
  * test_not_reproduced pins what we answer there. */
 #include "test.h"
 
 #include <cjson/cJSON.h>
 
-#include "../harness/grade.h"
+#include "harness/grade/grade.h"
 
 #define SHARED_CASES "../shared/specs/grading_cases.jsonl"
 
@@ -307,7 +307,7 @@ static void test_symbolic(void)
 }
 
 /* Where the reference's sympy proves equality and our evaluator cannot (the
- * reference says True for each; see harness/grade.c).  Pinned so that a change
+ * reference says True for each; see harness/grade/grade.c).  Pinned so that a change
  * here is a deliberate one. */
 static void test_not_reproduced(void)
 {

@@ -6,7 +6,7 @@
 #include "test.h"
 #include "test_util.h"
 
-#include "harness/policy_glue.h"
+#include "harness/exp/policy_glue.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
 #include "model/modelfile.h"

@@ -17,9 +17,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "harness/plots.h"
-#include "harness/store.h"
-#include "harness/tables.h"
+#include "harness/report/plots.h"
+#include "harness/store/store.h"
+#include "harness/report/tables.h"
 
 /* ---- scratch space ----------------------------------------------------- */
 

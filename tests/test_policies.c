@@ -5,7 +5,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "harness/policy_glue.h"
+#include "harness/exp/policy_glue.h"
 #include "kernels/backend.h"
 #include "policies/registry.h"
 #include "policies/score.h"

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/config.h"
-#include "harness/policy_glue.h"
-#include "harness/runner.h"
-#include "harness/store.h"
-#include "harness/sweep.h"
+#include "harness/exp/config.h"
+#include "harness/exp/policy_glue.h"
+#include "harness/exp/runner.h"
+#include "harness/store/store.h"
+#include "harness/exp/sweep.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
 #include "model/model.h"

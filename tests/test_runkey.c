@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/runkey.h"
-#include "harness/sha256.h"
+#include "harness/exp/runkey.h"
+#include "harness/exp/sha256.h"
 
 static void hex_of(const char *s, size_t n, char out[65]) { sha256_hex(s, n, out); }
 

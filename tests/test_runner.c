@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/config.h"
-#include "harness/runner.h"
-#include "harness/store.h"
-#include "harness/sweep.h"
+#include "harness/exp/config.h"
+#include "harness/exp/runner.h"
+#include "harness/store/store.h"
+#include "harness/exp/sweep.h"
 #include "test.h"
 #include "test_util.h"
 

@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/store.h"
+#include "harness/store/store.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -161,7 +161,7 @@ static void test_schema_file_matches_embedded(void)
     fclose(f);
     buf[n] = '\0';
     CHECK_MSG(strcmp(buf, store_schema_sql) == 0,
-              "results/schema.sql differs from harness/schema_sql.c; run tools/gen_schema_sql.py");
+              "results/schema.sql differs from harness/store/schema_sql.c; run tools/gen_schema_sql.py");
     char pragma[64];
     snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d;", STORE_SCHEMA_VERSION);
     CHECK(strstr(store_schema_sql, pragma) != NULL);

@@ -18,8 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "harness/runkey.h"
-#include "harness/store.h"
+#include "harness/exp/runkey.h"
+#include "harness/store/store.h"
 
 #define N_RUNS 60
 #define N_KILLS 8

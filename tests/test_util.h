@@ -15,8 +15,8 @@
 
 #include <math.h>
 
-#include "harness/policy_glue.h"
-#include "harness/store.h"
+#include "harness/exp/policy_glue.h"
+#include "harness/store/store.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
 #include "policies/registry.h"

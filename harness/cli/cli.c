@@ -1,4 +1,4 @@
-#include "cli.h"
+#include "harness/cli/cli.h"
 
 #include <errno.h>
 #include <math.h>

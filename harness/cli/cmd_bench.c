@@ -4,14 +4,14 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "../kernels/backend.h"
-#include "../model/generate.h"
-#include "../model/model_tokenizer.h"
-#include "../policies/steering.h"
-#include "bench_policies.h"
-#include "cli.h"
-#include "policy_glue.h"
-#include "cmd_generate.h"
+#include "kernels/backend.h"
+#include "model/generate.h"
+#include "model/model_tokenizer.h"
+#include "policies/steering.h"
+#include "harness/exp/bench_policies.h"
+#include "harness/cli/cli.h"
+#include "harness/exp/policy_glue.h"
+#include "harness/cli/cmd_generate.h"
 
 static void print_help(void)
 {

@@ -28,7 +28,7 @@
  * SmolLM2-135M wrote 0 reflection/transition steps in 150 greedy responses,
  * but about 1 step in 80 under temperature 0.8.  The header's `decoding` line
  * records which was used. */
-#include "cmd_calibrate.h"
+#include "harness/cli/cmd_calibrate.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,13 +36,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "../datasets/dataset.h"
-#include "../model/generate.h"
-#include "../model/model_tokenizer.h"
-#include "../policies/sentences.h"
-#include "../policies/steering.h"
-#include "cli.h"
-#include "grade.h"
+#include "datasets/dataset.h"
+#include "model/generate.h"
+#include "model/model_tokenizer.h"
+#include "policies/sentences.h"
+#include "policies/steering.h"
+#include "harness/cli/cli.h"
+#include "harness/grade/grade.h"
 
 #define SEAL_PROMPT                                                                                \
     "Answer the following questions. You should think step-by-step and put your final answer "    \

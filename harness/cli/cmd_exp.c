@@ -7,12 +7,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
-#include "cmd_exp.h"
-#include "config.h"
-#include "runner.h"
-#include "store.h"
-#include "sweep.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/cmd_exp.h"
+#include "harness/exp/config.h"
+#include "harness/exp/runner.h"
+#include "harness/store/store.h"
+#include "harness/exp/sweep.h"
 
 /* Set by the SIGINT handler; the runner stops after the current batch. */
 static volatile sig_atomic_t stop_requested;

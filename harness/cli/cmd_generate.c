@@ -7,16 +7,16 @@
 
 #include <cjson/cJSON.h>
 
-#include "../kernels/backend.h"
-#include "../model/generate.h"
-#include "../model/model_tokenizer.h"
-#include "../model/unicode.h"
-#include "../policies/registry.h"
-#include "../policies/steering.h"
-#include "cli.h"
-#include "cmd_generate.h"
-#include "policy_defaults.h"
-#include "policy_glue.h"
+#include "kernels/backend.h"
+#include "model/generate.h"
+#include "model/model_tokenizer.h"
+#include "model/unicode.h"
+#include "policies/registry.h"
+#include "policies/steering.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/cmd_generate.h"
+#include "harness/exp/policy_defaults.h"
+#include "harness/exp/policy_glue.h"
 
 static void print_help(void)
 {

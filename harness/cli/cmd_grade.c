@@ -12,10 +12,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../util/err.h"
-#include "cli.h"
-#include "cmd_grade.h"
-#include "grade.h"
+#include "util/err.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/cmd_grade.h"
+#include "harness/grade/grade.h"
 
 struct record {
     char *model_output;

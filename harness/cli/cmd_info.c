@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../model/modelfile.h"
-#include "../model/quant.h"
-#include "cli.h"
-#include "commands.h"
+#include "model/modelfile.h"
+#include "model/quant.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
 
 static void print_help(void)
 {

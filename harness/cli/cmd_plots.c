@@ -1,14 +1,14 @@
 /* cmd_plots.c - `evictbench plots` (figures through gnuplot) and
  * `evictbench tables` (Markdown and LaTeX) from the results database. */
-#include "cmd_plots.h"
+#include "harness/cli/cmd_plots.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "plots.h"
-#include "store.h"
-#include "tables.h"
+#include "harness/cli/cli.h"
+#include "harness/report/plots.h"
+#include "harness/store/store.h"
+#include "harness/report/tables.h"
 
 struct counts {
     int figures, data, skipped;

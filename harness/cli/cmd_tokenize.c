@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/model_tokenizer.h"
-#include "cli.h"
-#include "commands.h"
+#include "model/model_tokenizer.h"
+#include "harness/cli/cli.h"
+#include "harness/cli/commands.h"
 
 static void print_help(void)
 {

@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_calibrate.h"
-#include "cmd_exp.h"
-#include "cmd_generate.h"
-#include "cmd_grade.h"
-#include "cmd_plots.h"
-#include "commands.h"
+#include "harness/cli/cmd_calibrate.h"
+#include "harness/cli/cmd_exp.h"
+#include "harness/cli/cmd_generate.h"
+#include "harness/cli/cmd_grade.h"
+#include "harness/cli/cmd_plots.h"
+#include "harness/cli/commands.h"
 
 struct command {
     const char *name;

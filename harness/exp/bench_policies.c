@@ -1,15 +1,15 @@
 /* bench_policies.c - per-policy decode speed, overhead and KV memory. */
-#include "bench_policies.h"
+#include "harness/exp/bench_policies.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../model/generate.h"
-#include "../policies/registry.h"
-#include "policy_defaults.h"
-#include "policy_glue.h"
+#include "model/generate.h"
+#include "policies/registry.h"
+#include "harness/exp/policy_defaults.h"
+#include "harness/exp/policy_glue.h"
 
 enum { MAX_ITEMS = 32 };
 

@@ -6,8 +6,8 @@
 
 #include <stdio.h>
 
-#include "../model/model.h"
-#include "../util/err.h"
+#include "model/model.h"
+#include "util/err.h"
 
 /* policies: comma-separated specs (e.g. "fullkv,rkv,h2o-rkv"); budgets:
  * comma-separated integers ("256,512,1024").  Each row generates n_new

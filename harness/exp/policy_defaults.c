@@ -5,7 +5,7 @@
  * sweep looks up once per point.  Checking every key against the policies'
  * parameter tables when it loads catches a typo ("tua") instead of silently
  * ignoring it. */
-#include "policy_defaults.h"
+#include "harness/exp/policy_defaults.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -16,10 +16,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../model/hfconfig.h"
-#include "../model/modelfile.h"
-#include "../policies/registry.h"
-#include "../util/repo_file.h"
+#include "model/hfconfig.h"
+#include "model/modelfile.h"
+#include "policies/registry.h"
+#include "util/repo_file.h"
 
 #define DEFAULTS_REL "policies/policy_defaults.json"
 

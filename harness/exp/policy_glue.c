@@ -1,5 +1,5 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
-#include "policy_glue.h"
+#include "harness/exp/policy_glue.h"
 
 #include <stdlib.h>
 #include <string.h>

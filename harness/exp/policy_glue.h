@@ -14,8 +14,8 @@
 
 #include <stddef.h>
 
-#include "../model/generate.h"
-#include "../policies/policy.h"
+#include "model/generate.h"
+#include "policies/policy.h"
 
 struct policy_glue;
 

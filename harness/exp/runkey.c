@@ -1,5 +1,5 @@
 /* runkey.c - canonical JSON of a run's parameters, hashed with SHA-256. */
-#include "runkey.h"
+#include "harness/exp/runkey.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/sha256.h"
+#include "harness/exp/sha256.h"
 
 /* A growable string; `failed` latches the first allocation failure. */
 struct sbuf {

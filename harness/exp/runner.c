@@ -7,40 +7,19 @@
 
 #include <cjson/cJSON.h>
 
-#include "../datasets/code_grader.h"
-#include "../datasets/dataset.h"
-#include "../kernels/backend.h"
-#include "../model/generate.h"
-#include "../model/model_tokenizer.h"
-#include "../policies/registry.h"
-#include "../policies/steering.h"
-#include "grade.h"
-#include "policy_glue.h"
-#include "runner.h"
+#include "harness/grade/code_grader.h"
+#include "datasets/dataset.h"
+#include "kernels/backend.h"
+#include "model/generate.h"
+#include "model/model_tokenizer.h"
+#include "policies/registry.h"
+#include "policies/steering.h"
+#include "harness/grade/grade.h"
+#include "harness/exp/policy_glue.h"
+#include "harness/exp/runner_priv.h"
 
-struct runner {
-    struct runner_opts o;
-    struct backend *be;
-    /* the model of the last point, kept loaded for the next one */
-    char *model_name;
-    struct model_file *mf;
-    struct model *m;
-    struct tokenizer *tok;     /* NULL: the model file has none */
-    int think_end_id;          /* "</think>" or -1 */
-    /* the prompts of the last point, tokenised */
-    char *items_key;
-    struct dataset ds;
-    struct runner_item *items;
-    int **item_ids;
-    int n_items;
-    /* progress across the sweep */
-    int point, n_points;
-    double sweep_t0;
-    int points_run;
-    double points_run_s;
-};
 
-static double now_s(void)
+double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -109,7 +88,7 @@ static int ensure_model(struct runner *r, const char *name, struct eb_err *e)
 
 /* ---- owned strings of a run_output ---- */
 
-static const char *own(struct run_output *o, char *s)
+const char *own(struct run_output *o, char *s)
 {
     if (!s) return NULL;
     if (o->n_owned == o->cap_owned) {
@@ -132,342 +111,6 @@ void run_output_free(struct run_output *o)
     memset(o, 0, sizeof *o);
 }
 
-/* ---- per-sequence measurements, taken through the generation hooks ----
- * They run after the policy's own hooks (policy_glue calls them last), so at
- * each step the cache is already compacted.  The size it had before is known:
- * the size at the previous step plus one token (the prompt at the first). */
-
-struct seq_meas {
-    double t_first, t_last;    /* first and last sampled token */
-    long steps;
-    double kv_sum;             /* bytes summed over steps, for the mean */
-    size_t kv_seen;            /* bytes at the last step (after any compaction) */
-    int n_prompt;
-    int compressions;
-};
-
-struct meas_ctx {
-    struct seq_meas *seq;            /* by request index of this generate call */
-    size_t token_bytes;              /* K+V bytes one token adds to a cache */
-    size_t kv_total;                 /* sum of kv_seen over live sequences */
-    size_t kv_cap;                   /* 0: none */
-    int kv_exceeded;
-    size_t kv_peak_seen;
-    double batch_kv_sum;             /* batch KV summed over steps, for the run's mean */
-    long batch_kv_steps;
-    volatile sig_atomic_t *stop;     /* continuous batching: abandon the batch when set */
-    int stopped;
-    /* progress of continuous batching */
-    struct runner *r;
-    const struct runner_progress *prog_base;
-    int *samples_done;
-    long *gen_tokens;                /* tokens of finished sequences */
-    long tokens_before;              /* generated before this batch */
-    long steps;                      /* tokens sampled in this batch so far */
-    double t0, last_report;
-};
-
-static void report(struct runner *r, const struct runner_progress *p);
-
-static int meas_begin(void *ctx, int seq, const struct gen_request *req, struct kvcache *cache,
-                      struct eb_err *e)
-{
-    (void)cache; (void)e;
-    struct meas_ctx *c = ctx;
-    memset(&c->seq[seq], 0, sizeof c->seq[seq]);
-    c->seq[seq].n_prompt = req->n_prompt;
-    return 0;
-}
-
-static int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e)
-{
-    (void)token;
-    struct meas_ctx *c = ctx;
-    struct seq_meas *s = &c->seq[seq];
-    if (c->stop && *c->stop) {
-        c->stopped = 1;
-        return eb_fail(e, "stopped");
-    }
-    double t = now_s();
-    if (s->steps == 0) s->t_first = t;
-    s->t_last = t;
-    c->steps++;
-    size_t before = s->steps == 0 ? (size_t)s->n_prompt * c->token_bytes : s->kv_seen + c->token_bytes;
-    size_t after = cache->bytes;
-    s->steps++;
-    if (after < before) s->compressions++;
-    /* The batch total with this sequence at its size before compaction. */
-    c->kv_total = c->kv_total - s->kv_seen + before;
-    if (c->kv_total > c->kv_peak_seen) c->kv_peak_seen = c->kv_total;
-    if (c->kv_cap && c->kv_total > c->kv_cap) {
-        c->kv_exceeded = 1;
-        return eb_fail(e, "the batch's KV cache reached %zu bytes, over max_kv_bytes %zu",
-                       c->kv_total, c->kv_cap);
-    }
-    c->kv_total = c->kv_total - before + after;
-    s->kv_seen = after;
-    s->kv_sum += (double)after;
-    c->batch_kv_sum += (double)c->kv_total;
-    c->batch_kv_steps++;
-    return 0;
-}
-
-static void meas_end(void *ctx, int seq, const struct gen_result *res)
-{
-    struct meas_ctx *c = ctx;
-    c->kv_total -= c->seq[seq].kv_seen;
-    c->seq[seq].kv_seen = 0;
-    if (c->samples_done) {
-        (*c->samples_done)++;
-        *c->gen_tokens += res->n_tokens;
-        double t = now_s();
-        if (t - c->last_report >= 2.0) {
-            c->last_report = t;
-            struct runner_progress p = *c->prog_base;
-            p.samples_done = *c->samples_done;
-            p.gen_tokens = c->tokens_before + c->steps;
-            p.elapsed_s = t - c->t0;
-            report(c->r, &p);
-        }
-    }
-}
-
-/* ---- progress ---- */
-
-static void report(struct runner *r, const struct runner_progress *in)
-{
-    if (!r->o.progress) return;
-    struct runner_progress p = *in;
-    p.point = r->point;
-    p.n_points = r->n_points;
-    p.tokens_per_s = p.elapsed_s > 0 ? (double)p.gen_tokens / p.elapsed_s : 0;
-    p.eta_s = p.samples_done > 0 && p.samples_done < p.n_samples
-                  ? p.elapsed_s * (p.n_samples - p.samples_done) / p.samples_done
-                  : -1;
-    int left = r->n_points - r->point;
-    p.sweep_eta_s = -1;
-    if (r->points_run > 0)
-        p.sweep_eta_s = (p.eta_s > 0 ? p.eta_s : 0) + left * (r->points_run_s / r->points_run);
-    r->o.progress(r->o.progress_ctx, &p);
-}
-
-/* ---- one sample's record ---- */
-
-static char *ids_text(const int *ids, int n)
-{
-    size_t cap = (size_t)n * 12 + 1, len = 0;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-    s[0] = '\0';
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(s + len, cap - len, i ? " %d" : "%d", ids[i]);
-    return s;
-}
-
-/* The R1 template ends the prompt inside <think>: everything up to
- * "</think>" is reasoning.  Only for prompts the runner rendered itself. */
-static int prompt_opens_think(const struct runner *r, const struct exp_config *cfg)
-{
-    return !r->o.items && !strcmp(cfg->prompt->chat, "r1") && r->think_end_id >= 0;
-}
-
-/* Grade one output with the dataset's rule; pred receives a malloc'd string. */
-static int grade_output(const char *grader, const char *text, const char *reference, char **pred,
-                        struct eb_err *e)
-{
-    *pred = NULL;
-    if (grader && !strcmp(grader, "code")) {
-        struct code_limits lim;
-        struct code_result res;
-        code_limits_default(&lim);
-        if (code_grade(text, reference, &lim, &res, e)) return -1;
-        *pred = strdup(code_verdict_name(res.verdict));
-        return res.passed;
-    }
-    enum grade_dataset ds = grader && !strcmp(grader, "gsm8k") ? GRADE_GSM8K : GRADE_MATH;
-    int c = grade_answer(text, reference, ds, pred);
-    if (c < 0) return eb_fail(e, "out of memory while grading");
-    return c;
-}
-
-static int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
-                       const struct runner_item *it, const char *grader, int think_open,
-                       const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e)
-{
-    char *text = NULL;
-    size_t tl = 0;
-    if (r->tok) {
-        if (tokenizer_decode(r->tok, g->tokens, g->n_tokens, &text, &tl, e)) return -1;
-    } else if (!(text = ids_text(g->tokens, g->n_tokens))) {
-        return eb_fail(e, "out of memory");
-    }
-    if (!own(o, text)) return eb_fail(e, "out of memory");
-    char *pred = NULL;
-    int correct = grade_output(grader, text, it->reference, &pred, e);
-    if (correct < 0) return -1;
-    s->item_id = it->id;
-    s->prompt_tokens = it->n_prompt;
-    s->gen_tokens = g->n_tokens;
-    s->finished = g->finish == GEN_FINISH_EOS;
-    s->correct = correct;
-    s->pred_answer = own(o, pred);
-    s->ref_answer = it->reference;
-    s->text = text;
-    /* Think tokens: those before "</think>"; when the model never closes its
-     * reasoning and the prompt opened it (R1 template), all of them. */
-    s->think_tokens = think_open ? g->n_tokens : STORE_NONE;
-    for (int i = 0; r->think_end_id >= 0 && i < g->n_tokens; i++)
-        if (g->tokens[i] == r->think_end_id) { s->think_tokens = i; break; }
-    s->n_compressions = ms->compressions;
-    s->peak_kv_bytes = (int64_t)g->peak_kv_bytes;
-    s->mean_kv_bytes = ms->steps > 0 ? ms->kv_sum / (double)ms->steps : NAN;
-    s->ttft_ms = g->ttft_s * 1e3;
-    s->tpot_ms = ms->steps > 1 ? (ms->t_last - ms->t_first) * 1e3 / (double)(ms->steps - 1) : NAN;
-    return 0;
-}
-
-/* ---- the policy step ----
- * A point's policy instance and its glue to the generation hooks.  FullKV
- * runs without either: it asks for nothing and pays nothing. */
-struct point_policy {
-    struct policy *pol;
-    struct policy_glue *glue;
-    char spec[256];                  /* resolved "name:key=value,..." */
-    char identity[256];              /* the model's steering identity (policy_model) */
-};
-
-/* {"name": policy, ...params} parsed by the registry. */
-static int policy_lookup(const char *policy, const char *params_json,
-                         const struct policy_entry **entry, struct policy_params *pp,
-                         struct eb_err *e)
-{
-    cJSON *o = cJSON_Parse(params_json && params_json[0] ? params_json : "{}");
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return eb_fail(e, "policy parameters are not a JSON object");
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "name");
-    if (!cJSON_AddStringToObject(o, "name", policy)) {
-        cJSON_Delete(o);
-        return eb_fail(e, "out of memory");
-    }
-    int rc = policy_parse_json(o, entry, pp, e);
-    cJSON_Delete(o);
-    return rc;
-}
-
-int runner_policy_check(const char *policy, const char *params_json, struct eb_err *e)
-{
-    const struct policy_entry *entry;
-    struct policy_params pp;
-    return policy_lookup(policy, params_json, &entry, &pp, e);
-}
-
-static int point_policy_open(struct point_policy *pp, const struct runner *r,
-                             const struct exp_config *cfg, const char *policy,
-                             const char *params_json, int64_t budget, struct eb_err *e)
-{
-    const struct model *m = r->m;
-    memset(pp, 0, sizeof *pp);
-    const struct policy_entry *entry;
-    struct policy_params params;
-    if (policy_lookup(policy, params_json, &entry, &params, e)) return -1;
-    policy_params_format(entry, &params, pp->spec, sizeof pp->spec);
-    if (!strcmp(entry->name, "fullkv")) return 0;
-    /* What the sentence and steering policies read: the tokenizer (NULL for
-     * the tiny test models: those policies then fail clearly), the model's
-     * name (default vector vectors/<name>.bin) and identity, the config's
-     * vector file. */
-    struct policy_model pm = policy_model_of(m);
-    pm.tok = r->tok;
-    pm.model_name = r->model_name;
-    pm.steer_vector = cfg->steer_vector;
-    if (steering_model_identity(&m->cfg, pp->identity, sizeof pp->identity, e)) return -1;
-    pm.model_identity = pp->identity;
-    if (budget > INT32_MAX) return eb_fail(e, "budget %lld is too large", (long long)budget);
-    if (policy_instantiate(entry, &params, &pm, &pp->pol, e) ||
-        policy_check_budget(pp->pol, (int)(budget > 0 ? budget : 0), e) ||
-        policy_glue_create(pp->pol, (int)(budget > 0 ? budget : 0), m, &pp->glue, e)) {
-        policy_glue_free(pp->glue);
-        policy_free(pp->pol);
-        memset(pp, 0, sizeof *pp);
-        return -1;
-    }
-    return 0;
-}
-
-/* The policy's statistics of trace seq (the sequence id within the generate
- * call) into the sample: sentences, N_o and the final steering coefficient
- * when the policy tracks them (seal, skipkv and their presets), PSS pairs
- * only when it also builds sentence representations (it observes the
- * hidden states); otherwise the fields stay NULL ("not measured"). */
-static void sample_trace_stats(const struct point_policy *pp, int seq, struct sample_record *s)
-{
-    struct policy_trace_stats st;
-    if (!pp->pol || policy_trace_stats(pp->pol, seq, &st) || !st.valid) return;
-    s->n_sentences = st.s.n_sentences;
-    s->n_nonexec = st.s.n_check;
-    if (st.alpha != 0.0) s->steer_alpha_final = st.alpha;
-    if (!(pp->pol->info.needs & POLICY_NEED_HIDDEN_LAST)) return;
-    s->n_redundant_pairs = st.s.n_pairs_above;
-    if (st.s.n_pairs > 0) {
-        s->pss_mean = st.s.pss_mean;
-        s->pss_max = st.s.pss_max;
-    }
-}
-
-/* The policy's sentences of trace seq as rows of sample sample_idx, appended
- * to o->sents: under the policies that keep sentences (seal, skipkv and their
- * presets), one row per closed sentence, prompt included; none otherwise. */
-static int sample_sentences(const struct point_policy *pp, int seq, int64_t sample_idx,
-                            struct run_output *o, struct eb_err *e)
-{
-    if (!pp->pol) return 0;
-    struct sent_info *v = NULL;
-    int n = 0;
-    int rc = policy_trace_sentences(pp->pol, seq, &v, &n, e);
-    if (rc) return rc < 0 ? eb_wrap(e, "sentences") : 0;
-    if (o->n_sents + n > o->cap_sents) {
-        int cap = o->cap_sents ? o->cap_sents : 256;
-        while (cap < o->n_sents + n) cap *= 2;
-        struct sentence_record *ns = realloc(o->sents, (size_t)cap * sizeof *ns);
-        if (!ns) {
-            free(v);
-            return eb_fail_nomem(e, "out of memory for %d sentence rows", cap);
-        }
-        o->sents = ns;
-        o->cap_sents = cap;
-    }
-    for (int i = 0; i < n; i++) {
-        struct sentence_record *x = &o->sents[o->n_sents++];
-        sentence_record_init(x);
-        x->sample_idx = sample_idx;
-        x->sent_idx = i;
-        x->start_tok = v[i].start;
-        x->end_tok = v[i].end;
-        x->kind = sent_label_name(v[i].label);
-        x->max_sim = v[i].max_sim;
-        x->evicted_step = v[i].evicted_step >= 0 ? v[i].evicted_step : STORE_NONE;
-    }
-    free(v);
-    return 0;
-}
-
-/* The hooks generate() gets: the policy's (when any) around the runner's own. */
-static void point_policy_hooks(struct point_policy *pp, const struct gen_hooks *mine,
-                               struct gen_hooks *out)
-{
-    if (pp->glue) policy_glue_hooks(pp->glue, mine, out);
-    else *out = *mine;
-}
-
-static void point_policy_close(struct point_policy *pp)
-{
-    policy_glue_free(pp->glue);
-    policy_free(pp->pol);
-    memset(pp, 0, sizeof *pp);
-}
-
 /* ---- the schedule ---- */
 
 /* (prompt length, item) pairs sort by length, ties in item order. */
@@ -488,7 +131,7 @@ static void set_oom(struct run_output *o, const char *msg)
     o->run.error = own(o, strdup(msg));
 }
 
-static void set_error(struct run_output *o, const char *msg)
+void set_error(struct run_output *o, const char *msg)
 {
     o->run.status = "error";
     o->run.error = own(o, strdup(msg));
@@ -586,7 +229,7 @@ static int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, 
 
 /* params_json as stored: the point's parameters, the resolved policy spec and,
  * for padded/grouped, the pad slots the left-padded batches held. */
-static char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens)
+char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens)
 {
     cJSON *o = cJSON_Parse(pt->params_json);
     if (!o) return NULL;
@@ -600,7 +243,7 @@ static char *stored_params(const struct sweep_point *pt, const char *spec, long 
 
 /* The run row's identity: every field a point decides (the outcome fields
  * are filled as the run goes). */
-static void run_record_of_point(struct run_record *run, const struct runner *r,
+void run_record_of_point(struct run_record *run, const struct runner *r,
                                 const struct exp_config *cfg, const struct sweep_point *pt)
 {
     run_record_init(run);
@@ -802,205 +445,6 @@ done:
     free(breqs);
     pad_buf_free(&pb);
     free(meas);
-    return rc;
-}
-
-/* ---- fidelity mode ----
- * For each problem, the FullKV greedy trace is replayed under the policy with
- * teacher forcing: both caches are fed the same (FullKV) tokens, and at every
- * step the two next-token distributions are compared.  KL(FullKV || policy)
- * averaged over steps, the fraction of steps whose argmax agrees, and the
- * first step where it does not, which is where free-running greedy decoding
- * under the policy would leave the FullKV trace (before it, both histories
- * are the same).  One sequence at a time; batch size and batching do not
- * apply.  The sample's correct/pred grade the FullKV trace. */
-
-static int argmax(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-/* KL(softmax(p) || softmax(q)) over the first n logits. */
-static double kl_logits(const float *p, const float *q, int n)
-{
-    double mp = p[argmax(p, n)], mq = q[argmax(q, n)], zp = 0, zq = 0;
-    for (int i = 0; i < n; i++) {
-        zp += exp((double)p[i] - mp);
-        zq += exp((double)q[i] - mq);
-    }
-    double lzp = mp + log(zp), lzq = mq + log(zq), kl = 0;
-    for (int i = 0; i < n; i++) {
-        double lp = (double)p[i] - lzp, lq = (double)q[i] - lzq;
-        kl += exp(lp) * (lp - lq);
-    }
-    return kl > 0 ? kl : 0;
-}
-
-static int is_eos_id(const struct model *m, int tok)
-{
-    for (int i = 0; i < m->cfg.n_eos; i++)
-        if (m->cfg.eos_ids[i] == tok) return 1;
-    return 0;
-}
-
-/* One forward of n tokens on one cache; logits of the last row into out. */
-static int forward_one(struct forward *f, struct kvcache *c, const int *toks, int n,
-                       const struct model_hooks *h, float *out, int n_vocab, struct eb_err *e)
-{
-    struct fwd_seq fs = {.id = 0, .cache = c, .tokens = toks, .n_tokens = n,
-                         .logits = FWD_LOGITS_LAST};
-    struct fwd_batch b = {&fs, 1, 0};
-    if (model_forward(f, &b, h, e)) return -1;
-    memcpy(out, forward_logits(f) + (size_t)fs.logit_row0 * n_vocab, (size_t)n_vocab * sizeof *out);
-    return 0;
-}
-
-static int fidelity_one(struct runner *r, struct point_policy *pp, const struct runner_item *it,
-                        int max_new, struct gen_result *g, double *kl_mean, double *agree,
-                        int64_t *first_div, struct seq_meas *ms, struct eb_err *e)
-{
-    const struct model *m = r->m;
-    int nv = m->cfg.n_vocab, nvalid = r->tok ? tokenizer_n_vocab(r->tok) : nv;
-    if (nvalid > nv || nvalid < 1) nvalid = nv;
-    struct kvcache *cf = NULL, *cp = NULL;
-    struct forward *f = NULL;
-    float *lf = eb_malloc((size_t)nv * sizeof *lf, e), *lp = eb_malloc((size_t)nv * sizeof *lp, e);
-    int rc = -1, cap = it->n_prompt + max_new;
-    if (cap > m->cfg.n_ctx_train && m->cfg.n_ctx_train > 0) {
-        max_new = m->cfg.n_ctx_train - it->n_prompt;
-        cap = m->cfg.n_ctx_train;
-    }
-    memset(g, 0, sizeof *g);
-    if (max_new < 1) { eb_fail(e, "prompt of %d tokens leaves no room in the context", it->n_prompt); goto out; }
-    g->tokens = eb_malloc((size_t)max_new * sizeof *g->tokens, e);
-    if (!lf || !lp || !g->tokens) goto out;
-    if (forward_create(m, it->n_prompt, 1, &f, e) || model_kvcache_create(m, cap, &cf, e) ||
-        model_kvcache_create(m, cap, &cp, e))
-        goto out;
-    struct meas_ctx mc;
-    memset(&mc, 0, sizeof mc);
-    mc.seq = ms;
-    mc.token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * sizeof(float);
-    struct gen_hooks mine, h;
-    memset(&mine, 0, sizeof mine);
-    mine.ctx = &mc;
-    mine.begin_sequence = meas_begin;
-    mine.on_step = meas_step;
-    point_policy_hooks(pp, &mine, &h);
-    if (h.recent_q_window > 0 &&
-        kvcache_qring_enable(cp, h.recent_q_window, m->cfg.n_head * m->cfg.head_dim, e))
-        goto out;
-    struct gen_request req = {it->prompt, it->n_prompt, max_new, sampler_params_greedy()};
-    if (h.begin_sequence && h.begin_sequence(h.ctx, 0, &req, cp, e)) goto out;
-    if (forward_one(f, cf, it->prompt, it->n_prompt, NULL, lf, nv, e) ||
-        forward_one(f, cp, it->prompt, it->n_prompt, h.model, lp, nv, e))
-        goto out;
-    double kl_sum = 0;
-    long agree_n = 0, steps = 0;
-    *first_div = STORE_NONE;
-    for (;;) {
-        int ref = argmax(lf, nvalid);
-        kl_sum += kl_logits(lf, lp, nvalid);
-        if (argmax(lp, nvalid) == ref) agree_n++;
-        else if (*first_div < 0) *first_div = steps;
-        steps++;
-        if (h.on_step && h.on_step(h.ctx, 0, ref, cp, e)) goto out;
-        if (is_eos_id(m, ref)) { g->finish = GEN_FINISH_EOS; break; }
-        g->tokens[g->n_tokens++] = ref;
-        if (g->n_tokens >= max_new) { g->finish = GEN_FINISH_LENGTH; break; }
-        if (forward_one(f, cf, &ref, 1, NULL, lf, nv, e) ||
-            forward_one(f, cp, &ref, 1, h.model, lp, nv, e))
-            goto out;
-    }
-    g->peak_kv_bytes = cp->peak_bytes;
-    if (h.end_sequence) h.end_sequence(h.ctx, 0, g);
-    *kl_mean = kl_sum / (double)steps;
-    *agree = (double)agree_n / (double)steps;
-    rc = 0;
-out:
-    if (rc) { free(g->tokens); g->tokens = NULL; }
-    kvcache_free(cf);
-    kvcache_free(cp);
-    forward_free(f);
-    free(lf);
-    free(lp);
-    return rc;
-}
-
-static int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
-                        const struct runner_item *items, int n, struct run_output *out,
-                        struct eb_err *e)
-{
-    memset(out, 0, sizeof *out);
-    double t0 = now_s();
-    const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
-    const char *grader = dspec ? dspec->grader : "math";
-    struct point_policy pp;
-    if (point_policy_open(&pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) return -1;
-    out->samples = eb_calloc((size_t)n, sizeof *out->samples, e);
-    if (!out->samples) { point_policy_close(&pp); return -1; }
-    run_record_of_point(&out->run, r, cfg, pt);
-    struct runner_progress prog;
-    memset(&prog, 0, sizeof prog);
-    char label[512];
-    sweep_point_label(pt, label, sizeof label);
-    prog.label = label;
-    prog.n_samples = n;
-    prog.event = "batch";
-    long gen_tokens = 0;
-    size_t peak = 0;
-    int rc = -1;
-    for (int i = 0; i < n; i++) {
-        struct gen_result g;
-        struct seq_meas ms;
-        double kl = 0, agree = 0;
-        int64_t first_div = STORE_NONE;
-        int max_new = cfg->max_new_tokens;
-        if (cfg->max_total_tokens && cfg->max_total_tokens - items[i].n_prompt < max_new)
-            max_new = cfg->max_total_tokens - items[i].n_prompt > 0 ? cfg->max_total_tokens - items[i].n_prompt : 1;
-        struct eb_err fe = {0};
-        if (fidelity_one(r, &pp, &items[i], max_new, &g, &kl, &agree, &first_div, &ms, &fe)) {
-            set_error(out, fe.msg);
-            break;
-        }
-        struct sample_record *s = &out->samples[i];
-        sample_record_init(s);
-        s->sample_idx = i;
-        int frc = fill_sample(r, out, s, &items[i], grader, prompt_opens_think(r, cfg), &g, &ms, e);
-        gen_tokens += g.n_tokens;
-        if (g.peak_kv_bytes > peak) peak = g.peak_kv_bytes;
-        free(g.tokens);
-        if (frc) goto fail;
-        s->kl_mean = kl;
-        s->top1_agree = agree;
-        s->first_divergence = first_div;
-        sample_trace_stats(&pp, 0, s);
-        if (sample_sentences(&pp, 0, i, out, e)) goto fail;
-        s->ttft_ms = NAN; /* timings of a replay mean nothing */
-        s->tpot_ms = NAN;
-        prog.samples_done = i + 1;
-        prog.gen_tokens = gen_tokens;
-        prog.elapsed_s = now_s() - t0;
-        report(r, &prog);
-        if (r->o.stop && *r->o.stop && i + 1 < n) { rc = 1; goto fail; }
-    }
-    out->n_samples = strcmp(out->run.status, "ok") ? 0 : n;
-    if (!out->n_samples) out->n_sents = 0;
-    out->run.wall_s = now_s() - t0;
-    out->run.gen_tokens = gen_tokens;
-    out->run.peak_kv_bytes = (int64_t)peak;
-    if (!(out->run.params_json = own(out, stored_params(pt, pp.spec, 0)))) {
-        eb_fail(e, "out of memory");
-        goto fail;
-    }
-    point_policy_close(&pp);
-    return 0;
-fail:
-    point_policy_close(&pp);
-    run_output_free(out);
     return rc;
 }
 

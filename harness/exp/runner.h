@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "store.h"
-#include "sweep.h"
+#include "harness/exp/config.h"
+#include "harness/store/store.h"
+#include "harness/exp/sweep.h"
 
 struct runner_progress {
     int point, n_points;        /* 1-based */

@@ -5,10 +5,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "../model/modelfile.h"
-#include "policy_defaults.h"
-#include "sha256.h"
-#include "sweep.h"
+#include "model/modelfile.h"
+#include "harness/exp/policy_defaults.h"
+#include "harness/exp/sha256.h"
+#include "harness/exp/sweep.h"
 
 int sweep_model_id(const char *model, char **out, struct eb_err *e)
 {

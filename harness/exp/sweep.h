@@ -17,8 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-#include "runkey.h"
+#include "harness/exp/config.h"
+#include "harness/exp/runkey.h"
 
 /* Bump when a change to the runtime, a policy or the grader changes results,
  * so that reruns measure again instead of skipping. */

@@ -10,7 +10,7 @@
  *   reused; then it reaps;
  * - between fork and exec the child only makes async-signal-safe calls and
  *   reports how far it got through a close-on-exec status pipe. */
-#include "code_grader.h"
+#include "harness/grade/code_grader.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

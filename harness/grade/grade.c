@@ -40,8 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade.h"
-#include "grade_text.h"
+#include "harness/grade/grade.h"
+#include "harness/grade/grade_text.h"
 
 enum grade_dataset grade_dataset_from_name(const char *name)
 {

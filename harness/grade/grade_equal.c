@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade.h"
-#include "grade_text.h"
+#include "harness/grade/grade.h"
+#include "harness/grade/grade_text.h"
 
 /* Deeper nesting (e.g. "((((...))))") counts as not equal; the reference would
  * hit Python's recursion limit and count the pair as wrong too. */

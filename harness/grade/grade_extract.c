@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade.h"
-#include "grade_text.h"
+#include "harness/grade/grade.h"
+#include "harness/grade/grade_text.h"
 
 static const char *last_occurrence(const char *s, const char *needle)
 {

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade.h"
-#include "grade_text.h"
-#include "grade_words.h"
+#include "harness/grade/grade.h"
+#include "harness/grade/grade_text.h"
+#include "harness/grade/grade_words.h"
 
 /* Unit words, mainly from MathQA, in the reference's order; the plural forms
  * (+ "s") follow the whole list.  Entries are regular expressions. */

@@ -1,5 +1,5 @@
 /* grade_text.c - UTF-8 and Python-string helpers for the grader (see grade_text.h). */
-#include "grade_text.h"
+#include "harness/grade/grade_text.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -6,14 +6,14 @@
  * leading zeros ("025" -> 25), '-' counts as a space ("twenty-one" -> 21), and a
  * lone "point" is 0.  We reproduce them, including the Python str() of the
  * result (an int, or a float when a valid decimal part follows "point"). */
-#include "grade_words.h"
+#include "harness/grade/grade_words.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade_text.h"
+#include "harness/grade/grade_text.h"
 
 static const struct { const char *word; long long value; } number_words[] = {
     {"zero", 0}, {"one", 1}, {"two", 2}, {"three", 3}, {"four", 4}, {"five", 5},

@@ -22,7 +22,7 @@
 #define STORE_SCHEMA_VERSION 2
 #define STORE_NONE (-1)
 
-/* results/schema.sql, byte for byte (harness/schema_sql.c). */
+/* results/schema.sql, byte for byte (harness/store/schema_sql.c). */
 extern const char store_schema_sql[];
 
 struct store;

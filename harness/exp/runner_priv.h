@@ -1,0 +1,104 @@
+/* runner_priv.h - the runner's state and the steps its files share
+ * (runner.c: schedule and record; point_policy.c: the policy of a point;
+ * runner_fidelity.c: fidelity mode).  Private to harness/exp/. */
+#ifndef EB_RUNNER_PRIV_H
+#define EB_RUNNER_PRIV_H
+
+#include "datasets/dataset.h"
+#include "harness/exp/policy_glue.h"
+#include "harness/exp/runner.h"
+#include "model/model_tokenizer.h"
+#include "policies/registry.h"
+
+struct runner {
+    struct runner_opts o;
+    struct backend *be;
+    /* the model of the last point, kept loaded for the next one */
+    char *model_name;
+    struct model_file *mf;
+    struct model *m;
+    struct tokenizer *tok;     /* NULL: the model file has none */
+    int think_end_id;          /* "</think>" or -1 */
+    /* the prompts of the last point, tokenised */
+    char *items_key;
+    struct dataset ds;
+    struct runner_item *items;
+    int **item_ids;
+    int n_items;
+    /* progress across the sweep */
+    int point, n_points;
+    double sweep_t0;
+    int points_run;
+    double points_run_s;
+};
+
+/* Measurements of one sequence, taken through the generation hooks. */
+struct seq_meas {
+    double t_first, t_last;    /* first and last sampled token */
+    long steps;
+    double kv_sum;             /* bytes summed over steps, for the mean */
+    size_t kv_seen;            /* bytes at the last step (after any compaction) */
+    int n_prompt;
+    int compressions;
+};
+
+/* What the measuring hooks share across the sequences of a batch. */
+struct meas_ctx {
+    struct seq_meas *seq;            /* by request index of this generate call */
+    size_t token_bytes;              /* K+V bytes one token adds to a cache */
+    size_t kv_total;                 /* sum of kv_seen over live sequences */
+    size_t kv_cap;                   /* 0: none */
+    int kv_exceeded;
+    size_t kv_peak_seen;
+    double batch_kv_sum;             /* batch KV summed over steps, for the run's mean */
+    long batch_kv_steps;
+    volatile sig_atomic_t *stop;     /* continuous batching: abandon the batch when set */
+    int stopped;
+    /* progress of continuous batching */
+    struct runner *r;
+    const struct runner_progress *prog_base;
+    int *samples_done;
+    long *gen_tokens;                /* tokens of finished sequences */
+    long tokens_before;              /* generated before this batch */
+    long steps;                      /* tokens sampled in this batch so far */
+    double t0, last_report;
+};
+
+/* The policy step: a point's policy instance and its glue to the generation hooks.  FullKV
+ * runs without either: it asks for nothing and pays nothing. */
+struct point_policy {
+    struct policy *pol;
+    struct policy_glue *glue;
+    char spec[256];                  /* resolved "name:key=value,..." */
+    char identity[256];              /* the model's steering identity (policy_model) */
+};
+
+int meas_begin(void *ctx, int seq, const struct gen_request *req, struct kvcache *cache,
+               struct eb_err *e);
+int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
+void meas_end(void *ctx, int seq, const struct gen_result *res);
+void report(struct runner *r, const struct runner_progress *in);
+void set_error(struct run_output *o, const char *msg);
+char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens);
+int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
+                const struct runner_item *it, const char *grader, int think_open,
+                const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e);
+void run_record_of_point(struct run_record *run, const struct runner *r,
+                         const struct exp_config *cfg, const struct sweep_point *pt);
+double now_s(void);
+const char *own(struct run_output *o, char *s);
+int prompt_opens_think(const struct runner *r, const struct exp_config *cfg);
+int sample_sentences(const struct point_policy *pp, int seq, int64_t sample_idx,
+                     struct run_output *o, struct eb_err *e);
+void sample_trace_stats(const struct point_policy *pp, int seq, struct sample_record *s);
+void point_policy_hooks(struct point_policy *pp, const struct gen_hooks *mine,
+                        struct gen_hooks *out);
+void point_policy_close(struct point_policy *pp);
+int point_policy_open(struct point_policy *pp, const struct runner *r,
+                      const struct exp_config *cfg, const char *policy,
+                      const char *params_json, int64_t budget, struct eb_err *e);
+int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+                 const struct runner_item *items, int n, struct run_output *out,
+                 struct eb_err *e);
+
+#endif

@@ -1,0 +1,25 @@
+/* store_priv.h - the store's handle, shared by the files of harness/store/. */
+#ifndef EB_STORE_PRIV_H
+#define EB_STORE_PRIV_H
+
+#include <sqlite3.h>
+
+#include "harness/store/store.h"
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    int readonly;
+    sqlite3_stmt *find_run;     /* id, status of a run_key */
+    sqlite3_stmt *del_run;
+    sqlite3_stmt *ins_run;
+    sqlite3_stmt *ins_sample;
+    sqlite3_stmt *ins_sentence;
+};
+
+/* Sets e to "<what>: <sqlite's message>"; returns -1. */
+int fail_db(struct store *s, struct eb_err *e, const char *what);
+/* Runs sql; on failure e names what. */
+int exec(struct store *s, const char *sql, const char *what, struct eb_err *e);
+
+#endif
