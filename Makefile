@@ -23,17 +23,25 @@ endif
 # binary's entry point.
 LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*/*.c)
 LIB_SRC := $(filter-out harness/cli/main.c,$(LIB_SRC))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench clean cuda fuzz exp data plots tables
+.PHONY: all deps test bench clean cuda fuzz exp data plots tables lint FORCE
 
 all: evictbench
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# The code hash run keys carry (harness/exp/code_hash.h): regenerated at every
+# make, rewritten only when the sources changed.
+$(BUILD)/gen/code_hash.c: FORCE
+	@tools/code_hash.sh $@
+
+$(BUILD)/gen/code_hash.o: $(BUILD)/gen/code_hash.c harness/exp/code_hash.h
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libevictbench.a: $(LIB_OBJ)
 	@rm -f $@

@@ -1,6 +1,9 @@
 /* test_config.c - experiment configs: validation messages with JSON paths,
  * sweep expansion, run_key stability, and the shipped experiments/ files. */
 #include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "harness/exp/config.h"
@@ -179,17 +182,64 @@ static void test_policy_check_path(void)
 }
 
 /* Keys of the first point of a config text. */
-static int first_key(const char *text, char key[RUNKEY_HEX_LEN + 1])
+static int first_key_in(const char *text, const char *data_dir, char key[RUNKEY_HEX_LEN + 1])
 {
     struct exp_config c;
     struct eb_err e;
     struct sweep s;
     if (parse(text, &c, &e)) { fprintf(stderr, "  %s\n", e.msg); return -1; }
-    if (sweep_expand(&c, NULL, NULL, &s, &e)) { exp_config_free(&c); return -1; }
+    if (sweep_expand(&c, data_dir, NULL, &s, &e)) { exp_config_free(&c); return -1; }
     memcpy(key, s.pts[0].run_key, RUNKEY_HEX_LEN + 1);
     sweep_free(&s);
     exp_config_free(&c);
     return 0;
+}
+
+static int first_key(const char *text, char key[RUNKEY_HEX_LEN + 1])
+{
+    return first_key_in(text, NULL, key);
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+#define GSM_LINE(i, q, a) "{\"id\": \"g" #i "\", \"question\": \"" q "\", \"answer\": \"#### " a "\"}\n"
+
+/* The key carries the contents of the dataset slice: an edited line inside
+ * the slice makes a new key, one outside it does not. */
+static void test_run_key_data(void)
+{
+    char dir[] = "/tmp/eb_test_config_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/gsm8k_test.jsonl", dir);
+    const char *cfg = "{\"models\": \"nosuch-model\", \"datasets\": {\"name\": \"gsm8k\", \"limit\": 2},"
+                      " \"policies\": \"fullkv\"}";
+    char k0[65], k1[65], k2[65], h[65];
+    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "6"));
+    CHECK(first_key_in(cfg, dir, k0) == 0);
+    struct eb_err e = {0};
+    CHECK(sweep_data_hash("gsm8k", dir, 0, 2, h, &e) == 0);
+    CHECK(strcmp(h, "absent") != 0 && strlen(h) == 64);
+    /* a line after the slice: same key */
+    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "7"));
+    CHECK(first_key_in(cfg, dir, k1) == 0);
+    CHECK_STR(k0, k1);
+    /* the second line's answer: a new key */
+    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "5") GSM_LINE(2, "3+3?", "7"));
+    CHECK(first_key_in(cfg, dir, k2) == 0);
+    CHECK_MSG(strcmp(k0, k2) != 0, "an edited dataset line kept the key %s", k0);
+    /* absent data (a dry run) still expands, with its own key */
+    remove(path);
+    CHECK(sweep_data_hash("gsm8k", dir, 0, 2, h, &e) == 0);
+    CHECK_STR(h, "absent");
+    rmdir(dir);
 }
 
 static void test_run_key_stability(void)
@@ -204,10 +254,9 @@ static void test_run_key_stability(void)
                     "\"lambda\": 0.1, \"name\": \"rkv\"}], \"datasets\": [{\"limit\": 2, \"name\": "
                     "\"synthetic:3\"}], \"models\": [\"nosuch-model\"], \"name\": \"other\"}", b) == 0);
     CHECK_STR(a, b);
-    /* Pinned: this value changes only when the run_key serialisation, the
-     * prompt template text or SWEEP_CODE_VERSION changes (then results are
-     * measured anew, which is the point: update it deliberately). */
-    CHECK_STR(a, "bfb53a64593a684498d7ee5fd35d2ccf0e6f59ca1e04b676b6e6ca59f10b791d");
+    /* No pinned value here: the key carries the sources' hash (code_hash.h),
+     * so it changes with every source change, as it must.  test_runkey pins
+     * the serialisation itself. */
     /* every ingredient changes the key */
     const char *variants[] = {
         "{\"models\": \"nosuch-model\", \"datasets\": {\"name\": \"synthetic:3\", \"limit\": 2}, \"policies\": {\"name\": \"rkv\", \"lambda\": 0.1, \"window\": 8}, \"budgets\": 64, \"max_new_tokens\": 65}",
@@ -278,6 +327,7 @@ int main(void)
     RUN(test_sweep_counts);
     RUN(test_policy_check_path);
     RUN(test_run_key_stability);
+    RUN(test_run_key_data);
     RUN(test_shipped_configs);
     return test_summary("config");
 }

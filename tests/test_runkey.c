@@ -91,6 +91,7 @@ static struct runkey_params base_params(void)
     struct runkey_params p = {
         .model = "smollm2-135m@sha256:0123",
         .dataset = "gsm8k",
+        .data_hash = "d00d",
         .data_offset = 0,
         .data_limit = 50,
         .prompt_template = "<|user|>{problem}\nPlease reason step by step.",
@@ -133,12 +134,12 @@ static void test_key_order_independent(void)
     CHECK(runkey_serialize(&p, &text, &e) == 0);
     CHECK_STR(text,
               "{\"batch_size\":10,\"batching\":\"grouped\",\"budget\":512,"
-              "\"code_version\":\"abc1234\",\"data_limit\":50,\"data_offset\":0,"
+              "\"code_version\":\"abc1234\",\"data_limit\":50,\"data_offset\":0,\"data_sha256\":\"d00d\","
               "\"dataset\":\"gsm8k\",\"extra\":null,\"max_new_tokens\":1024,"
               "\"model\":\"smollm2-135m@sha256:0123\","
               "\"params\":{\"kernel\":7,\"lambda\":0.10000000000000001,\"window\":8},"
               "\"policy\":\"rkv\",\"prompt_template\":\"<|user|>{problem}\\nPlease reason step by step.\","
-              "\"runkey_format\":1,\"sampling\":{\"greedy\":true},\"seed\":\"42\"}");
+              "\"runkey_format\":2,\"sampling\":{\"greedy\":true},\"seed\":\"42\"}");
     char h[65];
     sha256_hex(text, strlen(text), h);
     CHECK_STR(h, a);
@@ -151,7 +152,7 @@ static void test_every_parameter_changes_key(void)
     struct runkey_params base = base_params();
     key_of(&base, ref);
     CHECK(ref[0] != '\0');
-    struct runkey_params v[17];
+    struct runkey_params v[18];
     int n = 0;
     v[n] = base; v[n++].model = "smollm2-135m@sha256:0124";
     v[n] = base; v[n++].dataset = "math500";
@@ -168,9 +169,10 @@ static void test_every_parameter_changes_key(void)
     v[n] = base; v[n++].max_new_tokens = 1025;
     v[n] = base; v[n++].extra_json = "{\"max_kv_bytes\": 1000000}";
     v[n] = base; v[n++].code_version = "abc1235";
+    v[n] = base; v[n++].data_hash = "d00e";
     v[n] = base; v[n++].params_json = NULL;
     v[n] = base; v[n++].seed = 42ULL + (1ULL << 60);    /* beyond a double's integers */
-    char seen[17][65];
+    char seen[18][65];
     for (int i = 0; i < n; i++) {
         key_of(&v[i], k);
         CHECK_MSG(k[0] && strcmp(k, ref) != 0, "variant %d gives the base key", i);

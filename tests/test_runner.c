@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/exp/code_hash.h"
 #include "harness/exp/config.h"
 #include "harness/exp/runner.h"
 #include "harness/store/store.h"
@@ -99,7 +100,7 @@ static int sweep_tiny(const char *json, const struct runner_opts *base, struct s
     if (!o.items) { o.items = items; o.n_items = N_ITEMS; }
     int64_t exp_id = 0;
     if (store_open(db_path, &st, &e) ||
-        store_begin_experiment(st, c.name, c.json, SWEEP_CODE_VERSION, &exp_id, &e) ||
+        store_begin_experiment(st, c.name, c.json, code_version(), &exp_id, &e) ||
         runner_create(&o, &r, &e) || runner_sweep(r, &s, st, exp_id, sum, &e)) {
         fprintf(stderr, "  %s\n", e.msg);
         goto done;
@@ -323,7 +324,7 @@ static void test_smollm2_dataset(void)
     CHECK(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == 0);
     o.threads = 1;
     CHECK(store_open(db_path, &st, &e) == 0);
-    CHECK(store_begin_experiment(st, c.name, c.json, SWEEP_CODE_VERSION, &exp_id, &e) == 0);
+    CHECK(store_begin_experiment(st, c.name, c.json, code_version(), &exp_id, &e) == 0);
     CHECK(runner_create(&o, &r, &e) == 0);
     int rc = runner_sweep(r, &s, st, exp_id, &sum, &e);
     CHECK_MSG(rc == 0 && sum.ok == 2, "%s", e.msg);

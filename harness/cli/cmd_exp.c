@@ -9,6 +9,7 @@
 
 #include "harness/cli/cli.h"
 #include "harness/cli/cmd_exp.h"
+#include "harness/exp/code_hash.h"
 #include "harness/exp/config.h"
 #include "harness/exp/runner.h"
 #include "harness/store/store.h"
@@ -56,14 +57,49 @@ static void print_progress(void *ctx, const struct runner_progress *p)
     }
 }
 
-static void print_points(const struct sweep *s)
+/* "done" (recorded under this key: a rerun skips it), "stale" (recorded for
+ * the same point under another key: code, data or parameters changed), or
+ * "new".  Without a database every point is new. */
+static const char *point_state(struct store *st, const struct sweep_point *p, struct eb_err *e)
 {
+    if (!st) return "new";
+    struct run_record r;
+    run_record_init(&r);
+    r.run_key = p->run_key;
+    r.model = p->model;
+    r.dataset = p->dataset;
+    r.data_offset = p->data_offset;
+    r.data_limit = p->data_limit >= 0 ? p->data_limit : STORE_NONE;
+    r.policy = p->policy;
+    r.budget = p->budget >= 0 ? p->budget : STORE_NONE;
+    r.batch_size = p->batch_size;
+    r.batching = batching_name(p->batching);
+    int done = store_run_done(st, p->run_key, e);
+    if (done) return done > 0 ? "done" : NULL;
+    int seen = store_point_seen(st, &r, e);
+    return seen < 0 ? NULL : seen ? "stale" : "new";
+}
+
+static int print_points(const struct sweep *s, const char *db)
+{
+    struct eb_err e = {0};
+    struct store *st = NULL;
+    if (access(db, F_OK) == 0 && store_open_readonly(db, &st, &e)) return cli_error(e.msg);
+    int n_done = 0, n_stale = 0;
+    printf("code %s; state against %s\n", code_version(), st ? db : "(no database yet)");
     for (int i = 0; i < s->n; i++) {
         char label[512];
         sweep_point_label(&s->pts[i], label, sizeof label);
-        printf("%4d  %.12s  %s\n", i + 1, s->pts[i].run_key, label);
+        const char *state = point_state(st, &s->pts[i], &e);
+        if (!state) { store_close(st); return cli_error(e.msg); }
+        n_done += state[0] == 'd';
+        n_stale += state[0] == 's';
+        printf("%4d  %.12s  %-5s  %s\n", i + 1, s->pts[i].run_key, state, label);
     }
-    printf("%d point(s)\n", s->n);
+    printf("%d point(s): %d done, %d stale, %d new\n", s->n, n_done, n_stale,
+           s->n - n_done - n_stale);
+    store_close(st);
+    return 0;
 }
 
 /* Validate, expand and run a parsed config. */
@@ -77,7 +113,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
     if (sweep_expand(cfg, c->data_dir, runner_policy_check, &sw, &e)) return cli_error(e.msg);
     if (c->dry_run) {
-        print_points(&sw);
+        if (print_points(&sw, c->db)) { sweep_free(&sw); return 1; }
         if (exp_config_check_resources(cfg, c->data_dir, &e))
             fprintf(stderr, "evictbench: note: %s\n", e.msg);
         sweep_free(&sw);
@@ -85,7 +121,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     }
     int64_t exp_id = 0;
     if (store_open(c->db, &st, &e) ||
-        store_begin_experiment(st, cfg->name, cfg->json, SWEEP_CODE_VERSION, &exp_id, &e)) {
+        store_begin_experiment(st, cfg->name, cfg->json, code_version(), &exp_id, &e)) {
         cli_error(e.msg);
         goto done;
     }

@@ -189,6 +189,7 @@ int runkey_serialize(const struct runkey_params *p, char **out, struct eb_err *e
     rc |= add_int(o, "runkey_format", RUNKEY_FORMAT);
     rc |= add_string(o, "model", p->model);
     rc |= add_string(o, "dataset", p->dataset);
+    rc |= add_string(o, "data_sha256", p->data_hash);
     rc |= add_int(o, "data_offset", p->data_offset);
     rc |= add_int(o, "data_limit", p->data_limit);
     rc |= add_string(o, "prompt_template", p->prompt_template);

@@ -14,7 +14,7 @@
 #include "util/err.h"
 
 /* Bumped whenever the serialisation below changes meaning. */
-#define RUNKEY_FORMAT 1
+#define RUNKEY_FORMAT 2
 #define RUNKEY_HEX_LEN 64
 
 /* Every input of one run.  Strings may be NULL (serialised as null); the
@@ -22,6 +22,8 @@
 struct runkey_params {
     const char *model;           /* identity of the weights, e.g. "name@sha256:..." or "name@size" */
     const char *dataset;         /* dataset name */
+    const char *data_hash;       /* SHA-256 of the slice's contents (sweep_data_hash), so an
+                                    edited dataset line makes new keys */
     int64_t data_offset;         /* first item */
     int64_t data_limit;          /* number of items; -1: all */
     const char *prompt_template; /* the template text itself, not its name */
@@ -35,7 +37,8 @@ struct runkey_params {
     int64_t max_new_tokens;
     const char *extra_json;      /* anything else that changes a result (max_total_tokens,
                                     max_kv_bytes, mode, ...); NULL if none */
-    const char *code_version;
+    const char *code_version;    /* the sources' hash (code_hash.h), so changed code makes
+                                    new keys */
 };
 
 /* out receives RUNKEY_HEX_LEN lowercase hex digits and a NUL.

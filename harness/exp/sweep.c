@@ -5,7 +5,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "datasets/dataset.h"
 #include "model/modelfile.h"
+#include "harness/exp/code_hash.h"
 #include "harness/exp/policy_defaults.h"
 #include "harness/exp/sha256.h"
 #include "harness/exp/sweep.h"
@@ -151,122 +153,183 @@ static int push_point(struct sweep *s, int *cap, const struct sweep_point *p, st
     return 0;
 }
 
+/* SHA-256 over the slice's items (id, problem, answer, other fields), so an
+ * edited line of a dataset file makes new run keys.  "absent" when the data
+ * cannot be loaded (only a dry run gets this far without it). */
+int sweep_data_hash(const char *dataset, const char *data_dir, int offset, int limit,
+                    char out[65], struct eb_err *e)
+{
+    struct dataset ds;
+    struct eb_err le = {0};
+    if (dataset_load(dataset, data_dir, offset, limit, &ds, &le)) {
+        snprintf(out, 65, "absent");
+        return 0;
+    }
+    struct sha256 h;
+    sha256_init(&h);
+    for (int i = 0; i < ds.n; i++) {
+        const struct dataset_item *it = &ds.items[i];
+        const char *fields[4] = {it->id, it->problem, it->answer, it->extra_json};
+        for (int f = 0; f < 4; f++) {
+            const char *v = fields[f] ? fields[f] : "";
+            sha256_update(&h, v, strlen(v) + 1);   /* the NUL separates fields */
+        }
+    }
+    dataset_free(&ds);
+    uint8_t d[32];
+    sha256_final(&h, d);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+    (void)e;
+    return 0;
+}
+
+/* What every point of a sweep shares, computed once. */
+struct shared {
+    const struct exp_config *cfg;
+    char *samp, *extra, *tpl;
+    char **model_ids;            /* by model index */
+};
+
+static void shared_free(struct shared *sh)
+{
+    for (int m = 0; sh->model_ids && m < sh->cfg->n_models; m++) free(sh->model_ids[m]);
+    free(sh->model_ids);
+    free(sh->samp);
+    free(sh->extra);
+    free(sh->tpl);
+}
+
+static int shared_init(struct shared *sh, const struct exp_config *cfg, struct eb_err *e)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->cfg = cfg;
+    sh->samp = sampling_json(&cfg->sampling);
+    sh->extra = extra_json(cfg);
+    sh->tpl = prompt_template_key(cfg->prompt);
+    sh->model_ids = calloc((size_t)cfg->n_models, sizeof *sh->model_ids);
+    if (!sh->samp || !sh->extra || !sh->tpl || !sh->model_ids) return eb_fail(e, "out of memory");
+    for (int m = 0; m < cfg->n_models; m++)
+        if (sweep_model_id(cfg->models[m], &sh->model_ids[m], e)) return -1;
+    return 0;
+}
+
+/* Fill p's owned fields and run key; p's plain fields are set by the caller. */
+static int finish_point(struct sweep_point *p, const struct shared *sh, const char *model_id,
+                        const char *params, struct eb_err *e)
+{
+    const struct exp_config *cfg = sh->cfg;
+    p->model_id = strdup(model_id);
+    p->sampling_json = strdup(sh->samp);
+    p->extra_json = strdup(sh->extra);
+    if (!p->model_id || !p->sampling_json || !p->extra_json) return eb_fail(e, "out of memory");
+    /* The per-model defaults (policies/policy_defaults.json) are resolved here,
+     * so the run key records what actually runs. */
+    if (policy_defaults_apply_json(p->policy, p->model, p->dataset, p->budget, params,
+                                   &p->params_json, e))
+        return -1;
+    struct runkey_params rk = {
+        .model = p->model_id, .dataset = p->dataset, .data_hash = p->data_hash,
+        .data_offset = p->data_offset, .data_limit = p->data_limit,
+        .prompt_template = sh->tpl, .policy = p->policy,
+        .params_json = p->params_json, .budget = p->budget,
+        .batch_size = p->batch_size, .batching = batching_name(p->batching),
+        .sampling_json = p->sampling_json, .seed = cfg->sampling.seed,
+        .max_new_tokens = cfg->max_new_tokens, .extra_json = p->extra_json,
+        .code_version = code_hash};
+    return runkey_compute(&rk, p->run_key, e);
+}
+
+/* The points of one (model, dataset, policy, parameter combination): every
+ * budget x batching x batch size.  Points repeating a key are dropped. */
+static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, int m,
+                        const struct exp_dataset *ds, const char *dname, const char *dhash,
+                        const struct exp_policy *pol, const char *params, struct eb_err *e)
+{
+    const struct exp_config *cfg = sh->cfg;
+    int fullkv = !strcmp(pol->name, "fullkv");
+    const int64_t *budgets = pol->budgets ? pol->budgets : cfg->budgets;
+    int nb = fullkv ? 1 : pol->budgets ? pol->n_budgets : cfg->n_budgets;
+    for (int b = 0; b < nb; b++)
+    for (int bm = 0; bm < cfg->n_batchings; bm++)
+    for (int bs = 0; bs < cfg->n_batch_sizes; bs++) {
+        struct sweep_point p;
+        memset(&p, 0, sizeof p);
+        p.model = cfg->models[m];
+        p.data_offset = ds->offset;
+        p.data_limit = ds->limit;
+        snprintf(p.data_hash, sizeof p.data_hash, "%s", dhash);
+        p.policy = pol->name;
+        p.budget = fullkv ? -1 : budgets[b];
+        p.batch_size = cfg->batch_sizes[bs];
+        /* One sequence per batch has no pads and nothing to refill: every
+         * mode is the same run, recorded as ragged. */
+        p.batching = p.batch_size == 1 ? BATCHING_RAGGED : cfg->batchings[bm];
+        p.dataset = strdup(dname);
+        if (!p.dataset || finish_point(&p, sh, sh->model_ids[m], params, e)) {
+            if (!p.dataset) eb_fail(e, "out of memory");
+            point_free(&p);
+            return -1;
+        }
+        int dup = 0;
+        for (int q = 0; q < out->n && !dup; q++) dup = !strcmp(out->pts[q].run_key, p.run_key);
+        if (dup) { point_free(&p); continue; }
+        if (push_point(out, cap, &p, e)) { point_free(&p); return -1; }
+    }
+    return 0;
+}
+
+/* Every parameter combination of one policy entry on one (model, dataset). */
+static int expand_policy(struct sweep *out, int *cap, const struct shared *sh, int m, int d,
+                         const char *dname, const char *dhash, int pi,
+                         sweep_policy_check_fn check, struct eb_err *e)
+{
+    const struct exp_config *cfg = sh->cfg;
+    const struct exp_policy *pol = &cfg->policies[pi];
+    if (!strcmp(pol->name, "fullkv") && cfg->mode == EXP_MODE_FIDELITY) return 0;
+    long nc = param_combos(pol->params);
+    for (long k = 0; k < nc; k++) {
+        char *params = NULL;
+        if (param_combo_json(pol->params, k, &params, e)) return -1;
+        if (check && m == 0 && d == 0 && check(pol->name, params, e)) {
+            char where[320];
+            snprintf(where, sizeof where, "%s: $.policies[%d]", cfg->source, pi);
+            free(params);
+            return eb_wrap(e, where);
+        }
+        int rc = expand_combo(out, cap, sh, m, &cfg->datasets[d], dname, dhash, pol, params, e);
+        free(params);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_policy_check_fn check,
                  struct sweep *out, struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     out->cfg = cfg;
     int cap = 0;
-    char *samp = sampling_json(&cfg->sampling);
-    char *extra = extra_json(cfg);
-    char *tpl = prompt_template_key(cfg->prompt);
-    char **model_ids = calloc((size_t)cfg->n_models, sizeof *model_ids);
-    if (!samp || !extra || !tpl || !model_ids) {
-        eb_fail(e, "out of memory");
-        goto fail;
-    }
-    for (int m = 0; m < cfg->n_models; m++)
-        if (sweep_model_id(cfg->models[m], &model_ids[m], e)) goto fail;
-
+    struct shared sh;
+    if (shared_init(&sh, cfg, e)) goto fail;
     for (int m = 0; m < cfg->n_models; m++)
     for (int d = 0; d < cfg->n_datasets; d++) {
         const struct exp_dataset *ds = &cfg->datasets[d];
         const char *dname = exp_dataset_resolve(ds, data_dir);
         if (!dname) dname = ds->name; /* absent: only a dry run gets this far */
-        for (int pi = 0; pi < cfg->n_policies; pi++) {
-            const struct exp_policy *pol = &cfg->policies[pi];
-            int fullkv = !strcmp(pol->name, "fullkv");
-            if (fullkv && cfg->mode == EXP_MODE_FIDELITY) continue;
-            const int64_t *budgets = pol->budgets ? pol->budgets : cfg->budgets;
-            int nb = fullkv ? 1 : pol->budgets ? pol->n_budgets : cfg->n_budgets;
-            long nc = param_combos(pol->params);
-            for (long k = 0; k < nc; k++) {
-                char *params = NULL;
-                if (param_combo_json(pol->params, k, &params, e)) goto fail;
-                if (check && m == 0 && d == 0 && check(pol->name, params, e)) {
-                    char where[320];
-                    snprintf(where, sizeof where, "%s: $.policies[%d]", cfg->source, pi);
-                    eb_wrap(e, where);
-                    free(params);
-                    goto fail;
-                }
-                for (int b = 0; b < nb; b++)
-                for (int bm = 0; bm < cfg->n_batchings; bm++)
-                for (int bs = 0; bs < cfg->n_batch_sizes; bs++) {
-                    struct sweep_point p;
-                    memset(&p, 0, sizeof p);
-                    p.model = cfg->models[m];
-                    p.data_offset = ds->offset;
-                    p.data_limit = ds->limit;
-                    p.policy = pol->name;
-                    p.budget = fullkv ? -1 : budgets[b];
-                    p.batch_size = cfg->batch_sizes[bs];
-                    /* One sequence per batch has no pads and nothing to refill:
-                     * every mode is the same run, recorded as ragged. */
-                    p.batching = p.batch_size == 1 ? BATCHING_RAGGED : cfg->batchings[bm];
-                    p.model_id = strdup(model_ids[m]);
-                    p.dataset = strdup(dname);
-                    p.sampling_json = strdup(samp);
-                    p.extra_json = strdup(extra);
-                    if (!p.model_id || !p.dataset || !p.sampling_json || !p.extra_json) {
-                        point_free(&p);
-                        free(params);
-                        eb_fail(e, "out of memory");
-                        goto fail;
-                    }
-                    /* The per-model defaults (policies/policy_defaults.json) are
-                     * resolved here, so the run key records what actually runs. */
-                    if (policy_defaults_apply_json(p.policy, p.model, dname, p.budget, params,
-                                                   &p.params_json, e)) {
-                        point_free(&p);
-                        free(params);
-                        goto fail;
-                    }
-                    struct runkey_params rk = {
-                        .model = p.model_id, .dataset = p.dataset,
-                        .data_offset = p.data_offset, .data_limit = p.data_limit,
-                        .prompt_template = tpl, .policy = p.policy,
-                        .params_json = p.params_json, .budget = p.budget,
-                        .batch_size = p.batch_size, .batching = batching_name(p.batching),
-                        .sampling_json = p.sampling_json, .seed = cfg->sampling.seed,
-                        .max_new_tokens = cfg->max_new_tokens, .extra_json = p.extra_json,
-                        .code_version = SWEEP_CODE_VERSION};
-                    if (runkey_compute(&rk, p.run_key, e)) {
-                        point_free(&p);
-                        free(params);
-                        goto fail;
-                    }
-                    int dup = 0;
-                    for (int q = 0; q < out->n && !dup; q++)
-                        dup = !strcmp(out->pts[q].run_key, p.run_key);
-                    if (dup) { point_free(&p); continue; }
-                    if (push_point(out, &cap, &p, e)) {
-                        point_free(&p);
-                        free(params);
-                        goto fail;
-                    }
-                }
-                free(params);
-            }
-        }
+        char dhash[65];
+        if (sweep_data_hash(dname, data_dir, ds->offset, ds->limit, dhash, e)) goto fail;
+        for (int pi = 0; pi < cfg->n_policies; pi++)
+            if (expand_policy(out, &cap, &sh, m, d, dname, dhash, pi, check, e)) goto fail;
     }
     if (out->n == 0) {
         eb_fail(e, "%s: the sweep has no points (fidelity mode needs a policy other than fullkv)",
                 cfg->source);
         goto fail;
     }
-    for (int m = 0; m < cfg->n_models; m++) free(model_ids[m]);
-    free(model_ids);
-    free(samp);
-    free(extra);
-    free(tpl);
+    shared_free(&sh);
     return 0;
 fail:
-    for (int m = 0; model_ids && m < cfg->n_models; m++) free(model_ids[m]);
-    free(model_ids);
-    free(samp);
-    free(extra);
-    free(tpl);
+    shared_free(&sh);
     sweep_free(out);
     return -1;
 }

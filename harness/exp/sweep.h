@@ -8,9 +8,11 @@
  * whatever the batching list says; points that would repeat a run_key are
  * dropped.
  *
- * Each point carries its run_key (harness/runkey.h): the hash of everything
- * that changes its result, including the prompt template text, the model's
- * identity (name and size of its weight files) and SWEEP_CODE_VERSION. */
+ * Each point carries its run_key (harness/exp/runkey.h): the hash of
+ * everything that changes its result, including the prompt template text, the
+ * model's identity (name and size of its weight files), the contents of the
+ * dataset slice (sweep_data_hash) and the sources' hash (code_hash.h), so a
+ * changed dataset line or policy source makes new keys. */
 #ifndef EB_SWEEP_H
 #define EB_SWEEP_H
 
@@ -20,10 +22,6 @@
 #include "harness/exp/config.h"
 #include "harness/exp/runkey.h"
 
-/* Bump when a change to the runtime, a policy or the grader changes results,
- * so that reruns measure again instead of skipping. */
-#define SWEEP_CODE_VERSION "evictbench-0.1"
-
 struct sweep_point {
     int index;                  /* 0-based position in the sweep */
     const char *model;          /* as the config names it (borrowed) */
@@ -31,6 +29,7 @@ struct sweep_point {
     char *dataset;              /* resolved name (a fallback applied) */
     int data_offset;
     int data_limit;             /* -1: all */
+    char data_hash[65];         /* sweep_data_hash of the slice */
     const char *policy;         /* borrowed from the config */
     char *params_json;          /* JSON object of this point's parameters */
     int64_t budget;             /* -1: none (fullkv) */
@@ -56,6 +55,11 @@ typedef int (*sweep_policy_check_fn)(const char *policy, const char *params_json
 int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_policy_check_fn check,
                  struct sweep *out, struct eb_err *e);
 void sweep_free(struct sweep *s);
+
+/* SHA-256 (hex) of the items of dataset[offset, offset + limit) in data_dir;
+ * "absent" when it cannot be loaded. */
+int sweep_data_hash(const char *dataset, const char *data_dir, int offset, int limit,
+                    char out[65], struct eb_err *e);
 
 /* "smollm2-135m synthetic:20 rkv{...} B=64 bs=4 ragged" into buf. */
 void sweep_point_label(const struct sweep_point *p, char *buf, size_t cap);

@@ -132,6 +132,33 @@ int store_run_done(struct store *s, const char *run_key, struct eb_err *e)
     return done;
 }
 
+int store_point_seen(struct store *s, const struct run_record *r, struct eb_err *e)
+{
+    if (!s) return eb_fail(e, "results database: not open");
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT 1 FROM runs WHERE run_key <> ?1 AND model = ?2 AND dataset = ?3 "
+                           "AND data_offset = ?4 AND data_limit IS ?5 AND policy = ?6 "
+                           "AND budget IS ?7 AND batch_size = ?8 AND batching = ?9 "
+                           "AND status IN ('ok', 'oom') LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return fail_db(s, e, "looking up a point");
+    bind_text(st, 1, r->run_key);
+    bind_text(st, 2, r->model);
+    bind_text(st, 3, r->dataset);
+    sqlite3_bind_int64(st, 4, r->data_offset);
+    bind_opt_int(st, 5, r->data_limit);
+    bind_text(st, 6, r->policy);
+    bind_opt_int(st, 7, r->budget);
+    sqlite3_bind_int64(st, 8, r->batch_size);
+    bind_text(st, 9, r->batching);
+    int rc = sqlite3_step(st);
+    int seen = rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+    if (seen < 0) fail_db(s, e, "looking up a point");
+    sqlite3_finalize(st);
+    return seen;
+}
+
 static int check_run(const struct store *s, const struct run_record *r,
                      const struct sample_record *samples, int n,
                      const struct sentence_record *sents, int n_sents, struct eb_err *e)

@@ -122,6 +122,12 @@ int store_begin_experiment(struct store *s, const char *name, const char *config
  * 0 when absent or recorded as "error" (to be retried), -1 on failure. */
 int store_run_done(struct store *s, const char *run_key, struct eb_err *e);
 
+/* 1 when a done run of the same point (model, dataset slice, policy, budget,
+ * batch size and batching of r) is recorded under another key: its code,
+ * data or parameters changed since, so the point is stale.  0 when none, -1
+ * on failure.  Used by `exp --dry-run`. */
+int store_point_seen(struct store *s, const struct run_record *r, struct eb_err *e);
+
 /* Write a run with its samples and sentences in one transaction.  Returns 0
  * when written, 1 when a done run with the same key already exists (nothing is
  * written), -1 on failure (nothing is written).  An earlier "error" run with
