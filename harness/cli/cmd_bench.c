@@ -104,6 +104,25 @@ static int run_prefill(const struct model *m, int len, struct bench_row *row, st
     return 0;
 }
 
+/* The runtime table: prefill and decode rows and the two speed-up ratios. */
+static void print_table(const struct model *m, const struct backend *be, const char *model,
+                        long threads, const struct bench_row *rows, long n_new)
+{
+    printf("model %s: %s, %d layers, hidden %d, %d/%d heads; f32 weights %.1f MB; backend %s, "
+           "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
+           m->cfg.n_head, m->cfg.n_head_kv, m->weight_bytes / 1048576.0, be->name,
+           threads > 0 ? "fixed" : "all");
+    printf("%-18s %12s %16s %14s\n", "test", "tokens/s", "peak KV bytes", "peak RSS MB");
+    for (int i = 0; i < 4; i++)
+        printf("%-18s %12.1f %16zu %14.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
+               rows[i].rss_mb);
+    double d1 = rows[1].tok_s;
+    printf("decode batch 16 / batch 1: %.2fx (target >= 3x); prefill / decode batch 1: %.1fx "
+           "(target >= 10x); %ld new tokens per sequence\n",
+           d1 > 0 ? rows[3].tok_s / d1 : 0, d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
+    fflush(stdout);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     const char *model = "smollm2-135m";
@@ -159,21 +178,7 @@ int cmd_bench(int argc, char **argv)
         rows[i + 1].name = names[i + 1];
         if (run_decode(m, batches[i], (int)n_new, &rows[i + 1], &e)) rc = cli_error(e.msg);
     }
-    if (rc == 0) {
-        printf("model %s: %s, %d layers, hidden %d, %d/%d heads; f32 weights %.1f MB; backend %s, "
-               "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
-               m->cfg.n_head, m->cfg.n_head_kv, m->weight_bytes / 1048576.0, be->name,
-               threads > 0 ? "fixed" : "all");
-        printf("%-18s %12s %16s %14s\n", "test", "tokens/s", "peak KV bytes", "peak RSS MB");
-        for (int i = 0; i < 4; i++)
-            printf("%-18s %12.1f %16zu %14.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
-                   rows[i].rss_mb);
-        double d1 = rows[1].tok_s;
-        printf("decode batch 16 / batch 1: %.2fx (target >= 3x); prefill / decode batch 1: %.1fx "
-               "(target >= 10x); %ld new tokens per sequence\n",
-               d1 > 0 ? rows[3].tok_s / d1 : 0, d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
-        fflush(stdout);
-    }
+    if (rc == 0) print_table(m, be, model, threads, rows, n_new);
     if (rc == 0 && policies) {
         char identity[256];
         struct policy_model pm = policy_model_of(m);

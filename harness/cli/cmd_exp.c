@@ -265,6 +265,20 @@ static void print_run_help(void)
            "  --name NAME          experiment name (default \"run\")\n%s", COMMON_HELP);
 }
 
+/* The config key an integer option of `run` sets. */
+static const char *config_key_of(const char *o)
+{
+    static const char *const map[][2] = {
+        {"--limit", "limit"}, {"--offset", "offset"}, {"--budget", "budgets"},
+        {"--batch", "batch_sizes"}, {"--max-new", "max_new_tokens"},
+        {"--max-total", "max_total_tokens"}, {"--max-kv-bytes", "max_kv_bytes"},
+        {"--top-k", "top_k"}, {"--n-samples", "n_samples"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(o, map[i][0])) return map[i][1];
+    return "seed";
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct common c = {"results/results.db", NULL, 0, 0, 0, 0};
@@ -305,13 +319,7 @@ int cmd_run(int argc, char **argv)
             sampling = 1;
         } else {
             if (cli_int(o, v, 0, 1L << 53, &n)) goto done;
-            const char *key = !strcmp(o, "--limit") ? "limit" : !strcmp(o, "--offset") ? "offset"
-                            : !strcmp(o, "--budget") ? "budgets" : !strcmp(o, "--batch") ? "batch_sizes"
-                            : !strcmp(o, "--max-new") ? "max_new_tokens"
-                            : !strcmp(o, "--max-total") ? "max_total_tokens"
-                            : !strcmp(o, "--max-kv-bytes") ? "max_kv_bytes"
-                            : !strcmp(o, "--top-k") ? "top_k" : !strcmp(o, "--n-samples") ? "n_samples"
-                            : "seed";
+            const char *key = config_key_of(o);
             cJSON *dst = (!strcmp(key, "limit") || !strcmp(key, "offset")) ? ds
                        : (!strcmp(key, "top_k") || !strcmp(key, "n_samples") || !strcmp(key, "seed")) ? samp
                        : cfg;

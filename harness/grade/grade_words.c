@@ -100,6 +100,38 @@ static void py_float_repr(double x, char *out, size_t outsz)
     free(s);
 }
 
+/* The integer that words w[0..nw) (nw > 1) spell, with the positions of
+ * "billion", "million" and "thousand" (-1: absent); -1 when they do not
+ * form a number. */
+static long long words_total(const int *w, int nw, int bi, int mi, int ti)
+{
+    long long total = 0, m;
+    if (bi > -1) {
+        if ((m = formation(w, bi)) < 0) return -1;
+        total += m * 1000000000LL;
+    }
+    if (mi > -1) {
+        m = bi > -1 ? formation(w + bi + 1, mi - bi - 1) : formation(w, mi);
+        if (m < 0) return -1;
+        total += m * 1000000LL;
+    }
+    if (ti > -1) {
+        if (mi > -1) m = formation(w + mi + 1, ti - mi - 1);
+        else if (bi > -1) m = formation(w + bi + 1, ti - bi - 1);
+        else m = formation(w, ti);
+        if (m < 0) return -1;
+        total += m * 1000;
+    }
+    long long hundreds = 0;
+    if (ti > -1 && ti != nw - 1) hundreds = formation(w + ti + 1, nw - ti - 1);
+    else if (mi > -1 && mi != nw - 1) hundreds = formation(w + mi + 1, nw - mi - 1);
+    else if (bi > -1 && bi != nw - 1) hundreds = formation(w + bi + 1, nw - bi - 1);
+    else if (ti == -1 && mi == -1 && bi == -1) hundreds = formation(w, nw);
+    if (hundreds < 0) return -1;
+    total += hundreds;
+    return total;
+}
+
 int grade_word_number(const char *s, char **result)
 {
     char out[96];
@@ -151,34 +183,8 @@ int grade_word_number(const char *s, char **result)
         ti = find_word(w, nw, "thousand");
     if ((ti > -1 && (ti < mi || ti < bi)) || (mi > -1 && mi < bi)) return 0;
 
-    long long total = 0, m;
-    if (nw == 1) {
-        total = number_words[w[0]].value;
-    } else if (nw > 1) {
-        if (bi > -1) {
-            if ((m = formation(w, bi)) < 0) return 0;
-            total += m * 1000000000LL;
-        }
-        if (mi > -1) {
-            m = bi > -1 ? formation(w + bi + 1, mi - bi - 1) : formation(w, mi);
-            if (m < 0) return 0;
-            total += m * 1000000LL;
-        }
-        if (ti > -1) {
-            if (mi > -1) m = formation(w + mi + 1, ti - mi - 1);
-            else if (bi > -1) m = formation(w + bi + 1, ti - bi - 1);
-            else m = formation(w, ti);
-            if (m < 0) return 0;
-            total += m * 1000;
-        }
-        long long hundreds = 0;
-        if (ti > -1 && ti != nw - 1) hundreds = formation(w + ti + 1, nw - ti - 1);
-        else if (mi > -1 && mi != nw - 1) hundreds = formation(w + mi + 1, nw - mi - 1);
-        else if (bi > -1 && bi != nw - 1) hundreds = formation(w + bi + 1, nw - bi - 1);
-        else if (ti == -1 && mi == -1 && bi == -1) hundreds = formation(w, nw);
-        if (hundreds < 0) return 0;
-        total += hundreds;
-    }
+    long long total = nw == 1 ? number_words[w[0]].value : nw > 1 ? words_total(w, nw, bi, mi, ti) : 0;
+    if (total < 0) return 0;
 
     /* get_decimal_sum: digits after "point", or int 0 if any is not a digit word */
     int is_float = 0;

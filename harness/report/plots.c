@@ -332,6 +332,31 @@ static int emit_panel(const struct plots_options *o, const struct figure *fig,
     return 0;
 }
 
+/* A panel's file stem: the figure name and the panel's key (sampling and
+ * length left out), with "__2", "__3" ... when an earlier panel took it. */
+static void panel_stem(struct sbuf *stem, const struct figure *fig, const struct panel *p,
+                       const int *pcols, int np, char *const *stems, int nstems)
+{
+    sb_printf(stem, "%s", fig->name);
+    for (int i = 0; i < np; i++) {
+        const char *col = fig->panel[i];
+        if (!strcmp(col, "sampling") || !strcmp(col, "max_new_tokens")) continue;
+        sb_put(stem, "__", 2);
+        if (!strcmp(col, "batch_size")) sb_put(stem, "bs", 2);
+        if (!strcmp(col, "budget")) sb_put(stem, "b", 1);
+        slug_append(stem, view_cell(p->t, p->r0, pcols[i]));
+    }
+    if (stem->oom) return;
+    size_t base = stem->n;
+    for (int k = 2;; k++) {
+        int taken = 0;
+        for (int i = 0; i < nstems && !taken; i++) taken = !strcmp(stems[i], stem->p);
+        if (!taken) break;
+        stem->n = base;
+        sb_printf(stem, "__%d", k);
+    }
+}
+
 static int make_figure(struct store *s, const struct fig_ctx *c, const struct figure *fig,
                        const struct plots_options *o, const char *data_dir, struct eb_err *e)
 {
@@ -375,27 +400,8 @@ static int make_figure(struct store *s, const struct fig_ctx *c, const struct fi
         for (int r = p.r0 + 1; r <= p.r1; r++)
             if (r == p.r1 || !same_cols(&t, r - 1, r, scols, ns)) block[++p.nblocks] = r;
 
-        /* file stem: figure name and the panel's key, sampling left out unless needed */
         struct sbuf stem = {0};
-        sb_printf(&stem, "%s", fig->name);
-        for (int i = 0; i < np; i++) {
-            const char *col = fig->panel[i];
-            if (!strcmp(col, "sampling") || !strcmp(col, "max_new_tokens")) continue;
-            sb_put(&stem, "__", 2);
-            if (!strcmp(col, "batch_size")) sb_put(&stem, "bs", 2);
-            if (!strcmp(col, "budget")) sb_put(&stem, "b", 1);
-            slug_append(&stem, view_cell(&t, p.r0, pcols[i]));
-        }
-        if (!stem.oom) {
-            size_t base = stem.n;
-            for (int k = 2;; k++) {
-                int taken = 0;
-                for (int i = 0; i < nstems && !taken; i++) taken = !strcmp(stems[i], stem.p);
-                if (!taken) break;
-                stem.n = base;
-                sb_printf(&stem, "__%d", k);
-            }
-        }
+        panel_stem(&stem, fig, &p, pcols, np, stems, nstems);
         struct sbuf vars = {0};
         char why[200] = "";
         int skip = stem.oom ? -1 : fig->vars(c, &p, &vars, why, sizeof why);

@@ -187,6 +187,69 @@ static int check_run(const struct store *s, const struct run_record *r,
 }
 
 /* Insert the run row and its samples and sentences (inside the caller's transaction). */
+static int insert_samples(struct store *s, const char *k, int64_t run_id,
+                          const struct sample_record *samples, int n, struct eb_err *e)
+{
+    sqlite3_stmt *st = s->ins_sample;
+    for (int i = 0; i < n; i++) {
+        const struct sample_record *x = &samples[i];
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        bind_opt_int(st, 2, x->sample_idx);
+        bind_text(st, 3, x->item_id);
+        bind_opt_int(st, 4, x->prompt_tokens);
+        bind_opt_int(st, 5, x->gen_tokens);
+        bind_opt_int(st, 6, x->think_tokens);
+        bind_opt_int(st, 7, x->finished);
+        bind_opt_int(st, 8, x->correct);
+        bind_text(st, 9, x->pred_answer);
+        bind_text(st, 10, x->ref_answer);
+        bind_opt_int(st, 11, x->n_compressions);
+        bind_opt_int(st, 12, x->peak_kv_bytes);
+        bind_opt_real(st, 13, x->mean_kv_bytes);
+        bind_opt_int(st, 14, x->n_sentences);
+        bind_opt_int(st, 15, x->n_redundant_pairs);
+        bind_opt_real(st, 16, x->pss_max);
+        bind_opt_real(st, 17, x->pss_mean);
+        bind_opt_int(st, 18, x->n_nonexec);
+        bind_opt_real(st, 19, x->steer_alpha_final);
+        bind_opt_real(st, 20, x->ttft_ms);
+        bind_opt_real(st, 21, x->tpot_ms);
+        bind_opt_real(st, 22, x->kl_mean);
+        bind_opt_real(st, 23, x->top1_agree);
+        bind_opt_int(st, 24, x->first_divergence);
+        bind_text(st, 25, x->text);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            return eb_fail(e, "%s: run %.12s: writing sample %d (sample_idx %lld): %s", s->path,
+                           k, i, (long long)x->sample_idx, sqlite3_errmsg(s->db));
+    }
+    return 0;
+}
+
+static int insert_sentences(struct store *s, const char *k, int64_t run_id,
+                            const struct sentence_record *sents, int n_sents, struct eb_err *e)
+{
+    sqlite3_stmt *st = s->ins_sentence;
+    for (int i = 0; i < n_sents; i++) {
+        const struct sentence_record *x = &sents[i];
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        sqlite3_bind_int64(st, 1, run_id);
+        bind_opt_int(st, 2, x->sample_idx);
+        bind_opt_int(st, 3, x->sent_idx);
+        bind_opt_int(st, 4, x->start_tok);
+        bind_opt_int(st, 5, x->end_tok);
+        bind_text(st, 6, x->kind);
+        bind_opt_real(st, 7, x->max_sim);
+        bind_opt_int(st, 8, x->evicted_step);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            return eb_fail(e, "%s: run %.12s: writing sentence %d (sample_idx %lld): %s",
+                           s->path, k, i, (long long)x->sample_idx, sqlite3_errmsg(s->db));
+    }
+    return 0;
+}
+
 static int insert_run(struct store *s, const struct run_record *r,
                       const struct sample_record *samples, int n,
                       const struct sentence_record *sents, int n_sents, struct eb_err *e)
@@ -228,60 +291,8 @@ static int insert_run(struct store *s, const struct run_record *r,
         return eb_fail(e, "%s: run %.12s: writing the run: %s", s->path, k,
                        sqlite3_errmsg(s->db));
     int64_t run_id = sqlite3_last_insert_rowid(s->db);
-
-    st = s->ins_sample;
-    for (int i = 0; i < n; i++) {
-        const struct sample_record *x = &samples[i];
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        sqlite3_bind_int64(st, 1, run_id);
-        bind_opt_int(st, 2, x->sample_idx);
-        bind_text(st, 3, x->item_id);
-        bind_opt_int(st, 4, x->prompt_tokens);
-        bind_opt_int(st, 5, x->gen_tokens);
-        bind_opt_int(st, 6, x->think_tokens);
-        bind_opt_int(st, 7, x->finished);
-        bind_opt_int(st, 8, x->correct);
-        bind_text(st, 9, x->pred_answer);
-        bind_text(st, 10, x->ref_answer);
-        bind_opt_int(st, 11, x->n_compressions);
-        bind_opt_int(st, 12, x->peak_kv_bytes);
-        bind_opt_real(st, 13, x->mean_kv_bytes);
-        bind_opt_int(st, 14, x->n_sentences);
-        bind_opt_int(st, 15, x->n_redundant_pairs);
-        bind_opt_real(st, 16, x->pss_max);
-        bind_opt_real(st, 17, x->pss_mean);
-        bind_opt_int(st, 18, x->n_nonexec);
-        bind_opt_real(st, 19, x->steer_alpha_final);
-        bind_opt_real(st, 20, x->ttft_ms);
-        bind_opt_real(st, 21, x->tpot_ms);
-        bind_opt_real(st, 22, x->kl_mean);
-        bind_opt_real(st, 23, x->top1_agree);
-        bind_opt_int(st, 24, x->first_divergence);
-        bind_text(st, 25, x->text);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            return eb_fail(e, "%s: run %.12s: writing sample %d (sample_idx %lld): %s", s->path,
-                           k, i, (long long)x->sample_idx, sqlite3_errmsg(s->db));
-    }
-
-    st = s->ins_sentence;
-    for (int i = 0; i < n_sents; i++) {
-        const struct sentence_record *x = &sents[i];
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        sqlite3_bind_int64(st, 1, run_id);
-        bind_opt_int(st, 2, x->sample_idx);
-        bind_opt_int(st, 3, x->sent_idx);
-        bind_opt_int(st, 4, x->start_tok);
-        bind_opt_int(st, 5, x->end_tok);
-        bind_text(st, 6, x->kind);
-        bind_opt_real(st, 7, x->max_sim);
-        bind_opt_int(st, 8, x->evicted_step);
-        if (sqlite3_step(st) != SQLITE_DONE)
-            return eb_fail(e, "%s: run %.12s: writing sentence %d (sample_idx %lld): %s",
-                           s->path, k, i, (long long)x->sample_idx, sqlite3_errmsg(s->db));
-    }
-    return 0;
+    if (insert_samples(s, k, run_id, samples, n, e)) return -1;
+    return insert_sentences(s, k, run_id, sents, n_sents, e);
 }
 
 static void reset_writes(struct store *s)
