@@ -56,111 +56,11 @@ const char *code_verdict_name(enum code_verdict v)
     return "unknown";
 }
 
-/* ---- extraction ------------------------------------------------------- */
-
-static int python_tag(const char *s, size_t n)
-{
-    static const char *ok[] = {"python", "python3", "py"};
-    size_t w = 0;
-    while (w < n && s[w] != ' ' && s[w] != '\t' && s[w] != '\r') w++;
-    if (w == 0) return 1;
-    for (int i = 0; i < 3; i++)
-        if (strlen(ok[i]) == w && strncasecmp(ok[i], s, w) == 0) return 1;
-    return 0;
-}
-
-static int blank(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
-    return 1;
-}
-
-int code_extract_last_block(const char *text, char **code, struct eb_err *e)
-{
-    *code = NULL;
-    const char *best = NULL, *best_end = NULL;
-    const char *body = NULL;
-    int in = 0, keep = 0;
-    for (const char *ls = text; *ls;) {
-        const char *le = strchr(ls, '\n');
-        if (!le) le = ls + strlen(ls);
-        const char *t = ls;
-        while (t < le && (*t == ' ' || *t == '\t')) t++;
-        int fence = le - t >= 3 && strncmp(t, "```", 3) == 0;
-        if (fence && !in) {
-            const char *tag = t + 3;
-            while (tag < le && *tag == '`') tag++;
-            while (tag < le && (*tag == ' ' || *tag == '\t')) tag++;
-            in = 1;
-            keep = python_tag(tag, (size_t)(le - tag));
-            body = *le ? le + 1 : le;
-        } else if (fence && in && blank(t + 3, (size_t)(le - t - 3))) {
-            in = 0;
-            if (keep) { best = body; best_end = ls; }
-        }
-        ls = *le ? le + 1 : le;
-    }
-    if (!best) return 0;  /* an unclosed block (truncated output) does not count */
-    size_t n = (size_t)(best_end - best);
-    char *c = eb_malloc(n + 1, e);
-    if (!c) return -1;
-    memcpy(c, best, n);
-    c[n] = '\0';
-    *code = c;
-    return 0;
-}
-
 static int all_ws(const char *s)
 {
     for (; *s; s++)
         if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return 0;
     return 1;
-}
-
-/* ---- comparison ------------------------------------------------------- */
-
-static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
-
-/* The line at *pos, trimmed of surrounding whitespace; 0 at the end. */
-static int next_line(const char *s, size_t n, size_t *pos, const char **l, size_t *ll)
-{
-    if (*pos >= n) return 0;
-    size_t a = *pos, b = a;
-    while (b < n && s[b] != '\n') b++;
-    *pos = b + 1;
-    while (a < b && is_ws(s[a])) a++;
-    while (b > a && is_ws(s[b - 1])) b--;
-    *l = s + a;
-    *ll = b - a;
-    return 1;
-}
-
-/* The span of s without leading and trailing whitespace (so without blank
- * lines at either end). */
-static void strip_span(const char *s, size_t n, size_t *a, size_t *b)
-{
-    *a = 0; *b = n;
-    while (*a < *b && is_ws(s[*a])) (*a)++;
-    while (*b > *a && is_ws(s[*b - 1])) (*b)--;
-}
-
-int code_outputs_match(const char *got, size_t got_len, const char *want)
-{
-    size_t ga, gb, wa, wb;
-    strip_span(got, got_len, &ga, &gb);
-    strip_span(want, strlen(want), &wa, &wb);
-    size_t gp = 0, wp = 0;
-    const char *g = got + ga, *w = want + wa;
-    size_t gn = gb - ga, wn = wb - wa;
-    for (;;) {
-        const char *gl, *wl;
-        size_t gll = 0, wll = 0;
-        int gr = next_line(g, gn, &gp, &gl, &gll);
-        int wr = next_line(w, wn, &wp, &wl, &wll);
-        if (!gr || !wr) return !gr && !wr;
-        if (gll != wll || memcmp(gl, wl, gll) != 0) return 0;
-    }
 }
 
 /* ---- running one case --------------------------------------------------- */
@@ -262,6 +162,76 @@ static void kill_group_and_reap(pid_t pid, int *status, double *cpu)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+/* The status pipe carries the network byte ('N' or 'H'), then closes at
+ * exec, or carries 'E' + errno when exec failed.  Returns the bytes read. */
+static size_t read_status(int fd, char *st, size_t cap)
+{
+    size_t got = 0;
+    for (;;) {
+        ssize_t n = read(fd, st + got, cap - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+        if (got == cap) break;
+    }
+    return got;
+}
+
+/* Read the child's stdout into o->out (capacity *cap) until it has exited
+ * and the pipe is drained, the deadline passes or the output limit is hit. */
+static void collect_output(const struct run *r, pid_t pid, int out_fd, double deadline,
+                           struct outcome *o, size_t *cap)
+{
+    int eof = 0, exited = 0;
+    for (;;) {
+        if (!exited) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+                exited = 1;
+        }
+        if (exited && eof) break;
+        double left = deadline - now_s();
+        if (left <= 0) { o->wall_timeout = !exited; break; }
+        if (exited) {
+            /* kill leftovers of the group so they release the pipe */
+            kill(-pid, SIGKILL);
+        }
+        int wait_ms = left < 0.02 ? (int)(left * 1000) + 1 : 20;
+        if (eof) {
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pfd = {.fd = out_fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, wait_ms);
+        if (pr <= 0) continue;
+        if (o->out_len + 4096 > *cap) {
+            size_t ncap = *cap * 2;
+            char *nb = realloc(o->out, ncap);
+            if (!nb) { o->output_limit = 1; break; }
+            o->out = nb;
+            *cap = ncap;
+        }
+        ssize_t n = read(out_fd, o->out + o->out_len, *cap - o->out_len - 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) { eof = 1; continue; }
+        o->out_len += (size_t)n;
+        if (o->out_len > r->lim->max_output) { o->output_limit = 1; break; }
+    }
+}
+
+/* The last bytes of stderr, for MemoryError and the error line. */
+static void read_err_tail(int err_fd, struct outcome *o)
+{
+    off_t size = lseek(err_fd, 0, SEEK_END);
+    if (size > 0) {
+        off_t from = size > (off_t)sizeof o->err_tail - 1 ? size - (off_t)sizeof o->err_tail + 1 : 0;
+        ssize_t n = pread(err_fd, o->err_tail, sizeof o->err_tail - 1, from);
+        if (n > 0) o->err_tail[n] = '\0';
+    }
+}
+
 static int run_case(const struct run *r, const char *tmpdir, const char *input,
                     struct outcome *o, struct eb_err *e)
 {
@@ -299,69 +269,19 @@ static int run_case(const struct run *r, const char *tmpdir, const char *input,
     }
     double deadline = now_s() + r->lim->wall_s;
 
-    /* the status pipe carries the network byte ('N' or 'H'), then closes at
-     * exec, or carries 'E' + errno when exec failed */
     char st[2 + sizeof(int)];
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = read(st_p[0], st + got, sizeof st - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-        if (got == sizeof st) break;
-    }
+    size_t got = read_status(st_p[0], st, sizeof st);
     close(st_p[0]);
     o->net_isolated = got >= 1 && st[0] == 'N';
 
-    int eof = 0, exited = 0, status = 0;
-    for (;;) {
-        if (!exited) {
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-                exited = 1;
-        }
-        if (exited && eof) break;
-        double left = deadline - now_s();
-        if (left <= 0) { o->wall_timeout = !exited; break; }
-        if (exited) {
-            /* kill leftovers of the group so they release the pipe */
-            kill(-pid, SIGKILL);
-        }
-        int wait_ms = left < 0.02 ? (int)(left * 1000) + 1 : 20;
-        if (eof) {
-            struct timespec ts = {0, (long)wait_ms * 1000000L};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        struct pollfd pfd = {.fd = out_p[0], .events = POLLIN};
-        int pr = poll(&pfd, 1, wait_ms);
-        if (pr <= 0) continue;
-        if (o->out_len + 4096 > cap) {
-            size_t ncap = cap * 2;
-            char *nb = realloc(o->out, ncap);
-            if (!nb) { o->output_limit = 1; break; }
-            o->out = nb;
-            cap = ncap;
-        }
-        ssize_t n = read(out_p[0], o->out + o->out_len, cap - o->out_len - 1);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) { eof = 1; continue; }
-        o->out_len += (size_t)n;
-        if (o->out_len > r->lim->max_output) { o->output_limit = 1; break; }
-    }
+    int status = 0;
+    collect_output(r, pid, out_p[0], deadline, o, &cap);
     close(out_p[0]);
     kill_group_and_reap(pid, &status, &o->cpu_s);
     o->status = status;
     o->out[o->out_len] = '\0';
 
-    /* the last bytes of stderr, for MemoryError and the error line */
-    off_t size = lseek(err_fd, 0, SEEK_END);
-    if (size > 0) {
-        off_t from = size > (off_t)sizeof o->err_tail - 1 ? size - (off_t)sizeof o->err_tail + 1 : 0;
-        ssize_t n = pread(err_fd, o->err_tail, sizeof o->err_tail - 1, from);
-        if (n > 0) o->err_tail[n] = '\0';
-    }
+    read_err_tail(err_fd, o);
     close(err_fd);
 
     if (got >= 2 && st[1] == 'E') {
@@ -426,7 +346,7 @@ static void set_detail(struct code_result *res, int test, const char *what, cons
     size_t len = 0;
     if (tail) {
         size_t n = strlen(tail);
-        while (n && is_ws(tail[n - 1])) n--;
+        while (n && code_is_space(tail[n - 1])) n--;
         size_t a = n;
         while (a && tail[a - 1] != '\n') a--;
         line = tail + a;
@@ -515,7 +435,7 @@ static void describe_mismatch(char *out, size_t cap, const char *got, size_t got
     char *dst[2] = {g, w};
     for (int k = 0; k < 2; k++) {
         size_t j = 0, i = 0;
-        while (i < lens[k] && is_ws(src[k][i])) i++;
+        while (i < lens[k] && code_is_space(src[k][i])) i++;
         for (; i < lens[k] && j + 5 < sizeof g; i++) {
             unsigned char c = (unsigned char)src[k][i];
             if (c == '\n') { dst[k][j++] = '\\'; dst[k][j++] = 'n'; }
@@ -526,6 +446,42 @@ static void describe_mismatch(char *out, size_t cap, const char *got, size_t got
         dst[k][j] = '\0';
     }
     snprintf(out, cap, "wrong answer (expected \"%s\", got \"%s\")", w, g);
+}
+
+/* The verdict of one finished case; what (cap bytes) says why, show_err
+ * asks for the end of stderr in the detail. */
+static enum code_verdict classify(const struct outcome *o, const struct code_limits *lim,
+                                  const char *want, char *what, size_t cap, int *show_err)
+{
+    enum code_verdict v = CODE_PASS;
+    what[0] = '\0';
+    if (o->output_limit) {
+        v = CODE_OUTPUT_LIMIT;
+        snprintf(what, cap, "more than %zu bytes of output", lim->max_output);
+    } else if (o->wall_timeout) {
+        v = CODE_TIME_LIMIT;
+        snprintf(what, cap, "wall-clock limit of %g s", lim->wall_s);
+    } else if (WIFSIGNALED(o->status) &&
+               (WTERMSIG(o->status) == SIGXCPU || o->cpu_s >= lim->cpu_s)) {
+        v = CODE_TIME_LIMIT;
+        snprintf(what, cap, "CPU limit of %g s", lim->cpu_s);
+    } else if (strstr(o->err_tail, "MemoryError") &&
+               !(WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0)) {
+        v = CODE_MEMORY_LIMIT;
+        snprintf(what, cap, "memory limit of %zu MiB", lim->mem_bytes >> 20);
+    } else if (WIFSIGNALED(o->status)) {
+        v = CODE_RUNTIME_ERROR;
+        snprintf(what, cap, "killed by signal %d", WTERMSIG(o->status));
+        *show_err = 1;
+    } else if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0) {
+        v = CODE_RUNTIME_ERROR;
+        snprintf(what, cap, "exit status %d", WEXITSTATUS(o->status));
+        *show_err = 1;
+    } else if (!code_outputs_match(o->out, o->out_len, want)) {
+        v = CODE_WRONG_ANSWER;
+        describe_mismatch(what, cap, o->out, o->out_len, want);
+    }
+    return v;
 }
 
 int code_grade(const char *model_output, const char *tests_json,
@@ -580,36 +536,9 @@ int code_grade(const char *model_output, const char *tests_json,
         struct outcome o;
         if (run_case(&r, tmpdir, in, &o, e)) { rc = -1; break; }
         res->net_isolated = o.net_isolated;
-        enum code_verdict v = CODE_PASS;
         char what[160];
-        what[0] = '\0';
         int show_err = 0;
-        if (o.output_limit) {
-            v = CODE_OUTPUT_LIMIT;
-            snprintf(what, sizeof what, "more than %zu bytes of output", lim.max_output);
-        } else if (o.wall_timeout) {
-            v = CODE_TIME_LIMIT;
-            snprintf(what, sizeof what, "wall-clock limit of %g s", lim.wall_s);
-        } else if (WIFSIGNALED(o.status) &&
-                   (WTERMSIG(o.status) == SIGXCPU || o.cpu_s >= lim.cpu_s)) {
-            v = CODE_TIME_LIMIT;
-            snprintf(what, sizeof what, "CPU limit of %g s", lim.cpu_s);
-        } else if (strstr(o.err_tail, "MemoryError") &&
-                   !(WIFEXITED(o.status) && WEXITSTATUS(o.status) == 0)) {
-            v = CODE_MEMORY_LIMIT;
-            snprintf(what, sizeof what, "memory limit of %zu MiB", lim.mem_bytes >> 20);
-        } else if (WIFSIGNALED(o.status)) {
-            v = CODE_RUNTIME_ERROR;
-            snprintf(what, sizeof what, "killed by signal %d", WTERMSIG(o.status));
-            show_err = 1;
-        } else if (!WIFEXITED(o.status) || WEXITSTATUS(o.status) != 0) {
-            v = CODE_RUNTIME_ERROR;
-            snprintf(what, sizeof what, "exit status %d", WEXITSTATUS(o.status));
-            show_err = 1;
-        } else if (!code_outputs_match(o.out, o.out_len, want)) {
-            v = CODE_WRONG_ANSWER;
-            describe_mismatch(what, sizeof what, o.out, o.out_len, want);
-        }
+        enum code_verdict v = classify(&o, &lim, want, what, sizeof what, &show_err);
         if (v != CODE_PASS) {
             res->verdict = v;
             res->failed_test = i;

@@ -69,4 +69,7 @@ int code_outputs_match(const char *got, size_t got_len, const char *want);
 int code_grade(const char *model_output, const char *tests_json,
                const struct code_limits *lim, struct code_result *res, struct eb_err *e);
 
+/* Python's str.strip() whitespace (code_extract.c). */
+int code_is_space(char c);
+
 #endif
