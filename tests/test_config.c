@@ -68,6 +68,10 @@ static void test_errors_have_paths(void)
     expect_error("{" BASE ", \"mode\": \"fidelity\", \"sampling\": {\"temperature\": 0.6}}",
                  "x.json: $.sampling: fidelity mode replays greedy FullKV traces; use \"greedy\"");
     expect_error("[1, 2]", "x.json: $: expected a JSON object");
+    /* a key given twice would silently lose a value */
+    expect_error("{" BASE ", \"budgets\": [64], \"budgets\": [128]}", "x.json: $.budgets: duplicate key");
+    expect_error("{" BASE ", \"policies\": [\"fullkv\", {\"name\": \"rkv\", \"lambda\": 0.1, \"lambda\": 0.2}]}",
+                 "x.json: $.policies[1].lambda: duplicate key");
     expect_error("{\n  \"models\": \"m\",\n  \"datasets\": [\n}", "x.json:4:1: not valid JSON");
     /* unknown dataset names are caught with their path too */
     struct exp_config c;

@@ -317,34 +317,10 @@ static int parse_sampling(struct ctx *c, const cJSON *v, struct exp_sampling *s)
     return 0;
 }
 
-static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
+static int parse_prompt(struct ctx *c, const cJSON *f, struct exp_config *cfg)
 {
-    static const char *const keys[] = {
-        "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
-        "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
-        "max_kv_bytes", "seed", "steer_vector", NULL};
-    if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
-    if (check_keys(c, root, "$", keys)) return -1;
-    const cJSON *f;
-    int64_t n;
-
-    if ((f = cJSON_GetObjectItemCaseSensitive(root, "name"))) {
-        if (get_string(c, f, "$.name", &cfg->name)) return -1;
-    }
-    if ((f = cJSON_GetObjectItemCaseSensitive(root, "description")) && !cJSON_IsString(f))
-        return bad(c, "$.description", "expected a string");
-    cfg->mode = EXP_MODE_GENERATE;
-    if ((f = cJSON_GetObjectItemCaseSensitive(root, "mode"))) {
-        if (!cJSON_IsString(f)) return bad(c, "$.mode", "expected \"generate\" or \"fidelity\"");
-        if (!strcmp(f->valuestring, "fidelity")) cfg->mode = EXP_MODE_FIDELITY;
-        else if (strcmp(f->valuestring, "generate")) return bad(c, "$.mode", "expected \"generate\" or \"fidelity\"");
-    }
-    if (!(f = cJSON_GetObjectItemCaseSensitive(root, "models"))) return bad(c, "$", "missing key \"models\"");
-    if (get_string_list(c, f, "$.models", &cfg->models, &cfg->n_models)) return -1;
-    if (parse_datasets(c, cJSON_GetObjectItemCaseSensitive(root, "datasets"), cfg)) return -1;
-
     cfg->prompt = prompt_template_find("r1-boxed");
-    if ((f = cJSON_GetObjectItemCaseSensitive(root, "prompt"))) {
+    if (f) {
         if (!cJSON_IsString(f)) return bad(c, "$.prompt", "expected a template name");
         if (!(cfg->prompt = prompt_template_find(f->valuestring))) {
             char msg[256];
@@ -357,16 +333,13 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
             return bad(c, "$.prompt", msg);
         }
     }
-    if (parse_policies(c, cJSON_GetObjectItemCaseSensitive(root, "policies"), cfg)) return -1;
+    return 0;
+}
 
-    if ((f = cJSON_GetObjectItemCaseSensitive(root, "budgets"))) {
-        if (get_int_list(c, f, "$.budgets", 1, 1e9, &cfg->budgets, &cfg->n_budgets)) return -1;
-    } else {
-        if (!(cfg->budgets = malloc(sizeof *cfg->budgets))) return bad(c, "$", "out of memory");
-        cfg->budgets[0] = 1024;
-        cfg->n_budgets = 1;
-    }
-
+/* batch_sizes and batching. */
+static int parse_batching(struct ctx *c, const cJSON *root, struct exp_config *cfg)
+{
+    const cJSON *f;
     int64_t *bs = NULL;
     int nbs = 1;
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "batch_sizes"))) {
@@ -398,8 +371,14 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
         for (int j = 0; j < i; j++)
             if (cfg->batchings[j] == cfg->batchings[i]) return bad(c, p, "duplicate value");
     }
+    return 0;
+}
 
-    if (parse_sampling(c, cJSON_GetObjectItemCaseSensitive(root, "sampling"), &cfg->sampling)) return -1;
+/* seed, length and memory limits, steering vector. */
+static int parse_limits(struct ctx *c, const cJSON *root, struct exp_config *cfg)
+{
+    const cJSON *f;
+    int64_t n;
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "seed"))) {
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "sampling");
         if (cJSON_IsObject(s) && cJSON_GetObjectItemCaseSensitive(s, "seed"))
@@ -423,6 +402,70 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "steer_vector"))) {
         if (get_string(c, f, "$.steer_vector", &cfg->steer_vector)) return -1;
     }
+    return 0;
+}
+
+/* cJSON keeps every duplicate of a key and lookups see only the first, so a
+ * config that sets a key twice would silently drop a value: refuse it, at
+ * any depth (the JSONL loader does the same). */
+static int check_duplicates(struct ctx *c, const cJSON *v, const char *path)
+{
+    int i = 0;
+    for (const cJSON *it = v->child; it; it = it->next, i++) {
+        char p[256];
+        if (cJSON_IsObject(v)) {
+            child(p, sizeof p, path, it->string ? it->string : "?");
+            for (const cJSON *prev = v->child; prev != it; prev = prev->next)
+                if (prev->string && it->string && !strcmp(prev->string, it->string))
+                    return bad(c, p, "duplicate key");
+        } else {
+            elem(p, sizeof p, path, i);
+        }
+        if ((cJSON_IsObject(it) || cJSON_IsArray(it)) && check_duplicates(c, it, p)) return -1;
+    }
+    return 0;
+}
+
+static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
+{
+    static const char *const keys[] = {
+        "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
+        "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
+        "max_kv_bytes", "seed", "steer_vector", NULL};
+    if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
+    if (check_keys(c, root, "$", keys)) return -1;
+    const cJSON *f;
+
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "name"))) {
+        if (get_string(c, f, "$.name", &cfg->name)) return -1;
+    }
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "description")) && !cJSON_IsString(f))
+        return bad(c, "$.description", "expected a string");
+    cfg->mode = EXP_MODE_GENERATE;
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "mode"))) {
+        if (!cJSON_IsString(f)) return bad(c, "$.mode", "expected \"generate\" or \"fidelity\"");
+        if (!strcmp(f->valuestring, "fidelity")) cfg->mode = EXP_MODE_FIDELITY;
+        else if (strcmp(f->valuestring, "generate")) return bad(c, "$.mode", "expected \"generate\" or \"fidelity\"");
+    }
+    if (!(f = cJSON_GetObjectItemCaseSensitive(root, "models"))) return bad(c, "$", "missing key \"models\"");
+    if (get_string_list(c, f, "$.models", &cfg->models, &cfg->n_models)) return -1;
+    if (parse_datasets(c, cJSON_GetObjectItemCaseSensitive(root, "datasets"), cfg)) return -1;
+
+    if (parse_prompt(c, cJSON_GetObjectItemCaseSensitive(root, "prompt"), cfg)) return -1;
+    if (parse_policies(c, cJSON_GetObjectItemCaseSensitive(root, "policies"), cfg)) return -1;
+
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "budgets"))) {
+        if (get_int_list(c, f, "$.budgets", 1, 1e9, &cfg->budgets, &cfg->n_budgets)) return -1;
+    } else {
+        if (!(cfg->budgets = malloc(sizeof *cfg->budgets))) return bad(c, "$", "out of memory");
+        cfg->budgets[0] = 1024;
+        cfg->n_budgets = 1;
+    }
+
+    if (parse_batching(c, root, cfg)) return -1;
+
+    if (parse_sampling(c, cJSON_GetObjectItemCaseSensitive(root, "sampling"), &cfg->sampling)) return -1;
+    if (parse_limits(c, root, cfg)) return -1;
     if (cfg->mode == EXP_MODE_FIDELITY) {
         if (!cfg->sampling.greedy)
             return bad(c, "$.sampling", "fidelity mode replays greedy FullKV traces; use \"greedy\"");
@@ -457,7 +500,8 @@ int exp_config_parse(const char *text, size_t len, const char *source, struct ex
     }
     struct ctx c = {source, e};
     out->source = strdup(source);
-    int rc = out->source ? parse_root(&c, root, out) : eb_fail(e, "%s: out of memory", source);
+    int rc = out->source ? check_duplicates(&c, root, "$") : eb_fail(e, "%s: out of memory", source);
+    if (rc == 0) rc = parse_root(&c, root, out);
     if (rc == 0 && !out->name && !(out->name = base_name(source))) rc = eb_fail(e, "%s: out of memory", source);
     if (rc == 0 && !(out->json = cJSON_PrintUnformatted(root))) rc = eb_fail(e, "%s: out of memory", source);
     cJSON_Delete(root);
@@ -523,43 +567,4 @@ void exp_config_free(struct exp_config *c)
     free(c->batchings);
     free(c->steer_vector);
     memset(c, 0, sizeof *c);
-}
-
-const char *exp_dataset_resolve(const struct exp_dataset *d, const char *data_dir)
-{
-    if (dataset_available(d->name, data_dir)) return d->name;
-    if (d->fallback && dataset_available(d->fallback, data_dir)) return d->fallback;
-    return NULL;
-}
-
-int exp_config_check_resources(const struct exp_config *c, const char *data_dir, struct eb_err *e)
-{
-    for (int i = 0; i < c->n_models; i++) {
-        char path[1024];
-        struct eb_err me = {0};
-        if (model_resolve(c->models[i], path, sizeof path, &me))
-            return eb_fail(e, "%s: $.models[%d]: model \"%.100s\" is not available: %s", c->source, i,
-                           c->models[i], me.msg);
-    }
-    if (c->steer_vector) {
-        FILE *f = fopen(c->steer_vector, "rb");
-        if (!f)
-            return eb_fail(e, "%s: $.steer_vector: \"%.200s\": %s (make one with `evictbench "
-                              "calibrate`)", c->source, c->steer_vector, strerror(errno));
-        fclose(f);
-    }
-    for (int i = 0; i < c->n_datasets; i++) {
-        const struct exp_dataset *d = &c->datasets[i];
-        if (exp_dataset_resolve(d, data_dir)) continue;
-        char dir[1024], file[1200];
-        struct eb_err de = {0};
-        const struct dataset_spec *spec = dataset_find(d->name, NULL);
-        if (dataset_default_data_dir(data_dir, dir, sizeof dir, &de)) snprintf(dir, sizeof dir, "?");
-        if (!spec || dataset_file_path(spec, data_dir, file, sizeof file, &de))
-            snprintf(file, sizeof file, "%s/%s", dir, d->name);
-        return eb_fail(e, "%s: $.datasets[%d]: dataset \"%.60s\" is not available: %.600s not found "
-                          "(run `make data` when online, or pass --data-dir DIR / set EVICTBENCH_DATA)",
-                       c->source, i, d->name, file);
-    }
-    return 0;
 }
