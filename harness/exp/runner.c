@@ -111,122 +111,6 @@ void run_output_free(struct run_output *o)
     memset(o, 0, sizeof *o);
 }
 
-/* ---- the schedule ---- */
-
-/* (prompt length, item) pairs sort by length, ties in item order. */
-struct len_idx {
-    int len, idx;
-};
-
-static int cmp_len_idx(const void *a, const void *b)
-{
-    const struct len_idx *x = a, *y = b;
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
-static void set_oom(struct run_output *o, const char *msg)
-{
-    o->run.status = "oom";
-    o->run.error = own(o, strdup(msg));
-}
-
-void set_error(struct run_output *o, const char *msg)
-{
-    o->run.status = "error";
-    o->run.error = own(o, strdup(msg));
-}
-
-/* Requests of a point: item i, sample j -> index i * n_samples + j. */
-static struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
-                                         const struct runner_item *items, int n, struct eb_err *e)
-{
-    int ns = cfg->sampling.n_samples;
-    struct gen_request *reqs = eb_calloc((size_t)n * ns, sizeof *reqs, e);
-    if (!reqs) return NULL;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < ns; j++) {
-            struct gen_request *q = &reqs[i * ns + j];
-            q->prompt = items[i].prompt;
-            q->n_prompt = items[i].n_prompt;
-            q->max_new = cfg->max_new_tokens;
-            if (cfg->max_total_tokens) {
-                int room = cfg->max_total_tokens - items[i].n_prompt;
-                if (room < q->max_new) q->max_new = room > 0 ? room : 1;
-            }
-            if (cfg->sampling.greedy) {
-                q->sampling = sampler_params_greedy();
-            } else {
-                q->sampling.greedy = 0;
-                q->sampling.temperature = (float)cfg->sampling.temperature;
-                q->sampling.top_p = (float)cfg->sampling.top_p;
-                q->sampling.top_k = cfg->sampling.top_k;
-                q->sampling.seed = cfg->sampling.seed +
-                                   ((uint64_t)pt->data_offset + (uint64_t)i) * (uint64_t)ns +
-                                   (uint64_t)j;
-            }
-        }
-    return reqs;
-}
-
-/* ---- left padding (padded and grouped batching) ----
- * A static batch is left-padded to its longest prompt, as the papers' Hugging
- * Face scripts do: the pads are real cache slots (bytes, budget) that
- * attention masks; see gen_options.n_pad for positions. */
-
-struct pad_buf {
-    int *tokens;             /* the batch's padded prompts, [nb][maxlen] */
-    size_t cap;
-    int *n_pad;              /* [nb] pads of each request */
-    int n_cap;
-};
-
-static void pad_buf_free(struct pad_buf *pb)
-{
-    free(pb->tokens);
-    free(pb->n_pad);
-    memset(pb, 0, sizeof *pb);
-}
-
-/* The token the pads hold: the model file names no pad token to this loader,
- * so EOS, as the reference scripts do when the tokenizer has no pad.  Its
- * value never reaches a real token (pads are masked). */
-static int pad_token(const struct runner *r)
-{
-    int id = r->tok ? tokenizer_eos(r->tok) : -1;
-    if (id < 0 && r->m->cfg.n_eos > 0) id = r->m->cfg.eos_ids[0];
-    return id >= 0 && id < r->m->cfg.n_vocab ? id : 0;
-}
-
-/* Rewrite reqs[0..nb) to point at left-padded copies of their prompts, each
- * maxlen tokens long; pb->n_pad gets the pad counts for gen_options.n_pad. */
-static int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int maxlen,
-                          int pad_id, struct eb_err *e)
-{
-    size_t need = (size_t)nb * (size_t)maxlen;
-    if (need > pb->cap) {
-        int *t = realloc(pb->tokens, need * sizeof *t);
-        if (!t) return eb_fail(e, "out of memory for a padded batch of %zu tokens", need);
-        pb->tokens = t;
-        pb->cap = need;
-    }
-    if (nb > pb->n_cap) {
-        int *p = realloc(pb->n_pad, (size_t)nb * sizeof *p);
-        if (!p) return eb_fail(e, "out of memory for a padded batch");
-        pb->n_pad = p;
-        pb->n_cap = nb;
-    }
-    for (int k = 0; k < nb; k++) {
-        int *row = pb->tokens + (size_t)k * maxlen, pads = maxlen - reqs[k].n_prompt;
-        for (int t = 0; t < pads; t++) row[t] = pad_id;
-        memcpy(row + pads, reqs[k].prompt, (size_t)reqs[k].n_prompt * sizeof *row);
-        pb->n_pad[k] = pads;
-        reqs[k].prompt = row;
-        reqs[k].n_prompt = maxlen;
-    }
-    return 0;
-}
-
 /* params_json as stored: the point's parameters, the resolved policy spec and,
  * for padded/grouped, the pad slots the left-padded batches held. */
 char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens)
@@ -263,188 +147,239 @@ void run_record_of_point(struct run_record *run, const struct runner *r,
     run->status = "ok";
 }
 
+/* The state of one point's generation, shared by its batches. */
+struct gen_run {
+    struct runner *r;
+    const struct exp_config *cfg;
+    const struct sweep_point *pt;
+    const struct runner_item *items;
+    const char *grader;
+    int ns, total, think_open;
+    struct gen_request *reqs, *breqs;
+    int *order;
+    struct pad_buf pb;
+    struct gen_result *res;
+    struct seq_meas *meas;
+    struct point_policy pp;
+    struct run_output *out;
+    struct runner_progress prog;
+    long gen_tokens, pad_tokens, kv_steps;
+    double gen_s, kv_sum, t_point;
+    size_t peak_kv;
+    int samples_done;
+};
+
+enum batch_end { BATCH_NEXT = 0, BATCH_LAST, BATCH_STOPPED, BATCH_FAILED };
+
+/* The order requests run in: item order, or by prompt length when grouped. */
+static int batch_order(struct gen_run *g, int n, struct eb_err *e)
+{
+    for (int i = 0; i < g->total; i++) g->order[i] = i;
+    if (g->pt->batching != BATCHING_GROUPED) return 0;
+    struct len_idx *li = eb_calloc((size_t)n, sizeof *li, e);
+    if (!li) return -1;
+    for (int i = 0; i < n; i++) li[i] = (struct len_idx){g->items[i].n_prompt, i};
+    qsort(li, (size_t)n, sizeof *li, cmp_len_idx);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < g->ns; j++) g->order[i * g->ns + j] = li[i].idx * g->ns + j;
+    free(li);
+    return 0;
+}
+
+static void meas_init(struct gen_run *g, struct meas_ctx *mc)
+{
+    const struct model *m = g->r->m;
+    memset(mc, 0, sizeof *mc);
+    mc->seq = g->meas;
+    mc->token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * sizeof(float);
+    mc->kv_cap = (size_t)g->cfg->max_kv_bytes;
+    /* One continuous batch is the whole point: let a stop request end it. */
+    if (g->pt->batching == BATCHING_CONTINUOUS) mc->stop = g->r->o.stop;
+    mc->r = g->r;
+    mc->prog_base = &g->prog;
+    mc->samples_done = &g->samples_done;
+    mc->gen_tokens = &g->gen_tokens;
+    mc->tokens_before = g->gen_tokens;
+    mc->t0 = g->t_point;
+    mc->last_report = now_s();
+}
+
+/* Out of memory is decided before generating, from the runtime's estimate
+ * (with the hooks set: a policy's slot limit shrinks the caches). */
+static int over_memory(struct gen_run *g, int nb, const struct gen_options *opt)
+{
+    struct runner *r = g->r;
+    size_t need = generate_estimate_bytes(&r->m->cfg, r->m->weight_bytes, g->breqs, nb, opt);
+    size_t limit = r->o.mem_limit ? r->o.mem_limit : generate_available_memory() + r->m->weight_bytes;
+    if (need <= limit) return 0;
+    char msg[256];
+    snprintf(msg, sizeof msg, "a batch of %d needs an estimated %zu bytes, more than the "
+                              "%zu bytes %s", opt->max_live ? opt->max_live : nb, need, limit,
+             r->o.mem_limit ? "allowed" : "available");
+    set_oom(g->out, msg);
+    return 1;
+}
+
+/* Grade and record batch [b0, b0 + nb) (res + b0 holds it in batch order). */
+static int record_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
+{
+    for (int k = 0; k < nb; k++) {
+        int q = g->order[b0 + k];
+        struct sample_record *s = &g->out->samples[q];
+        sample_record_init(s);
+        s->sample_idx = q;
+        /* meas is indexed by the request index within the generate call */
+        if (fill_sample(g->r, g->out, s, &g->items[q / g->ns], g->grader, g->think_open,
+                        &g->res[b0 + k], &g->meas[k], e))
+            return -1;
+        sample_trace_stats(&g->pp, k, s); /* policy sequence ids are batch positions */
+        if (sample_sentences(&g->pp, k, q, g->out, e)) return -1;
+    }
+    return 0;
+}
+
+/* The KV bytes a finished batch reached; over max_kv_bytes it ends the point as oom. */
+static int account_kv(struct gen_run *g, const struct gen_stats *st, const struct meas_ctx *mc)
+{
+    size_t batch_peak = st->peak_kv_bytes > mc->kv_peak_seen ? st->peak_kv_bytes : mc->kv_peak_seen;
+    if (batch_peak > g->peak_kv) g->peak_kv = batch_peak;
+    g->kv_sum += mc->batch_kv_sum;
+    g->kv_steps += mc->batch_kv_steps;
+    if (!g->cfg->max_kv_bytes || batch_peak <= (size_t)g->cfg->max_kv_bytes) return 0;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the batch's KV cache reached %zu bytes, over max_kv_bytes %lld",
+             batch_peak, (long long)g->cfg->max_kv_bytes);
+    set_oom(g->out, msg);
+    return 1;
+}
+
+static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
+{
+    const struct sweep_point *pt = g->pt;
+    struct runner *r = g->r;
+    int maxlen = 0;
+    for (int k = 0; k < nb; k++) {
+        g->breqs[k] = g->reqs[g->order[b0 + k]];
+        if (g->breqs[k].n_prompt > maxlen) maxlen = g->breqs[k].n_prompt;
+    }
+    for (int k = 0; k < nb; k++) g->pad_tokens += maxlen - g->breqs[k].n_prompt;
+    int padded = pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED;
+    if (padded && left_pad_batch(&g->pb, g->breqs, nb, maxlen, pad_token(r), e)) return BATCH_FAILED;
+    struct gen_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0;
+    opt.n_vocab_valid = r->tok ? tokenizer_n_vocab(r->tok) : 0;
+    opt.mem_limit = r->o.mem_limit;
+    opt.n_pad = padded ? g->pb.n_pad : NULL; /* the estimate then covers the pads */
+    struct meas_ctx mc;
+    meas_init(g, &mc);
+    struct gen_hooks mine = {.ctx = &mc, .begin_sequence = meas_begin, .on_step = meas_step,
+                             .end_sequence = meas_end}, hooks;
+    point_policy_hooks(&g->pp, &mine, &hooks);
+    opt.hooks = &hooks;
+    if (over_memory(g, nb, &opt)) return BATCH_LAST;
+
+    struct gen_stats st;
+    struct eb_err ge = {0};
+    double t0 = now_s();
+    int grc = generate(r->m, g->breqs, nb, &opt, g->res + b0, &st, &ge);
+    g->gen_s += now_s() - t0;
+    if (grc) {
+        if (mc.stopped) return BATCH_STOPPED;
+        /* The KV bytes reached are part of an oom row.  A failed allocation
+         * is an out-of-memory result, as the papers record one; anything
+         * else is an error to retry. */
+        if (mc.kv_peak_seen > g->peak_kv) g->peak_kv = mc.kv_peak_seen;
+        if (mc.kv_exceeded || ge.kind == EB_ERR_NOMEM) set_oom(g->out, ge.msg);
+        else set_error(g->out, ge.msg);
+        return BATCH_LAST;
+    }
+    if (account_kv(g, &st, &mc)) return BATCH_LAST;
+    if (record_batch(g, b0, nb, e)) return BATCH_FAILED;
+    if (pt->batching != BATCHING_CONTINUOUS) {
+        g->prog.samples_done = b0 + nb;
+        g->prog.gen_tokens = g->gen_tokens;
+        g->prog.elapsed_s = now_s() - g->t_point;
+        report(r, &g->prog);
+    }
+    if (r->o.stop && *r->o.stop && b0 + nb < g->total) return BATCH_STOPPED;
+    return BATCH_NEXT;
+}
+
+/* The run row's totals once every batch ran (or one ended the point). */
+static int finish_run(struct gen_run *g, struct eb_err *e)
+{
+    struct run_output *out = g->out;
+    if (strcmp(out->run.status, "ok") != 0) {
+        out->n_samples = 0; /* oom and error runs carry no samples, nor sentences */
+        out->n_sents = 0;
+    } else {
+        out->n_samples = g->total;
+    }
+    out->run.wall_s = now_s() - g->t_point;
+    out->run.gen_tokens = g->gen_tokens;
+    out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
+    out->run.peak_kv_bytes = (int64_t)g->peak_kv;
+    out->run.mean_kv_bytes = g->kv_steps > 0 ? g->kv_sum / (double)g->kv_steps : NAN;
+    if (!(out->run.params_json = own(out, stored_params(g->pt, g->pp.spec, g->pad_tokens))))
+        return eb_fail(e, "out of memory");
+    return 0;
+}
+
+static void gen_run_free(struct gen_run *g)
+{
+    for (int i = 0; g->res && i < g->total; i++) free(g->res[i].tokens);
+    point_policy_close(&g->pp);
+    free(g->res);
+    free(g->reqs);
+    free(g->order);
+    free(g->breqs);
+    pad_buf_free(&g->pb);
+    free(g->meas);
+}
+
 static int run_generate(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
                         const struct runner_item *items, int n, struct run_output *out,
                         struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
-    double t_point = now_s();
+    struct gen_run g;
+    memset(&g, 0, sizeof g);
+    g.t_point = now_s();
     if (ensure_model(r, pt->model, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
-    const char *grader = dspec ? dspec->grader : "math";
-
-    int ns = cfg->sampling.n_samples, total = n * ns, rc = -1;
-    int think_open = prompt_opens_think(r, cfg);
-    struct gen_request *reqs = make_requests(cfg, pt, items, n, e);
-    int *order = eb_calloc((size_t)total, sizeof *order, e);
-    struct gen_request *breqs = eb_calloc((size_t)total, sizeof *breqs, e);
-    struct pad_buf pb = {0};
-    struct gen_result *res = eb_calloc((size_t)total, sizeof *res, e);
-    struct seq_meas *meas = eb_calloc((size_t)total, sizeof *meas, e);
-    out->samples = eb_calloc((size_t)total, sizeof *out->samples, e);
-    struct point_policy pp;
-    memset(&pp, 0, sizeof pp);
-    if (!reqs || !order || !breqs || !res || !meas || !out->samples) goto fail;
-    if (point_policy_open(&pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) goto fail;
-
-    /* The order requests run in, and the batches over that order. */
-    for (int i = 0; i < total; i++) order[i] = i;
-    if (pt->batching == BATCHING_GROUPED) {
-        struct len_idx *li = eb_calloc((size_t)n, sizeof *li, e);
-        if (!li) goto fail;
-        for (int i = 0; i < n; i++) li[i] = (struct len_idx){items[i].n_prompt, i};
-        qsort(li, (size_t)n, sizeof *li, cmp_len_idx);
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < ns; j++) order[i * ns + j] = li[i].idx * ns + j;
-        free(li);
-    }
-    int bs = pt->batching == BATCHING_CONTINUOUS ? total : pt->batch_size;
-    if (bs > total) bs = total;
-
+    g.grader = dspec ? dspec->grader : "math";
+    g.r = r; g.cfg = cfg; g.pt = pt; g.items = items; g.out = out;
+    g.ns = cfg->sampling.n_samples;
+    g.total = n * g.ns;
+    g.think_open = prompt_opens_think(r, cfg);
+    g.reqs = make_requests(cfg, pt, items, n, e);
+    g.order = eb_calloc((size_t)g.total, sizeof *g.order, e);
+    g.breqs = eb_calloc((size_t)g.total, sizeof *g.breqs, e);
+    g.res = eb_calloc((size_t)g.total, sizeof *g.res, e);
+    g.meas = eb_calloc((size_t)g.total, sizeof *g.meas, e);
+    out->samples = eb_calloc((size_t)g.total, sizeof *out->samples, e);
+    int rc = -1;
+    if (!g.reqs || !g.order || !g.breqs || !g.res || !g.meas || !out->samples) goto fail;
+    if (point_policy_open(&g.pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) goto fail;
+    if (batch_order(&g, n, e)) goto fail;
+    int bs = pt->batching == BATCHING_CONTINUOUS ? g.total : pt->batch_size;
+    if (bs > g.total) bs = g.total;
     run_record_of_point(&out->run, r, cfg, pt);
-
-    long gen_tokens = 0, pad_tokens = 0;
-    double gen_s = 0, kv_sum = 0;
-    long kv_steps = 0;
-    size_t peak_kv = 0;
-    int samples_done = 0;
-    struct runner_progress prog;
-    memset(&prog, 0, sizeof prog);
     char label[512];
     sweep_point_label(pt, label, sizeof label);
-    prog.label = label;
-    prog.n_samples = total;
-    prog.event = "batch";
-
-    for (int b0 = 0; b0 < total; b0 += bs) {
-        int nb = total - b0 < bs ? total - b0 : bs;
-        int maxlen = 0;
-        for (int k = 0; k < nb; k++) {
-            breqs[k] = reqs[order[b0 + k]];
-            if (breqs[k].n_prompt > maxlen) maxlen = breqs[k].n_prompt;
-        }
-        for (int k = 0; k < nb; k++) pad_tokens += maxlen - breqs[k].n_prompt;
-        int padded = pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED;
-        if (padded && left_pad_batch(&pb, breqs, nb, maxlen, pad_token(r), e)) goto fail;
-        struct gen_options opt;
-        memset(&opt, 0, sizeof opt);
-        opt.max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0;
-        opt.n_vocab_valid = r->tok ? tokenizer_n_vocab(r->tok) : 0;
-        opt.mem_limit = r->o.mem_limit;
-        opt.n_pad = padded ? pb.n_pad : NULL; /* the estimate below then covers the pads */
-
-        struct meas_ctx mc;
-        memset(&mc, 0, sizeof mc);
-        mc.seq = meas;
-        mc.token_bytes = (size_t)r->m->cfg.n_layer * r->m->cfg.n_head_kv * r->m->cfg.head_dim * 2 *
-                         sizeof(float);
-        mc.kv_cap = (size_t)cfg->max_kv_bytes;
-        /* One continuous batch is the whole point: let a stop request end it. */
-        if (pt->batching == BATCHING_CONTINUOUS) mc.stop = r->o.stop;
-        mc.r = r;
-        mc.prog_base = &prog;
-        mc.samples_done = &samples_done;
-        mc.gen_tokens = &gen_tokens;
-        mc.tokens_before = gen_tokens;
-        mc.t0 = t_point;
-        mc.last_report = now_s();
-        struct gen_hooks mine, hooks;
-        memset(&mine, 0, sizeof mine);
-        mine.ctx = &mc;
-        mine.begin_sequence = meas_begin;
-        mine.on_step = meas_step;
-        mine.end_sequence = meas_end;
-        point_policy_hooks(&pp, &mine, &hooks);
-        opt.hooks = &hooks;
-
-        /* Out of memory is decided before generating, from the runtime's estimate
-         * (with the hooks set: a policy's slot limit shrinks the caches). */
-        size_t need = generate_estimate_bytes(&r->m->cfg, r->m->weight_bytes, breqs, nb, &opt);
-        size_t limit = r->o.mem_limit ? r->o.mem_limit
-                                      : generate_available_memory() + r->m->weight_bytes;
-        if (need > limit) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "a batch of %d needs an estimated %zu bytes, more than the "
-                                      "%zu bytes %s", opt.max_live ? opt.max_live : nb, need, limit,
-                     r->o.mem_limit ? "allowed" : "available");
-            set_oom(out, msg);
-            break;
-        }
-
-        struct gen_stats st;
-        struct eb_err ge = {0};
-        double t0 = now_s();
-        int grc = generate(r->m, breqs, nb, &opt, res + b0, &st, &ge);
-        gen_s += now_s() - t0;
-        if (grc) {
-            if (mc.stopped) { rc = 1; goto stopped; }
-            /* A failed allocation is an out-of-memory result, as the papers
-             * record one; anything else is an error to retry. */
-            if (mc.kv_exceeded || ge.kind == EB_ERR_NOMEM) set_oom(out, ge.msg);
-            else set_error(out, ge.msg);
-            break;
-        }
-        size_t batch_peak = st.peak_kv_bytes > mc.kv_peak_seen ? st.peak_kv_bytes : mc.kv_peak_seen;
-        if (batch_peak > peak_kv) peak_kv = batch_peak;
-        kv_sum += mc.batch_kv_sum;
-        kv_steps += mc.batch_kv_steps;
-        if (cfg->max_kv_bytes && batch_peak > (size_t)cfg->max_kv_bytes) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "the batch's KV cache reached %zu bytes, over max_kv_bytes %lld",
-                     batch_peak, (long long)cfg->max_kv_bytes);
-            set_oom(out, msg);
-            break;
-        }
-        /* res + b0 holds this batch's results in batch order; grade them. */
-        for (int k = 0; k < nb; k++) {
-            int q = order[b0 + k];
-            struct sample_record *s = &out->samples[q];
-            sample_record_init(s);
-            s->sample_idx = q;
-            /* meas is indexed by the request index within the generate call */
-            if (fill_sample(r, out, s, &items[q / ns], grader, think_open, &res[b0 + k], &meas[k], e)) goto fail;
-            sample_trace_stats(&pp, k, s); /* policy sequence ids are batch positions */
-            if (sample_sentences(&pp, k, q, out, e)) goto fail;
-        }
-        if (pt->batching != BATCHING_CONTINUOUS) {
-            prog.samples_done = b0 + nb;
-            prog.gen_tokens = gen_tokens;
-            prog.elapsed_s = now_s() - t_point;
-            report(r, &prog);
-        }
-        if (r->o.stop && *r->o.stop && b0 + nb < total) { rc = 1; goto stopped; }
-    }
-
-    if (strcmp(out->run.status, "ok") != 0) {
-        out->n_samples = 0; /* oom and error runs carry no samples, nor sentences */
-        out->n_sents = 0;
-    } else {
-        out->n_samples = total;
-    }
-    out->run.wall_s = now_s() - t_point;
-    out->run.gen_tokens = gen_tokens;
-    out->run.tokens_per_s = gen_s > 0 ? (double)gen_tokens / gen_s : NAN;
-    out->run.peak_kv_bytes = (int64_t)peak_kv;
-    out->run.mean_kv_bytes = kv_steps > 0 ? kv_sum / (double)kv_steps : NAN;
-    if (!(out->run.params_json = own(out, stored_params(pt, pp.spec, pad_tokens)))) {
-        eb_fail(e, "out of memory");
-        goto fail;
-    }
-    rc = 0;
-    goto done;
-stopped:
+    g.prog.label = label;
+    g.prog.n_samples = g.total;
+    g.prog.event = "batch";
+    enum batch_end end = BATCH_NEXT;
+    for (int b0 = 0; b0 < g.total && end == BATCH_NEXT; b0 += bs)
+        end = run_batch(&g, b0, g.total - b0 < bs ? g.total - b0 : bs, e);
+    if (end == BATCH_STOPPED) rc = 1;
+    else if (end != BATCH_FAILED && finish_run(&g, e) == 0) rc = 0;
 fail:
-    run_output_free(out);
-done:
-    for (int i = 0; res && i < total; i++) free(res[i].tokens);
-    point_policy_close(&pp);
-    free(res);
-    free(reqs);
-    free(order);
-    free(breqs);
-    pad_buf_free(&pb);
-    free(meas);
+    if (rc) run_output_free(out);
+    gen_run_free(&g);
     return rc;
 }
 

@@ -77,6 +77,26 @@ int meas_begin(void *ctx, int seq, const struct gen_request *req, struct kvcache
                struct eb_err *e);
 int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
 void meas_end(void *ctx, int seq, const struct gen_result *res);
+/* (prompt length, item) pairs sort by length, ties in item order. */
+struct len_idx {
+    int len, idx;
+};
+
+struct pad_buf {
+    int *tokens;             /* the batch's padded prompts, [nb][maxlen] */
+    size_t cap;
+    int *n_pad;              /* [nb] pads of each request */
+    int n_cap;
+};
+
+int cmp_len_idx(const void *a, const void *b);
+void set_oom(struct run_output *o, const char *msg);
+struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
+                                         const struct runner_item *items, int n, struct eb_err *e);
+void pad_buf_free(struct pad_buf *pb);
+int pad_token(const struct runner *r);
+int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int maxlen,
+                          int pad_id, struct eb_err *e);
 void report(struct runner *r, const struct runner_progress *in);
 void set_error(struct run_output *o, const char *msg);
 char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens);
