@@ -218,6 +218,9 @@ static void test_oom(void)
     if (!st) return;
     CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and batch_size = 3 and n_samples = 0 "
                 "and error like '%max_kv_bytes%'") == 1);
+    /* the oom row records the KV bytes the batch reached: past the cap */
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and batch_size = 3 "
+                "and peak_kv_bytes > 16000") == 1);
     CHECK(store_query_number(st, "select count(*) from runs where status = 'ok' and batch_size = 1 and "
                 "peak_kv_bytes <= 16000") == 1);
     CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id where r.status = 'oom'") == 0);
