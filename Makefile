@@ -2,7 +2,8 @@
 #
 #   make deps      install build/runtime dependencies and the default model
 #   make all       build ./evictbench
-#   make test      the whole suite (SAN=1: under ASan + UBSan)
+#   make test      the whole suite (SAN=1: under ASan + UBSan), after make lint
+#   make lint      size limits of harness/ files and functions
 #   make bench     tokens/s, policy overhead, KV memory table
 #   make cuda      build the CUDA backend (nvcc + cuBLAS)
 
@@ -58,8 +59,12 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 
 # Every test program runs from the repository root; the suite fails if any fails.
-test: $(TEST_BIN) $(BUILD)/evictbench
+test: $(TEST_BIN) $(BUILD)/evictbench lint
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
+
+# harness/: no file over 600 lines, no function over 80 (tools/check_size.sh).
+lint:
+	@tools/check_size.sh harness
 
 # The runtime table, then the policy table of issue 4 (2,048 generated tokens
 # per row: roughly 15 minutes on 2 cores).

@@ -282,202 +282,243 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int cmd_calibrate(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
-    struct cal_cli a;
-    if (parse_args(argc, argv, &a)) return 2;
-
-    struct eb_err e = {0};
+/* Everything one calibrate command holds; cal_state_free releases it. */
+struct cal_state {
     enum chat_template tpl;
-    if (model_chat_template(a.model, a.chat, &tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
+    struct model_file *mf;
+    struct tokenizer *tok;
+    struct backend *be;
+    struct model *m;
+    struct dataset ds;
+    enum grade_dataset gds;
+    struct sent_tokens st;
+    struct sums S;
+    int round, dim, think_tags;
+    int **prompts, *n_prompt, *last;
+    struct capture *caps;
+    struct gen_request *reqs;
+    struct gen_result *res;
+    float *row;
+    struct cal_ctx cc;
+    struct model_hooks mh;
+    struct gen_hooks gh;
+    struct gen_options opt;
+    int got_c, got_i;
+};
 
-    struct model_file *mf = NULL;
-    struct tokenizer *tok = NULL;
-    struct backend *be = NULL;
-    struct model *m = NULL;
-    struct dataset ds = {0};
-    struct sent_tokens st = {0};
-    struct sums S = {0};
-    int rc = 1, round = (int)a.batch;
-    int **prompts = calloc((size_t)round, sizeof *prompts);
-    int *n_prompt = calloc((size_t)round, sizeof *n_prompt);
-    struct capture *caps = calloc((size_t)round, sizeof *caps);
-    struct gen_request *reqs = calloc((size_t)round, sizeof *reqs);
-    struct gen_result *res = calloc((size_t)round, sizeof *res);
-    float *row = NULL;
-    int *last = NULL;
-    if (!prompts || !n_prompt || !caps || !reqs || !res) { cli_error("calibrate: out of memory"); goto done; }
-
-    if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
-    const struct model_config *cfg = model_file_config(mf);
-    if (a.layer < 1 || a.layer >= cfg->n_layer) {
-        cli_errorf("calibrate: --layer %ld outside [1, %d) for this model", a.layer, cfg->n_layer);
-        goto done;
+static void cal_state_free(struct cal_state *g)
+{
+    for (int i = 0; g->prompts && i < g->round; i++) free(g->prompts[i]);
+    for (int i = 0; g->caps && i < g->round; i++) {
+        free(g->caps[i].pos);
+        free(g->caps[i].rows);
     }
-    if (model_file_tokenizer(mf, &tok, &e)) { cli_error(e.msg); goto done; }
-    if (sent_tokens_from_tokenizer(tok, 0, &st, &e)) { cli_errorf("calibrate: %s", e.msg); goto done; }
-    int think_tags = !strcmp(a.think, "tags") || (!strcmp(a.think, "auto") && st.think_open >= 0);
-    if (think_tags && st.think_open < 0) {
-        cli_error("calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
-        goto done;
-    }
-    if (dataset_load(a.data, a.data_dir, (int)a.offset, (int)a.limit, &ds, &e)) { cli_error(e.msg); goto done; }
-    enum grade_dataset gds = grade_dataset_from_name(a.data);
-    be = backend_cpu_create((int)a.threads);
-    if (!be) { cli_error("calibrate: cannot create the CPU backend"); goto done; }
-    if (model_load(mf, be, &m, &e)) { cli_error(e.msg); goto done; }
-    int dim = m->cfg.n_embd;
-    S.nonexec = calloc((size_t)dim, sizeof *S.nonexec);
-    S.exec = calloc((size_t)dim, sizeof *S.exec);
-    row = malloc((size_t)dim * sizeof *row);
-    if (!S.nonexec || !S.exec || !row) { cli_error("calibrate: out of memory"); goto done; }
+    free(g->prompts);
+    free(g->n_prompt);
+    free(g->caps);
+    free(g->reqs);
+    free(g->res);
+    free(g->row);
+    free(g->last);
+    free(g->S.nonexec);
+    free(g->S.exec);
+    sent_tokens_free(&g->st);
+    dataset_free(&g->ds);
+    model_free(g->m);
+    if (g->be) g->be->destroy(g->be);
+    tokenizer_free(g->tok);
+    model_file_close(g->mf);
+}
 
-    last = calloc((size_t)round, sizeof *last);
-    if (!last) { cli_error("calibrate: out of memory"); goto done; }
-    struct cal_ctx cc = {m, &st, (int)a.layer, dim, caps, n_prompt, prompts, last,
-                         !strcmp(a.split, "pairs"), row, 0};
-    struct model_hooks mh = {.ctx = &cc, .after_layer = cal_after_layer};
-    struct gen_hooks gh = {.ctx = &cc, .model = &mh};
-    struct gen_options opt = {0};
-    opt.max_live = round;
-    opt.n_vocab_valid = tokenizer_n_vocab(tok);
-    opt.hooks = &gh;
+/* Model, tokenizer, sentence tokens, data and buffers; the capture hook. */
+static int cal_open(const struct cal_cli *a, struct cal_state *g, struct eb_err *e)
+{
+    int round = g->round = (int)a->batch;
+    g->prompts = calloc((size_t)round, sizeof *g->prompts);
+    g->n_prompt = calloc((size_t)round, sizeof *g->n_prompt);
+    g->caps = calloc((size_t)round, sizeof *g->caps);
+    g->reqs = calloc((size_t)round, sizeof *g->reqs);
+    g->res = calloc((size_t)round, sizeof *g->res);
+    g->last = calloc((size_t)round, sizeof *g->last);
+    if (!g->prompts || !g->n_prompt || !g->caps || !g->reqs || !g->res || !g->last)
+        return eb_fail(e, "calibrate: out of memory");
+    if (model_file_open(a->model, &g->mf, e)) return -1;
+    const struct model_config *cfg = model_file_config(g->mf);
+    if (a->layer < 1 || a->layer >= cfg->n_layer)
+        return eb_fail(e, "calibrate: --layer %ld outside [1, %d) for this model", a->layer, cfg->n_layer);
+    if (model_file_tokenizer(g->mf, &g->tok, e)) return -1;
+    if (sent_tokens_from_tokenizer(g->tok, 0, &g->st, e)) return eb_wrap(e, "calibrate");
+    g->think_tags = !strcmp(a->think, "tags") || (!strcmp(a->think, "auto") && g->st.think_open >= 0);
+    if (g->think_tags && g->st.think_open < 0)
+        return eb_fail(e, "calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
+    if (dataset_load(a->data, a->data_dir, (int)a->offset, (int)a->limit, &g->ds, e)) return -1;
+    g->gds = grade_dataset_from_name(a->data);
+    if (!(g->be = backend_cpu_create((int)a->threads)))
+        return eb_fail(e, "calibrate: cannot create the CPU backend");
+    if (model_load(g->mf, g->be, &g->m, e)) return -1;
+    int dim = g->dim = g->m->cfg.n_embd;
+    g->S.nonexec = calloc((size_t)dim, sizeof *g->S.nonexec);
+    g->S.exec = calloc((size_t)dim, sizeof *g->S.exec);
+    g->row = malloc((size_t)dim * sizeof *g->row);
+    if (!g->S.nonexec || !g->S.exec || !g->row) return eb_fail(e, "calibrate: out of memory");
+    g->cc = (struct cal_ctx){g->m, &g->st, (int)a->layer, dim, g->caps, g->n_prompt, g->prompts,
+                             g->last, !strcmp(a->split, "pairs"), g->row, 0};
+    g->mh = (struct model_hooks){.ctx = &g->cc, .after_layer = cal_after_layer};
+    g->gh = (struct gen_hooks){.ctx = &g->cc, .model = &g->mh};
+    g->opt.max_live = round;
+    g->opt.n_vocab_valid = tokenizer_n_vocab(g->tok);
+    g->opt.hooks = &g->gh;
+    return 0;
+}
 
-    int got_c = 0, got_i = 0, done_n = 0;
-    double t0 = now_s();
-    progress(0, ds.n, 0, (int)a.n_correct, 0, (int)a.n_incorrect, 0);
-    for (int start = 0; start < ds.n && (got_c < a.n_correct || got_i < a.n_incorrect);
-         start += round) {
-        int n = ds.n - start < round ? ds.n - start : round;
-        for (int i = 0; i < n; i++) {
-            const char *q = ds.items[start + i].problem;
-            size_t ql = strlen(SEAL_PROMPT) + strlen(q) + 1;
-            char *user = malloc(ql);
-            if (!user) { cli_error("calibrate: out of memory"); goto done; }
-            snprintf(user, ql, "%s%s", SEAL_PROMPT, q);
-            char *rendered = chat_render(tpl, user, &e);
-            free(user);
-            if (!rendered) { cli_error(e.msg); goto done; }
-            free(prompts[i]);
-            prompts[i] = NULL;
-            int erc = tokenizer_encode(tok, rendered, strlen(rendered), tpl != CHAT_RAW,
-                                       &prompts[i], &n_prompt[i], &e);
-            free(rendered);
-            if (erc) { cli_errorf("calibrate: problem %s: %s", ds.items[start + i].id, e.msg); goto done; }
-            reqs[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = n_prompt[i],
-                                           .max_new = (int)a.max_new,
-                                           .sampling = sampling_for(&a, (int)a.offset + start + i)};
-            caps[i].n = 0;
-            last[i] = -1;
+/* Render and encode problems [start, start + n) into the round's requests. */
+static int encode_round(const struct cal_cli *a, struct cal_state *g, int start, int n,
+                        struct eb_err *e)
+{
+    for (int i = 0; i < n; i++) {
+        const struct dataset_item *it = &g->ds.items[start + i];
+        size_t ql = strlen(SEAL_PROMPT) + strlen(it->problem) + 1;
+        char *user = malloc(ql);
+        if (!user) return eb_fail(e, "calibrate: out of memory");
+        snprintf(user, ql, "%s%s", SEAL_PROMPT, it->problem);
+        char *rendered = chat_render(g->tpl, user, e);
+        free(user);
+        if (!rendered) return -1;
+        free(g->prompts[i]);
+        g->prompts[i] = NULL;
+        int erc = tokenizer_encode(g->tok, rendered, strlen(rendered), g->tpl != CHAT_RAW,
+                                   &g->prompts[i], &g->n_prompt[i], e);
+        free(rendered);
+        if (erc) {
+            char what[160];
+            snprintf(what, sizeof what, "calibrate: problem %.100s", it->id);
+            return eb_wrap(e, what);
         }
-        if (generate(m, reqs, n, &opt, res, NULL, &e)) {
-            fputc('\n', stderr);
-            cli_errorf("calibrate: %s", e.msg);
-            goto done;
-        }
-        for (int i = 0; i < n; i++) {
-            char *text = NULL;
-            size_t tl = 0;
-            int ok = tokenizer_decode(tok, res[i].tokens, res[i].n_tokens, &text, &tl, &e) == 0;
-            int correct = ok ? grade_answer(text, ds.items[start + i].answer, gds, NULL) : -1;
-            free(text);
-            if (correct < 0) {
-                gen_results_free(res, n);
-                fputc('\n', stderr);
-                cli_errorf("calibrate: grading problem %s failed", ds.items[start + i].id);
-                goto done;
-            }
-            int keep = correct ? got_c < a.n_correct : got_i < a.n_incorrect;
-            if (keep) {
-                if (add_steps(tok, &st, think_tags, !strcmp(a.keywords, "fixed"), cc.pairs, prompts[i],
-                              n_prompt[i], res[i].tokens, res[i].n_tokens, &caps[i], dim, &S,
-                              &e)) {
-                    gen_results_free(res, n);
-                    fputc('\n', stderr);
-                    cli_errorf("calibrate: %s", e.msg);
-                    goto done;
-                }
-                if (correct) got_c++;
-                else got_i++;
-            }
-        }
-        gen_results_free(res, n);
-        done_n += n;
-        progress(done_n, ds.n, got_c, (int)a.n_correct, got_i, (int)a.n_incorrect,
-                 now_s() - t0);
+        g->reqs[i] = (struct gen_request){.prompt = g->prompts[i], .n_prompt = g->n_prompt[i],
+                                          .max_new = (int)a->max_new,
+                                          .sampling = sampling_for(a, (int)a->offset + start + i)};
+        g->caps[i].n = 0;
+        g->last[i] = -1;
     }
-    fputc('\n', stderr);
-    int n_non = S.n_refl + S.n_trans;
-    if (n_non == 0 || S.n_exec == 0) {
-        cli_errorf("calibrate: no %s steps in %d kept responses (reflection %d, transition %d, "
-                   "execution %d): more problems or tokens are needed",
-                   n_non == 0 ? "reflection/transition" : "execution", got_c + got_i, S.n_refl,
-                   S.n_trans, S.n_exec);
-        goto done;
+    return 0;
+}
+
+/* Grade the round's responses; keep the steps of those the quotas still need. */
+static int grade_round(const struct cal_cli *a, struct cal_state *g, int start, int n,
+                       struct eb_err *e)
+{
+    for (int i = 0; i < n; i++) {
+        const struct gen_result *r = &g->res[i];
+        char *text = NULL;
+        size_t tl = 0;
+        int ok = tokenizer_decode(g->tok, r->tokens, r->n_tokens, &text, &tl, e) == 0;
+        int correct = ok ? grade_answer(text, g->ds.items[start + i].answer, g->gds, NULL) : -1;
+        free(text);
+        if (correct < 0)
+            return eb_fail(e, "calibrate: grading problem %s failed", g->ds.items[start + i].id);
+        if (!(correct ? g->got_c < a->n_correct : g->got_i < a->n_incorrect)) continue;
+        if (add_steps(g->tok, &g->st, g->think_tags, !strcmp(a->keywords, "fixed"), g->cc.pairs,
+                      g->prompts[i], g->n_prompt[i], r->tokens, r->n_tokens, &g->caps[i], g->dim,
+                      &g->S, e))
+            return eb_wrap(e, "calibrate");
+        if (correct) g->got_c++;
+        else g->got_i++;
     }
+    return 0;
+}
+
+/* The vector (mean non-execution minus mean execution step) and its header. */
+static int write_vector(const struct cal_cli *a, struct cal_state *g, double t0, struct eb_err *e)
+{
+    const struct sums *S = &g->S;
+    int n_non = S->n_refl + S->n_trans, dim = g->dim;
+    if (n_non == 0 || S->n_exec == 0)
+        return eb_fail(e, "calibrate: no %s steps in %d kept responses (reflection %d, transition %d, "
+                          "execution %d): more problems or tokens are needed",
+                       n_non == 0 ? "reflection/transition" : "execution", g->got_c + g->got_i,
+                       S->n_refl, S->n_trans, S->n_exec);
     struct steer_vector sv = {0};
     sv.version = STEER_VERSION;
-    sv.layer = (int)a.layer;
+    sv.layer = (int)a->layer;
     sv.dim = dim;
-    sv.n_reflection = S.n_refl;
-    sv.n_transition = S.n_trans;
-    sv.n_execution = S.n_exec;
-    sv.n_correct = got_c;
-    sv.n_incorrect = got_i;
-    sv.max_new = (int)a.max_new;
-    snprintf(sv.model, sizeof sv.model, "%s", a.model);
-    if (steering_model_identity(&m->cfg, sv.model_identity, sizeof sv.model_identity, &e)) {
-        cli_errorf("calibrate: %s", e.msg);
-        goto done;
-    }
-    snprintf(sv.dataset, sizeof sv.dataset, "%s", a.data);
-    snprintf(sv.keywords, sizeof sv.keywords, "%s", a.keywords);
-    snprintf(sv.think, sizeof sv.think, "%s", think_tags ? "tags" : "always");
-    if (a.temperature > 0)
+    sv.n_reflection = S->n_refl;
+    sv.n_transition = S->n_trans;
+    sv.n_execution = S->n_exec;
+    sv.n_correct = g->got_c;
+    sv.n_incorrect = g->got_i;
+    sv.max_new = (int)a->max_new;
+    snprintf(sv.model, sizeof sv.model, "%s", a->model);
+    if (steering_model_identity(&g->m->cfg, sv.model_identity, sizeof sv.model_identity, e))
+        return eb_wrap(e, "calibrate");
+    snprintf(sv.dataset, sizeof sv.dataset, "%s", a->data);
+    snprintf(sv.keywords, sizeof sv.keywords, "%s", a->keywords);
+    snprintf(sv.think, sizeof sv.think, "%s", g->think_tags ? "tags" : "always");
+    if (a->temperature > 0)
         snprintf(sv.decoding, sizeof sv.decoding, "temperature=%g top_p=%g top_k=%ld seed=%ld",
-                 a.temperature, a.top_p, a.top_k, a.seed);
+                 a->temperature, a->top_p, a->top_k, a->seed);
     else
         snprintf(sv.decoding, sizeof sv.decoding, "greedy");
     time_t now = time(NULL);
     struct tm tmv;
     gmtime_r(&now, &tmv);
     strftime(sv.created, sizeof sv.created, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-    sv.v = row;
+    sv.v = g->row;
     for (int d = 0; d < dim; d++)
-        row[d] = (float)(S.nonexec[d] / n_non - S.exec[d] / S.n_exec);
-    if (steer_vector_save(a.out, &sv, &e)) { cli_errorf("calibrate: %s", e.msg); goto done; }
+        g->row[d] = (float)(S->nonexec[d] / n_non - S->exec[d] / S->n_exec);
+    if (steer_vector_save(a->out, &sv, e)) return eb_wrap(e, "calibrate");
     double norm = 0;
-    for (int d = 0; d < dim; d++) norm += (double)row[d] * row[d];
+    for (int d = 0; d < dim; d++) norm += (double)g->row[d] * g->row[d];
     fprintf(stderr, "calibrate: wrote %s: layer %d, dim %d, %d correct + %d incorrect responses, "
                     "steps: reflection %d, transition %d, execution %d, |V| = %.4g, %.1f s\n",
-            a.out, sv.layer, dim, got_c, got_i, S.n_refl, S.n_trans, S.n_exec, sqrt(norm),
-            now_s() - t0);
-    if (got_c < a.n_correct || got_i < a.n_incorrect)
-        fprintf(stderr, "calibrate: note: the data ran out before the quotas (%d/%ld correct, "
-                        "%d/%ld incorrect)\n", got_c, a.n_correct, got_i, a.n_incorrect);
-    rc = 0;
-done:
-    for (int i = 0; prompts && i < round; i++) free(prompts[i]);
-    for (int i = 0; caps && i < round; i++) {
-        free(caps[i].pos);
-        free(caps[i].rows);
+            a->out, sv.layer, dim, g->got_c, g->got_i, S->n_refl, S->n_trans, S->n_exec,
+            sqrt(norm), now_s() - t0);
+    return 0;
+}
+
+/* Generate and grade rounds of problems until both quotas are met or the data runs out. */
+static int cal_rounds(const struct cal_cli *a, struct cal_state *g, double t0, struct eb_err *e)
+{
+    int done_n = 0, n_items = g->ds.n;
+    progress(0, n_items, 0, (int)a->n_correct, 0, (int)a->n_incorrect, 0);
+    for (int start = 0; start < n_items && (g->got_c < a->n_correct || g->got_i < a->n_incorrect);
+         start += g->round) {
+        int n = n_items - start < g->round ? n_items - start : g->round;
+        if (encode_round(a, g, start, n, e)) return -1;
+        if (generate(g->m, g->reqs, n, &g->opt, g->res, NULL, e)) return eb_wrap(e, "calibrate");
+        int rc = grade_round(a, g, start, n, e);
+        gen_results_free(g->res, n);
+        if (rc) return -1;
+        done_n += n;
+        progress(done_n, n_items, g->got_c, (int)a->n_correct, g->got_i, (int)a->n_incorrect,
+                 now_s() - t0);
     }
-    free(prompts);
-    free(n_prompt);
-    free(caps);
-    free(reqs);
-    free(res);
-    free(row);
-    free(last);
-    free(S.nonexec);
-    free(S.exec);
-    sent_tokens_free(&st);
-    dataset_free(&ds);
-    model_free(m);
-    if (be) be->destroy(be);
-    tokenizer_free(tok);
-    model_file_close(mf);
+    return 0;
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
+    struct cal_cli a;
+    if (parse_args(argc, argv, &a)) return 2;
+    struct eb_err e = {0};
+    struct cal_state g;
+    memset(&g, 0, sizeof g);
+    if (model_chat_template(a.model, a.chat, &g.tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
+    double t0 = now_s();
+    int rc = 1;
+    if (cal_open(&a, &g, &e)) {
+        cli_error(e.msg);
+    } else if (cal_rounds(&a, &g, t0, &e)) {
+        fputc('\n', stderr);
+        cli_error(e.msg);
+    } else {
+        fputc('\n', stderr);
+        rc = write_vector(&a, &g, t0, &e) ? cli_error(e.msg) : 0;
+    }
+    if (rc == 0 && (g.got_c < a.n_correct || g.got_i < a.n_incorrect))
+        fprintf(stderr, "calibrate: note: the data ran out before the quotas (%d/%ld correct, "
+                        "%d/%ld incorrect)\n", g.got_c, a.n_correct, g.got_i, a.n_incorrect);
+    cal_state_free(&g);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
@@ -320,173 +321,215 @@ static int write_results(const char *out_path, const struct tokenizer *tok,
     return rc;
 }
 
+/* The policy of a.policy with the model's defaults (no dataset here;
+ * explicit parameters win), checked against the budget. */
+static int open_policy(const struct gen_cli *a, struct model_file *mf, struct tokenizer *tok,
+                       char *identity, size_t cap, char **spec, struct policy **pol,
+                       struct eb_err *e)
+{
+    struct policy_model pm = policy_model_of_config(model_file_config(mf));
+    pm.tok = tok;
+    pm.model_name = a->model;
+    pm.steer_vector = a->steer_vector;
+    if (steering_model_identity(model_file_config(mf), identity, cap, e)) return -1;
+    pm.model_identity = identity;
+    if (a->no_policy_defaults) *spec = strdup(a->policy);
+    else if (policy_defaults_apply_spec(a->policy, a->model, NULL, a->budget, spec, e)) return -1;
+    if (!*spec) return eb_fail(e, "out of memory");
+    if (policy_create(*spec, &pm, pol, e) || policy_check_budget(*pol, (int)a->budget, e)) return -1;
+    if ((*pol)->info.notice) fprintf(stderr, "evictbench: note: %s\n", (*pol)->info.notice);
+    return 0;
+}
+
+/* --out is checked before anything is generated: it must be creatable (or
+ * an existing regular file we may write).  A file created here is removed
+ * again; write_results creates it for real. */
+static int check_out_path(const char *path, struct eb_err *e)
+{
+    struct stat sb;
+    int existed = stat(path, &sb) == 0;
+    if (existed && !S_ISREG(sb.st_mode)) return eb_fail(e, "--out %s: not a regular file", path);
+    FILE *f = fopen(path, "a");
+    if (!f) return eb_fail(e, "--out %s: cannot write: %s", path, strerror(errno));
+    fclose(f);
+    if (!existed) remove(path);
+    return 0;
+}
+
+static struct gen_request *make_gen_requests(const struct gen_cli *a,
+                                             const struct prompt_item *items, int n)
+{
+    struct gen_request *reqs = calloc((size_t)n, sizeof *reqs);
+    if (!reqs) return NULL;
+    for (int i = 0; i < n; i++) {
+        reqs[i].prompt = items[i].ids;
+        reqs[i].n_prompt = items[i].n;
+        reqs[i].max_new = (int)a->max_new;
+        if (a->sampling_flag && a->temperature > 0) {
+            struct sampler_params p = {0, (float)a->temperature, (int)a->top_k, (float)a->top_p,
+                                       a->seed + (unsigned long long)i};
+            reqs[i].sampling = p;
+        } else {
+            reqs[i].sampling = sampler_params_greedy();
+        }
+    }
+    return reqs;
+}
+
+/* --stats: prefill and decode speed, KV memory, and the policy's work. */
+static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
+                        const struct gen_result *res, int n, struct policy_glue *glue,
+                        const struct policy *pol)
+{
+    long gen = 0;
+    for (int i = 0; i < n; i++) gen += res[i].n_tokens;
+    fprintf(stderr, "prefill: %ld tokens, %.3f s, %.1f tok/s\n", st->prefill_tokens, st->prefill_s,
+            st->prefill_s > 0 ? st->prefill_tokens / st->prefill_s : 0.0);
+    fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
+            st->decode_tokens, st->decode_s, st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0.0,
+            gen);
+    fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes\n", st->peak_kv_bytes,
+            st->est_bytes);
+    if (glue) {
+        struct policy_glue_stats ps;
+        policy_glue_stats(glue, &ps);
+        double fwd = st->prefill_s + st->decode_s;
+        fprintf(stderr, "policy %s, budget %ld: %ld compressions, %.0f tokens evicted (%ld "
+                        "layer-head slots)\n", pol->spec, a->budget, ps.compressions,
+                ps.evicted_tokens, ps.evicted_slots);
+        fprintf(stderr, "policy kv: peak %zu bytes, mean %.0f bytes per sequence; at most %d "
+                        "slots in a head\n", ps.peak_kv_bytes, ps.mean_kv_bytes, ps.max_slots);
+        fprintf(stderr, "policy overhead: %.3f ms per step (%.1f%% of forward time)\n",
+                ps.steps ? 1e3 * ps.policy_s / ps.steps : 0.0,
+                fwd > 0 ? 100.0 * ps.policy_s / fwd : 0.0);
+        for (int i = 0; i < n; i++) print_trace_stats(pol, i, n);
+    }
+}
+
+/* The one prompt of --prompt, or every prompt of a JSONL file, encoded. */
+static int read_prompts(const struct gen_cli *a, const struct tokenizer *tok,
+                        enum chat_template tpl, struct prompt_item **items, int *n,
+                        struct eb_err *e)
+{
+    if (!a->prompt) return load_prompts(a->prompts_path, tok, tpl, items, n, e);
+    if (!(*items = calloc(1, sizeof **items))) return eb_fail(e, "out of memory");
+    *n = 1;
+    return encode_prompt(tok, tpl, a->prompt, strlen(a->prompt), &(*items)[0].ids,
+                         &(*items)[0].n, e);
+}
+
+/* The streamed text's last bytes (an incomplete UTF-8 sequence) and a newline. */
+static void finish_stream(struct stream_ctx *sc)
+{
+    char tail[64];
+    size_t tn = utf8_stream_finish(&sc->us, tail, sizeof tail);
+    fwrite(tail, 1, tn, stdout);
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* Everything one generate command holds; gen_state_free releases it. */
+struct gen_state {
+    struct model_file *mf;
+    struct tokenizer *tok;
+    struct backend *be;
+    struct model *m;
+    struct prompt_item *items;
+    int n;
+    struct gen_request *reqs;
+    struct gen_result *res;
+    struct policy *pol;
+    struct policy_glue *glue;
+    char *spec;
+    char identity[256];
+};
+
+static void gen_state_free(struct gen_state *g)
+{
+    if (g->res) gen_results_free(g->res, g->n);
+    free(g->res);
+    free(g->reqs);
+    for (int i = 0; g->items && i < g->n; i++) {
+        cJSON_Delete(g->items[i].id);
+        free(g->items[i].ids);
+    }
+    free(g->items);
+    policy_glue_free(g->glue);
+    policy_free(g->pol);
+    free(g->spec);
+    model_free(g->m);
+    if (g->be) g->be->destroy(g->be);
+    tokenizer_free(g->tok);
+    model_file_close(g->mf);
+}
+
+/* Everything that can fail before the weights load: model file, tokenizer,
+ * policy and budget, --out, prompts, requests and whether the batch fits. */
+static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct gen_state *g,
+                       struct gen_options *opt, struct eb_err *e)
+{
+    if (model_file_open(a->model, &g->mf, e) || model_file_tokenizer(g->mf, &g->tok, e)) return -1;
+    if (a->policy && open_policy(a, g->mf, g->tok, g->identity, sizeof g->identity, &g->spec,
+                                 &g->pol, e))
+        return eb_wrap(e, "generate");
+    if (a->out_path && check_out_path(a->out_path, e)) return eb_wrap(e, "generate");
+    if (read_prompts(a, g->tok, tpl, &g->items, &g->n, e)) return eb_wrap(e, "generate");
+    g->reqs = make_gen_requests(a, g->items, g->n);
+    g->res = calloc((size_t)g->n, sizeof *g->res);
+    if (!g->reqs || !g->res) return eb_fail(e, "generate: out of memory");
+    opt->max_live = (int)a->batch;
+    opt->n_vocab_valid = tokenizer_n_vocab(g->tok);
+    opt->mem_limit = (size_t)a->mem_limit_mb * 1024 * 1024;
+    return generate_check(model_file_config(g->mf), model_weight_bytes(g->mf), 0, g->reqs, g->n,
+                          opt, e);
+}
+
+/* Load the weights, generate (streaming a single prompt), write the results. */
+static int gen_run(const struct gen_cli *a, struct gen_state *g, struct gen_options *opt,
+                   struct eb_err *e)
+{
+    if (!(g->be = backend_cpu_create((int)a->threads)))
+        return eb_fail(e, "generate: cannot create the CPU backend");
+    if (model_load(g->mf, g->be, &g->m, e)) return -1;
+    struct stream_ctx sc = {g->tok, g->m->cfg.eos_ids, g->m->cfg.n_eos, {{0}, 0}};
+    struct gen_hooks hooks = {0}, policy_hooks;
+    if (a->prompt) {
+        hooks.ctx = &sc;
+        hooks.on_step = stream_step;
+        opt->hooks = &hooks;
+    }
+    if (g->pol) {
+        if (policy_glue_create(g->pol, (int)a->budget, g->m, &g->glue, e)) return eb_wrap(e, "generate");
+        policy_glue_hooks(g->glue, a->prompt ? &hooks : NULL, &policy_hooks);
+        opt->hooks = &policy_hooks;
+    }
+    struct gen_stats st;
+    if (generate(g->m, g->reqs, g->n, opt, g->res, &st, e)) {
+        if (a->prompt) fflush(stdout);
+        return -1;
+    }
+    if (a->prompt) finish_stream(&sc);
+    /* JSONL for a file of prompts, and for a single prompt when --out asks for it. */
+    if ((!a->prompt || a->out_path) && write_results(a->out_path, g->tok, g->items, g->res, g->n, e))
+        return eb_wrap(e, "generate");
+    if (a->stats) print_stats(a, &st, g->res, g->n, g->glue, g->pol);
+    return 0;
+}
+
 int cmd_generate(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
     struct gen_cli a;
     if (parse_args(argc, argv, &a)) return 2;
-
     struct eb_err e = {0};
     enum chat_template tpl;
     if (model_chat_template(a.model, a.chat, &tpl, &e)) return cli_errorf("generate: %s", e.msg);
     if (a.prompt && a.prompt[0] == '\0') return cli_error("generate: the prompt is empty");
-
-    struct model_file *mf = NULL;
-    struct tokenizer *tok = NULL;
-    struct backend *be = NULL;
-    struct model *m = NULL;
-    struct prompt_item *items = NULL;
-    struct gen_request *reqs = NULL;
-    struct gen_result *res = NULL;
-    struct policy *pol = NULL;
-    struct policy_glue *glue = NULL;
-    char identity[256];
-    char *spec = NULL;
-    int n = 0, rc = 1;
-
-    if (model_file_open(a.model, &mf, &e)) { cli_error(e.msg); goto done; }
-    if (model_file_tokenizer(mf, &tok, &e)) { cli_error(e.msg); goto done; }
-    if (a.policy) { /* a bad policy or budget fails before the weights load */
-        struct policy_model pm = policy_model_of_config(model_file_config(mf));
-        pm.tok = tok;
-        pm.model_name = a.model;
-        pm.steer_vector = a.steer_vector;
-        if (steering_model_identity(model_file_config(mf), identity, sizeof identity, &e)) {
-            cli_errorf("generate: %s", e.msg);
-            goto done;
-        }
-        pm.model_identity = identity;
-        /* The model's defaults (no dataset here); explicit parameters win. */
-        if (a.no_policy_defaults) spec = strdup(a.policy);
-        else if (policy_defaults_apply_spec(a.policy, a.model, NULL, a.budget, &spec, &e)) {
-            cli_errorf("generate: %s", e.msg);
-            goto done;
-        }
-        if (!spec) { cli_error("generate: out of memory"); goto done; }
-        if (policy_create(spec, &pm, &pol, &e) || policy_check_budget(pol, (int)a.budget, &e)) {
-            cli_errorf("generate: %s", e.msg);
-            goto done;
-        }
-        if (pol->info.notice) fprintf(stderr, "evictbench: note: %s\n", pol->info.notice);
-    }
-    if (a.prompt) {
-        items = calloc(1, sizeof *items);
-        if (!items) { cli_error("generate: out of memory"); goto done; }
-        n = 1;
-        if (encode_prompt(tok, tpl, a.prompt, strlen(a.prompt), &items[0].ids, &items[0].n, &e)) {
-            cli_errorf("generate: %s", e.msg);
-            goto done;
-        }
-    } else if (load_prompts(a.prompts_path, tok, tpl, &items, &n, &e)) {
-        cli_errorf("generate: %s", e.msg);
-        goto done;
-    }
-
-    reqs = calloc((size_t)n, sizeof *reqs);
-    res = calloc((size_t)n, sizeof *res);
-    if (!reqs || !res) { cli_error("generate: out of memory"); goto done; }
-    for (int i = 0; i < n; i++) {
-        reqs[i].prompt = items[i].ids;
-        reqs[i].n_prompt = items[i].n;
-        reqs[i].max_new = (int)a.max_new;
-        if (a.sampling_flag && a.temperature > 0) {
-            struct sampler_params p = {0, (float)a.temperature, (int)a.top_k, (float)a.top_p,
-                                       a.seed + (unsigned long long)i};
-            reqs[i].sampling = p;
-        } else {
-            reqs[i].sampling = sampler_params_greedy();
-        }
-    }
-
-    be = backend_cpu_create((int)a.threads);
-    if (!be) { cli_error("generate: cannot create the CPU backend"); goto done; }
+    struct gen_state g;
+    memset(&g, 0, sizeof g);
     struct gen_options opt = {0};
-    opt.max_live = (int)a.batch;
-    opt.n_vocab_valid = tokenizer_n_vocab(tok);
-    opt.mem_limit = (size_t)a.mem_limit_mb * 1024 * 1024;
-    /* Bad requests and a batch that cannot fit fail before the weights load. */
-    if (generate_check(model_file_config(mf), model_weight_bytes(mf), 0, reqs, n, &opt, &e)) {
-        cli_error(e.msg);
-        goto done;
-    }
-    if (model_load(mf, be, &m, &e)) { cli_error(e.msg); goto done; }
-
-    struct stream_ctx sc = {tok, m->cfg.eos_ids, m->cfg.n_eos, {{0}, 0}};
-    struct gen_hooks hooks = {0};
-    if (a.prompt) {
-        hooks.ctx = &sc;
-        hooks.on_step = stream_step;
-        opt.hooks = &hooks;
-    }
-    struct gen_hooks policy_hooks;
-    if (pol) {
-        if (policy_glue_create(pol, (int)a.budget, m, &glue, &e)) {
-            cli_errorf("generate: %s", e.msg);
-            goto done;
-        }
-        policy_glue_hooks(glue, a.prompt ? &hooks : NULL, &policy_hooks);
-        opt.hooks = &policy_hooks;
-    }
-    struct gen_stats st;
-    if (generate(m, reqs, n, &opt, res, &st, &e)) {
-        if (a.prompt) fflush(stdout);
-        cli_error(e.msg);
-        goto done;
-    }
-    if (a.prompt) {
-        char tail[64];
-        size_t tn = utf8_stream_finish(&sc.us, tail, sizeof tail);
-        fwrite(tail, 1, tn, stdout);
-        putchar('\n');
-        fflush(stdout);
-    }
-    /* JSONL for a file of prompts, and for a single prompt when --out asks for it. */
-    if ((!a.prompt || a.out_path) && write_results(a.out_path, tok, items, res, n, &e)) {
-        cli_errorf("generate: %s", e.msg);
-        goto done;
-    }
-    if (a.stats) {
-        long gen = 0;
-        for (int i = 0; i < n; i++) gen += res[i].n_tokens;
-        fprintf(stderr, "prefill: %ld tokens, %.3f s, %.1f tok/s\n", st.prefill_tokens, st.prefill_s,
-                st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0);
-        fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
-                st.decode_tokens, st.decode_s, st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0,
-                gen);
-        fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes\n", st.peak_kv_bytes,
-                st.est_bytes);
-        if (glue) {
-            struct policy_glue_stats ps;
-            policy_glue_stats(glue, &ps);
-            double fwd = st.prefill_s + st.decode_s;
-            fprintf(stderr, "policy %s, budget %ld: %ld compressions, %.0f tokens evicted (%ld "
-                            "layer-head slots)\n", pol->spec, a.budget, ps.compressions,
-                    ps.evicted_tokens, ps.evicted_slots);
-            fprintf(stderr, "policy kv: peak %zu bytes, mean %.0f bytes per sequence; at most %d "
-                            "slots in a head\n", ps.peak_kv_bytes, ps.mean_kv_bytes, ps.max_slots);
-            fprintf(stderr, "policy overhead: %.3f ms per step (%.1f%% of forward time)\n",
-                    ps.steps ? 1e3 * ps.policy_s / ps.steps : 0.0,
-                    fwd > 0 ? 100.0 * ps.policy_s / fwd : 0.0);
-            for (int i = 0; i < n; i++) print_trace_stats(pol, i, n);
-        }
-    }
-    rc = 0;
-done:
-    if (res) gen_results_free(res, n);
-    free(res);
-    free(reqs);
-    for (int i = 0; items && i < n; i++) {
-        cJSON_Delete(items[i].id);
-        free(items[i].ids);
-    }
-    free(items);
-    policy_glue_free(glue);
-    policy_free(pol);
-    free(spec);
-    model_free(m);
-    if (be) be->destroy(be);
-    tokenizer_free(tok);
-    model_file_close(mf);
+    int rc = gen_prepare(&a, tpl, &g, &opt, &e) || gen_run(&a, &g, &opt, &e) ? cli_error(e.msg) : 0;
+    gen_state_free(&g);
     return rc;
 }
