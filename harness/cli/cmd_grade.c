@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "model/unicode.h"
 #include "util/err.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/cmd_grade.h"
@@ -124,8 +125,12 @@ static int read_records(FILE *f, const char *name, struct records *out, struct e
         lineno++;
         if (is_blank(line, (size_t)len)) continue;
         struct record rec = {0};
+        size_t bad = utf8_validate((const unsigned char *)line, (size_t)len);
         if (strlen(line) != (size_t)len) {
             rc = eb_fail(e, "contains a NUL byte");
+        } else if (bad != (size_t)len) {
+            /* graders compare text; undecodable bytes would compare as garbage */
+            rc = eb_fail(e, "not valid UTF-8 (byte %zu)", bad + 1);
         } else if ((rc = parse_line(line, &rec, e)) == 0 && (rc = records_push(out, rec, e))) {
             free(rec.model_output);
             free(rec.reference);

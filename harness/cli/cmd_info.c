@@ -1,6 +1,7 @@
 /* cmd_info.c - `evictbench info MODEL`: what a model file holds. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "model/modelfile.h"
 #include "model/quant.h"
@@ -32,6 +33,11 @@ int cmd_info(int argc, char **argv)
     }
     if (!model) return cli_error("info: missing MODEL (see evictbench info --help)");
 
+    /* A FIFO or device would block the read (or never end): only regular
+     * files and directories (safetensors) are models. */
+    struct stat sb;
+    if (stat(model, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return cli_errorf("info: %s: not a regular file or directory", model);
     struct eb_err e = {0};
     struct model_file *mf = NULL;
     if (model_file_open(model, &mf, &e)) return cli_error(e.msg);

@@ -157,7 +157,7 @@ static int check_version(struct store *s, int64_t version, struct eb_err *e)
     if (version >= STORE_OLDEST_VERSION && version <= STORE_SCHEMA_VERSION) return 0;
     if (version > STORE_SCHEMA_VERSION)
         return eb_fail(e, "%s: written by a newer evictbench (schema version %lld; this build "
-                          "knows version %d); use a newer build or another --results file",
+                          "knows version %d); use a newer build or another --db file",
                        s->path, (long long)version, STORE_SCHEMA_VERSION);
     return eb_fail(e, "%s: schema version %lld is older than this build's %d and cannot be "
                       "migrated; move the file aside to start a new database",

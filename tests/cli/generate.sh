@@ -46,6 +46,10 @@ awk 'BEGIN { for (i = 0; i < 2000; i++) printf "{\"id\": %d, \"prompt\": \"hello
 expect_error "huge batch" "" generate --model smollm2-135m --prompts "$TMP/many.jsonl" --batch 2000 --max-new 8000
 grep -q 'estimated' "$TMP/err" || { echo "FAIL huge batch: no estimate in the message"; fail=1; }
 expect_error "memory limit" "" generate --model smollm2-135m --prompt hi --mem-limit 100
+# --out is checked before generating: nothing is streamed, no time is spent
+expect_error "unwritable --out" "--out $TMP/nodir/x.jsonl: cannot write" generate --model smollm2-135m --prompt hi --max-new 4 --out "$TMP/nodir/x.jsonl"
+[ -s "$TMP/out" ] && { echo "FAIL unwritable --out: generated before failing"; fail=1; }
+expect_error "--out a directory" "not a regular file" generate --model smollm2-135m --prompt hi --max-new 4 --out "$TMP"
 
 # The chat answer equals transformers' greedy output (tools/golden/gen_models.py).
 want=$(cat tests/fixtures/models/smollm2-chat-answer.txt)

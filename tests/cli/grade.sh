@@ -43,6 +43,11 @@ grep -q "^evictbench: $tmp/bad.jsonl:3: " "$tmp/err" || fail "no FILE:LINE in: $
 printf '{"model_output": "x"}\n' >"$tmp/noref.jsonl"
 if "$BIN" grade "$tmp/noref.jsonl" >/dev/null 2>"$tmp/err"; then fail "missing reference accepted"; fi
 grep -q "noref.jsonl:1: .*reference" "$tmp/err" || fail "missing field message: $(cat "$tmp/err")"
+# invalid UTF-8 (a stray 0xff byte) is refused with its line and byte
+printf '{"model_output": "\\\\boxed{1}", "reference": "1"}\n{"model_output": "\\\\boxed{2}\377", "reference": "2"}\n' >"$tmp/utf8.jsonl"
+if "$BIN" grade "$tmp/utf8.jsonl" >"$tmp/out" 2>"$tmp/err"; then fail "invalid UTF-8 accepted"; fi
+grep -q "utf8.jsonl:2: not valid UTF-8" "$tmp/err" || fail "invalid UTF-8 message: $(cat "$tmp/err")"
+[ ! -s "$tmp/out" ] || fail "output written before the UTF-8 error"
 if "$BIN" grade "$tmp/none.jsonl" >/dev/null 2>&1; then fail "missing file accepted"; fi
 if "$BIN" grade --dataset aime "$tmp/g.jsonl" >/dev/null 2>&1; then fail "bad --dataset accepted"; fi
 echo "ok: grade CLI"

@@ -4,7 +4,7 @@
 # fail=1 otherwise.  Needs BIN and TMP.
 expect_error() {
     name=$1; pattern=$2; shift 2
-    "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
+    timeout 600 "$BIN" "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     lines=$(wc -l <"$TMP/err")
     if [ $rc -eq 0 ] || [ "$lines" -ne 1 ] || ! grep -q "^evictbench: .*$pattern" "$TMP/err"; then
