@@ -1,6 +1,6 @@
 -- evictbench results database, schema version 2.
 --
--- harness/store.c creates it (from the identical copy in harness/schema_sql.c;
+-- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
 -- Conventions: accuracy and agreement are fractions in [0, 1]; lengths are in
 -- tokens; memory in bytes; times in seconds (wall_s) or milliseconds (*_ms).

@@ -5,7 +5,7 @@
 const char store_schema_sql[] =
     "-- evictbench results database, schema version 2.\n"
     "--\n"
-    "-- harness/store.c creates it (from the identical copy in harness/store/schema_sql.c;\n"
+    "-- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;\n"
     "-- tests/test_store.c checks the two agree) and is the only code that writes it.\n"
     "-- Conventions: accuracy and agreement are fractions in [0, 1]; lengths are in\n"
     "-- tokens; memory in bytes; times in seconds (wall_s) or milliseconds (*_ms).\n"
