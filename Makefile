@@ -75,8 +75,10 @@ bench: evictbench
 deps:
 	tools/deps.sh
 
+# Build every fuzzer (tools/fuzz/fuzz_*.c: gguf, safetensors, tokenizer,
+# config, grade) and run each a few seconds from its corpus.
 fuzz:
-	tools/fuzz/build.sh
+	sh tests/cli/fuzz_smoke.sh
 
 data:
 	tools/fetch_data.sh
