@@ -5,7 +5,7 @@
 #   make test      the whole suite (SAN=1: under ASan + UBSan), after make lint
 #   make lint      size limits of harness/ files and functions
 #   make bench     tokens/s, policy overhead, KV memory table
-#   make cuda      build the CUDA backend (nvcc + cuBLAS)
+#   make cuda      build the CUDA backend (nvcc + cuBLAS) and ./evictbench-cuda with it
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -94,10 +94,17 @@ plots: evictbench
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
 
-cuda:
+# The CUDA backend (kernels/cuda) and ./evictbench-cuda: the same binary with
+# backend_cuda.o linked in, so --device cuda reaches it from every command
+# (harness/exp/device.c finds it through a weak reference).
+CUDA_HOME ?= /usr/local/cuda
+cuda: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a
 	$(MAKE) -C kernels/cuda
+	$(CC) $(LDFLAGS) $(BUILD)/harness/cli/main.o kernels/cuda/build/backend_cuda.o \
+		$(BUILD)/libevictbench.a $(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+		-lcublas -lcudart -lstdc++ -o evictbench-cuda
 
 clean:
-	rm -rf build build-san evictbench
+	rm -rf build build-san evictbench evictbench-cuda
 
 -include $(LIB_OBJ:.o=.d)

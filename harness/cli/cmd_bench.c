@@ -10,6 +10,7 @@
 #include "policies/steering.h"
 #include "harness/exp/bench_policies.h"
 #include "harness/cli/cli.h"
+#include "harness/exp/device.h"
 #include "harness/exp/policy_glue.h"
 #include "harness/cli/cmd_generate.h"
 
@@ -23,7 +24,8 @@ static void print_help(void)
            "                       and peak KV vs FullKV for each policy (e.g.\n"
            "                       fullkv,streamingllm,h2o-rkv,snapkv-decode,rkv,h2o)\n"
            "  --budgets LIST       budgets of the policy table (default 256,512,1024)\n"
-           "  --policy-new N       tokens generated per policy row (default 2048)\n");
+           "  --policy-new N       tokens generated per policy row (default 2048)\n"
+           "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n");
 }
 
 static double peak_rss_mb(void)
@@ -126,19 +128,20 @@ static void print_table(const struct model *m, const struct backend *be, const c
 int cmd_bench(int argc, char **argv)
 {
     const char *model = "smollm2-135m";
-    const char *policies = NULL, *budgets = "256,512,1024";
+    const char *policies = NULL, *budgets = "256,512,1024", *device = NULL;
     long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
-            strcmp(o, "--policy-new"))
+            strcmp(o, "--policy-new") && strcmp(o, "--device"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) model = v;
         else if (!strcmp(o, "--policies")) policies = v;
         else if (!strcmp(o, "--budgets")) budgets = v;
+        else if (!strcmp(o, "--device")) device = v;
         else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(o, "--prompt-len")) { if (cli_int(o, v, 1, 1 << 20, &prompt_len)) return 2; }
@@ -148,8 +151,8 @@ int cmd_bench(int argc, char **argv)
     struct eb_err e = {0};
     struct model_file *mf = NULL;
     struct model *m = NULL;
-    struct backend *be = backend_cpu_create((int)threads);
-    if (!be) return cli_error("bench: cannot create the CPU backend");
+    struct backend *be = NULL;
+    if (device_backend(device, (int)threads, &be, &e)) return cli_error(e.msg);
     if (model_file_open(model, &mf, &e) || model_load(mf, be, &m, &e)) {
         model_file_close(mf);
         be->destroy(be);

@@ -42,6 +42,7 @@
 #include "policies/sentences.h"
 #include "policies/steering.h"
 #include "harness/cli/cli.h"
+#include "harness/exp/device.h"
 #include "harness/grade/grade.h"
 
 #define SEAL_PROMPT                                                                                \
@@ -81,11 +82,13 @@ static void print_help(void)
         "                       models may need sampling to write any reflection steps)\n"
         "  --top-p P --top-k K  sampling cuts (default 1 and 0: none)\n"
         "  --seed S             sampling seed; problem i of the dataset uses S + i (default 0)\n"
-        "  --threads N          CPU threads (default: all cores)\n");
+        "  --threads N          CPU threads (default: all cores)\n"
+        "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n");
 }
 
 struct cal_cli {
     const char *model, *data, *data_dir, *out, *chat, *think, *keywords, *split;
+    const char *device;         /* --device; NULL: cpu */
     long layer, n_correct, n_incorrect, max_new, offset, limit, batch, threads, top_k, seed;
     double temperature, top_p;
 };
@@ -113,6 +116,11 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
         else if (!strcmp(o, "--think")) a->think = v;
         else if (!strcmp(o, "--keywords")) a->keywords = v;
         else if (!strcmp(o, "--split")) a->split = v;
+        else if (!strcmp(o, "--device")) {
+            struct eb_err e = {0};
+            if (device_check(v, &e)) return cli_error(e.msg), -1;
+            a->device = v;
+        }
         else if (!strcmp(o, "--layer")) { if (cli_int(o, v, 0, 100000, &a->layer)) return -1; }
         else if (!strcmp(o, "--n-correct")) { if (cli_int(o, v, 0, 1 << 24, &a->n_correct)) return -1; }
         else if (!strcmp(o, "--n-incorrect")) { if (cli_int(o, v, 0, 1 << 24, &a->n_incorrect)) return -1; }
@@ -353,8 +361,7 @@ static int cal_open(const struct cal_cli *a, struct cal_state *g, struct eb_err 
         return eb_fail(e, "calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
     if (dataset_load(a->data, a->data_dir, (int)a->offset, (int)a->limit, &g->ds, e)) return -1;
     g->gds = grade_dataset_from_name(a->data);
-    if (!(g->be = backend_cpu_create((int)a->threads)))
-        return eb_fail(e, "calibrate: cannot create the CPU backend");
+    if (device_backend(a->device, (int)a->threads, &g->be, e)) return eb_wrap(e, "calibrate");
     if (model_load(g->mf, g->be, &g->m, e)) return -1;
     int dim = g->dim = g->m->cfg.n_embd;
     g->S.nonexec = calloc((size_t)dim, sizeof *g->S.nonexec);

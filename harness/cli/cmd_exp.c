@@ -11,6 +11,7 @@
 #include "harness/cli/cmd_exp.h"
 #include "harness/exp/code_hash.h"
 #include "harness/exp/config.h"
+#include "harness/exp/device.h"
 #include "harness/exp/runner.h"
 #include "harness/store/store.h"
 #include "harness/exp/sweep.h"
@@ -28,6 +29,7 @@ static void on_sigint(int sig)
 struct common {
     const char *db, *data_dir;
     long threads, mem_limit_mb;
+    const char *device;         /* --device; NULL: cpu */
     int dry_run, quiet;
 };
 
@@ -133,7 +135,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     ro.stop = &stop_requested;
     ro.progress = print_progress;
     ro.progress_ctx = (void *)c;
-    ro.device = "cpu";
+    ro.device = c->device ? c->device : "cpu";
     if (runner_create(&ro, &r, &e)) { cli_error(e.msg); goto done; }
 
     struct sigaction sa, old;
@@ -164,10 +166,15 @@ static int common_option(int argc, char **argv, int *i, struct common *c)
     if (!strcmp(o, "--dry-run")) { c->dry_run = 1; return 1; }
     if (!strcmp(o, "--quiet")) { c->quiet = 1; return 1; }
     if (strcmp(o, "--db") && strcmp(o, "--data-dir") && strcmp(o, "--threads") &&
-        strcmp(o, "--mem-limit"))
+        strcmp(o, "--mem-limit") && strcmp(o, "--device"))
         return 0;
     if (!(v = cli_value(argc, argv, i))) return -1;
     if (!strcmp(o, "--db")) c->db = v;
+    else if (!strcmp(o, "--device")) {
+        struct eb_err e = {0};
+        if (device_check(v, &e)) { cli_error(e.msg); return -1; }
+        c->device = v;
+    }
     else if (!strcmp(o, "--data-dir")) c->data_dir = v;
     else if (!strcmp(o, "--threads")) return cli_int(o, v, 1, 1024, &c->threads) ? -1 : 1;
     else if (!strcmp(o, "--mem-limit")) return cli_int(o, v, 1, 1L << 40, &c->mem_limit_mb) ? -1 : 1;
@@ -178,6 +185,7 @@ static const char COMMON_HELP[] =
     "  --db FILE            results database (default results/results.db)\n"
     "  --data-dir DIR       dataset files (default $EVICTBENCH_DATA, else datasets/data)\n"
     "  --threads N          CPU threads (default: all cores)\n"
+    "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
     "  --mem-limit MB       memory a batch may use; a batch that does not fit is 'oom'\n"
     "                       (default: weights + available RAM)\n"
     "  --dry-run            print the expanded points and their run keys, run nothing\n"
@@ -186,7 +194,7 @@ static const char COMMON_HELP[] =
 int cmd_exp(int argc, char **argv)
 {
     const char *config = NULL;
-    struct common c = {"results/results.db", NULL, 0, 0, 0, 0};
+    struct common c = {.db = "results/results.db"};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: evictbench exp CONFIG.json|NAME [options]\n\n"
@@ -281,7 +289,7 @@ static const char *config_key_of(const char *o)
 
 int cmd_run(int argc, char **argv)
 {
-    struct common c = {"results/results.db", NULL, 0, 0, 0, 0};
+    struct common c = {.db = "results/results.db"};
     cJSON *cfg = cJSON_CreateObject(), *ds = cJSON_CreateObject(), *samp = cJSON_CreateObject();
     const char *model = NULL, *dataset = NULL, *name = "run";
     int rc = 2, greedy = 0, sampling = 0;

@@ -15,6 +15,7 @@
 #include "policies/registry.h"
 #include "policies/steering.h"
 #include "harness/cli/cli.h"
+#include "harness/exp/device.h"
 #include "harness/cli/cmd_generate.h"
 #include "harness/exp/policy_defaults.h"
 #include "harness/exp/policy_glue.h"
@@ -37,6 +38,7 @@ static void print_help(void)
         "                       --prompt: the text still streams, FILE gets its JSONL line)\n"
         "  --stats              print prefill/decode tokens/s and KV bytes to stderr\n"
         "  --threads N          CPU threads (default: all cores)\n"
+        "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
         "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n"
         "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
@@ -72,6 +74,7 @@ static void print_trace_stats(const struct policy *pol, int seq, int n)
 
 struct gen_cli {
     const char *model, *chat, *prompt, *prompts_path, *out_path, *policy, *steer_vector;
+    const char *device;         /* --device; NULL: cpu */
     long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
@@ -132,7 +135,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
             !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget") ||
-            !strcmp(o, "--steer-vector")) {
+            !strcmp(o, "--steer-vector") || !strcmp(o, "--device")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -148,6 +151,11 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
+        else if (!strcmp(o, "--device")) {
+            struct eb_err e = {0};
+            if (device_check(v, &e)) return cli_error(e.msg), -1;
+            a->device = v;
+        }
         else if (!strcmp(o, "--mem-limit")) { if (cli_int(o, v, 1, 1L << 40, &a->mem_limit_mb)) return -1; }
         else if (!strcmp(o, "--top-k")) {
             if (cli_int(o, v, 0, 1 << 30, &a->top_k)) return -1;
@@ -488,8 +496,7 @@ static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct g
 static int gen_run(const struct gen_cli *a, struct gen_state *g, struct gen_options *opt,
                    struct eb_err *e)
 {
-    if (!(g->be = backend_cpu_create((int)a->threads)))
-        return eb_fail(e, "generate: cannot create the CPU backend");
+    if (device_backend(a->device, (int)a->threads, &g->be, e)) return eb_wrap(e, "generate");
     if (model_load(g->mf, g->be, &g->m, e)) return -1;
     struct stream_ctx sc = {g->tok, g->m->cfg.eos_ids, g->m->cfg.n_eos, {{0}, 0}};
     struct gen_hooks hooks = {0}, policy_hooks;

@@ -16,6 +16,7 @@
 #include "policies/steering.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/device.h"
 #include "harness/exp/runner_priv.h"
 
 
@@ -75,8 +76,7 @@ static int ensure_model(struct runner *r, const char *name, struct eb_err *e)
 {
     if (r->model_name && !strcmp(r->model_name, name)) return 0;
     drop_model(r);
-    if (!r->be && !(r->be = backend_cpu_create(r->o.threads)))
-        return eb_fail(e, "cannot create the CPU backend");
+    if (!r->be && device_backend(r->o.device, r->o.threads, &r->be, e)) return -1;
     if (model_file_open(name, &r->mf, e)) return -1;
     struct eb_err te = {0};
     if (model_file_tokenizer(r->mf, &r->tok, &te)) r->tok = NULL; /* tests' tiny models */

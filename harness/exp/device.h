@@ -1,0 +1,23 @@
+/* device.h - the backend a command runs on, by --device.
+ *
+ * "cpu" (the default) is the OpenMP/BLAS backend every build has.  "cuda" or
+ * "cuda:N" is the CUDA backend of kernels/cuda, present only in the binary
+ * `make cuda` links (./evictbench-cuda); the plain build says so instead of
+ * silently running on the CPU, and a CUDA build on a machine without a usable
+ * GPU says why. */
+#ifndef EB_DEVICE_H
+#define EB_DEVICE_H
+
+#include "kernels/backend.h"
+#include "util/err.h"
+
+/* Check a --device value without creating anything ("cpu", "cuda", "cuda:N"). */
+int device_check(const char *device, struct eb_err *e);
+
+/* Create the backend of device (NULL: "cpu"); threads applies to the CPU. */
+int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e);
+
+/* 1 when this binary has the CUDA backend linked in. */
+int device_has_cuda(void);
+
+#endif
