@@ -512,6 +512,43 @@ static void test_duplicate_and_retry(void)
     store_close(s);
 }
 
+/* `exp --dry-run` calls a point stale when a done run of the same point is
+ * recorded under another key (its code, data or parameters changed). */
+static void test_point_seen(void)
+{
+    struct store *s = open_or_die(db_path("seen"));
+    CHECK(s != NULL);
+    if (!s) return;
+    struct eb_err e = {0};
+    static const int c[] = {1, 0}, g[] = {10, 20};
+    struct fake_run f;
+    fake(&f, "old-key", "rkv", 64, 2, "padded", c, g, 2);
+    CHECK(write_fake(s, &f) == 0);
+    struct run_record r = f.run;
+    r.run_key = "new-key";                         /* same point, new key: stale */
+    CHECK(store_point_seen(s, &r, &e) == 1);
+    r.run_key = "old-key";                         /* its own key: not another run */
+    CHECK(store_point_seen(s, &r, &e) == 0);
+    r.run_key = "new-key";
+    r.budget = 128;                                /* another point: new */
+    CHECK(store_point_seen(s, &r, &e) == 0);
+    r.budget = 64;
+    r.data_limit = 5;                              /* another slice: new */
+    CHECK(store_point_seen(s, &r, &e) == 0);
+    r.data_limit = STORE_NONE;
+    r.batching = "ragged";
+    CHECK(store_point_seen(s, &r, &e) == 0);
+    /* an error run is not done: retrying it is not "stale" */
+    fake(&f, "err-key", "h2o", 64, 2, "padded", c, g, 0);
+    f.run.status = "error";
+    f.run.error = "transient";
+    CHECK(write_fake(s, &f) == 0);
+    r = f.run;
+    r.run_key = "other";
+    CHECK(store_point_seen(s, &r, &e) == 0);
+    store_close(s);
+}
+
 static int count_rows(struct store *s)
 {
     return (int)q_int(s, "SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM samples) + "
@@ -746,6 +783,7 @@ int main(void)
     RUN(test_failed_write_leaves_nothing);
     RUN(test_disk_full);
     RUN(test_open_errors);
+    RUN(test_point_seen);
     RUN(test_readonly_directory);
     remove_tree(tmp_root);
     return test_summary("store");
