@@ -7,6 +7,18 @@
 -- NULL means "not measured" (e.g. PSS statistics of a policy without sentences).
 
 -- One row per experiment config as run by one code version.
+-- Points being computed right now, so that several `exp` processes on one
+-- database split a sweep instead of each computing all of it.  A process
+-- claims a point before running it and renews the lease while it runs; the
+-- lease of a process that died runs out and another process takes the
+-- point.  The row goes when the run is written.  (Created on open in
+-- version-2 files too: older builds ignore the table.)
+CREATE TABLE IF NOT EXISTS claims (
+    run_key    TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,            -- host:pid:start of the claiming process
+    expires_at REAL NOT NULL             -- unix time (s) the lease runs out
+);
+
 CREATE TABLE experiments (
     id           INTEGER PRIMARY KEY,
     name         TEXT NOT NULL,

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/exp/code_hash.h"
@@ -409,6 +410,94 @@ static void test_schema_migration(void)
     CHECK_MSG(strstr(e.msg, "not an evictbench results database") != NULL, "%s", e.msg);
 }
 
+static const char *SPLIT_CFG =
+    "{\"name\": \"split\", \"models\": \"" TINY "\", \"datasets\": \"synthetic:5\","
+    " \"policies\": [\"fullkv\", {\"name\": \"streamingllm\", \"budget\": [6, 8, 10, 12, 14],"
+    " \"divide_length\": 4}], \"batch_sizes\": [1, 2], \"max_new_tokens\": 16}";
+
+/* Two processes run the same sweep on one database at the same time: the
+ * claims split the points, every point is computed exactly once, and both
+ * end with the whole sweep recorded. */
+static void test_two_processes_split(void)
+{
+    make_items();
+    fresh_db();
+    int fds[2][2];
+    pid_t pid[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK(pipe(fds[k]) == 0);
+        pid[k] = fork();
+        CHECK(pid[k] >= 0);
+        if (pid[k] == 0) {
+            struct sweep_summary sum;
+            int n = 0;
+            int rc = sweep_tiny(SPLIT_CFG, NULL, &sum, &n);
+            int msg[4] = {rc, sum.ok, sum.skipped, n};
+            if (write(fds[k][1], msg, sizeof msg) != (ssize_t)sizeof msg) _exit(2);
+            _exit(0);
+        }
+        close(fds[k][1]);
+    }
+    int ok = 0, skipped = 0, n_points = 0;
+    for (int k = 0; k < 2; k++) {
+        int msg[4] = {-1, 0, 0, 0}, st = 0;
+        CHECK(read(fds[k][0], msg, sizeof msg) == (ssize_t)sizeof msg);
+        close(fds[k][0]);
+        CHECK(waitpid(pid[k], &st, 0) == pid[k] && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        CHECK_MSG(msg[0] == 0, "process %d failed", k);
+        ok += msg[1];
+        skipped += msg[2];
+        n_points = msg[3];
+        fprintf(stderr, "  process %d: %d run, %d skipped\n", k, msg[1], msg[2]);
+    }
+    CHECK(n_points == 12);
+    /* every point computed once: by one process, skipped (done) by the other */
+    CHECK_MSG(ok == n_points && skipped == n_points, "ok %d, skipped %d of %d", ok, skipped, n_points);
+    struct store *st = NULL;
+    struct eb_err e = {0};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(store_query_number(st, "select count(*) from runs") == n_points);
+    CHECK(store_query_number(st, "select count(distinct run_key) from runs") == n_points);
+    CHECK(store_query_number(st, "select count(*) from claims") == 0);
+    store_close(st);
+}
+
+/* A claim whose owner died (its lease runs out) is taken over: the sweep
+ * waits for the lease, then computes the point itself. */
+static void test_dead_owner_lease(void)
+{
+    make_items();
+    fresh_db();
+    struct exp_config c;
+    struct sweep s;
+    struct eb_err e = {0};
+    CHECK(exp_config_parse(SPLIT_CFG, strlen(SPLIT_CFG), "t.json", &c, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, NULL, &s, &e) == 0);
+    struct store *st = NULL;
+    CHECK(store_open(db_path, &st, &e) == 0);
+    if (!st) return;
+    /* a process that claimed the third point for 1.5 s and was killed */
+    CHECK(store_claim(st, s.pts[2].run_key, "otherhost:4242:1", 1.5, &e) == 1);
+    CHECK(store_claim(st, s.pts[2].run_key, "me", 60, &e) == 0);   /* live: not ours */
+    store_close(st);
+    double t0 = store_clock();
+    struct runner_opts o;
+    memset(&o, 0, sizeof o);
+    struct sweep_summary sum;
+    CHECK(sweep_tiny(SPLIT_CFG, &o, &sum, NULL) == 0);
+    CHECK_MSG(sum.ok == s.n, "ok %d of %d", sum.ok, s.n);
+    CHECK(store_clock() - t0 >= 1.0);          /* it did wait for the lease */
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (st) {
+        CHECK(store_query_number(st, "select count(*) from runs") == s.n);
+        CHECK(store_query_number(st, "select count(*) from claims") == 0);
+        store_close(st);
+    }
+    sweep_free(&s);
+    exp_config_free(&c);
+}
+
 int main(void)
 {
     if (access(TINY "/config.json", R_OK) != 0) {
@@ -419,6 +508,8 @@ int main(void)
     RUN(test_oom);
     RUN(test_stop_after_batch);
     RUN(test_fidelity);
+    RUN(test_two_processes_split);
+    RUN(test_dead_owner_lease);
     RUN(test_schema_migration);
     RUN(test_smollm2_dataset);
     fresh_db(); /* remove the last database */

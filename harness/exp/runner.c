@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -33,6 +35,11 @@ int runner_create(const struct runner_opts *o, struct runner **out, struct eb_er
     if (!r) return -1;
     r->o = *o;
     r->think_end_id = -1;
+    /* Who holds a claim: unique across hosts sharing a database file and
+     * across a pid reused after a crash. */
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    snprintf(r->owner, sizeof r->owner, "%.60s:%ld:%.3f", host, (long)getpid(), store_clock());
     *out = r;
     return 0;
 }
@@ -462,6 +469,68 @@ int runner_run_items(struct runner *r, const struct exp_config *cfg, const struc
 
 /* ---- the sweep ---- */
 
+/* One point of a sweep: skip it when done, leave it when another process
+ * holds its claim, else claim, run, record and release it.  Returns 0
+ * (handled), 1 (interrupted), 2 (claimed by another process), -1 (error). */
+static int sweep_point(struct runner *r, const struct sweep *s, int i, struct store *st,
+                       int64_t exp_id, struct sweep_summary *sum, struct eb_err *e)
+{
+    const struct sweep_point *pt = &s->pts[i];
+    char label[512];
+    sweep_point_label(pt, label, sizeof label);
+    r->point = i + 1;
+    struct runner_progress prog;
+    memset(&prog, 0, sizeof prog);
+    prog.label = label;
+    prog.eta_s = -1;
+    if (r->o.stop && *r->o.stop) return 1;
+    int done = store_run_done(st, pt->run_key, e);
+    if (done < 0) return -1;
+    if (done) {
+        sum->skipped++;
+        prog.event = "skip";
+        report(r, &prog);
+        return 0;
+    }
+    double lease = r->o.lease_s > 0 ? r->o.lease_s : 600;
+    int mine = store_claim(st, pt->run_key, r->owner, lease, e);
+    if (mine <= 0) return mine < 0 ? -1 : 2;
+    r->claim_st = st;
+    r->claim_key = pt->run_key;
+    r->claim_renewed = store_clock();
+    struct run_output out;
+    double t0 = now_s();
+    int rc = runner_run_point(r, s->cfg, pt, &out, e);
+    r->claim_st = NULL;
+    if (rc != 0) {
+        struct eb_err re = {0};
+        store_release(st, pt->run_key, r->owner, &re);   /* let another process take it */
+        if (rc == 1) return 1;
+        char where[600];
+        snprintf(where, sizeof where, "point %d/%d (%s)", i + 1, s->n, label);
+        return eb_wrap(e, where);
+    }
+    out.run.experiment_id = exp_id;
+    rc = store_write_run(st, &out.run, out.samples, out.n_samples, out.sents, out.n_sents, e);
+    if (rc >= 0) rc = store_release(st, pt->run_key, r->owner, e);
+    double dt = now_s() - t0;
+    r->points_run++;
+    r->points_run_s += dt;
+    if (rc < 0) { run_output_free(&out); return -1; }
+    if (!strcmp(out.run.status, "ok")) sum->ok++;
+    else if (!strcmp(out.run.status, "oom")) sum->oom++;
+    else sum->errors++;
+    prog.event = !strcmp(out.run.status, "ok") ? "done" : out.run.status;
+    prog.n_samples = out.n_samples;
+    prog.samples_done = out.n_samples;
+    prog.gen_tokens = (long)out.run.gen_tokens;
+    prog.elapsed_s = dt;
+    prog.label = out.run.error ? out.run.error : label;
+    report(r, &prog);
+    run_output_free(&out);
+    return 0;
+}
+
 int runner_sweep(struct runner *r, const struct sweep *s, struct store *st, int64_t exp_id,
                  struct sweep_summary *sum, struct eb_err *e)
 {
@@ -470,52 +539,26 @@ int runner_sweep(struct runner *r, const struct sweep *s, struct store *st, int6
     r->n_points = s->n;
     r->points_run = 0;
     r->points_run_s = 0;
-    for (int i = 0; i < s->n; i++) {
-        const struct sweep_point *pt = &s->pts[i];
-        char label[512];
-        sweep_point_label(pt, label, sizeof label);
-        r->point = i + 1;
-        struct runner_progress prog;
-        memset(&prog, 0, sizeof prog);
-        prog.label = label;
-        prog.eta_s = -1;
-        if (r->o.stop && *r->o.stop) { sum->interrupted = 1; break; }
-        int done = store_run_done(st, pt->run_key, e);
-        if (done < 0) return -1;
-        if (done) {
-            sum->skipped++;
-            prog.event = "skip";
-            report(r, &prog);
-            continue;
+    char *held = eb_calloc((size_t)s->n, 1, e);
+    if (!held) return -1;
+    int n_held = 0, rc = 0;
+    /* First pass in order; then wait for the points other processes hold:
+     * they finish them (skipped here as done), or their lease runs out and
+     * the point is taken here. */
+    for (int pass = 0; rc == 0 && (pass == 0 || n_held > 0); pass++) {
+        if (pass > 0) {
+            struct timespec ts = {0, 200000000L};
+            nanosleep(&ts, NULL);
         }
-        struct run_output out;
-        double t0 = now_s();
-        int rc = runner_run_point(r, s->cfg, pt, &out, e);
-        if (rc < 0) {
-            char where[600];
-            snprintf(where, sizeof where, "point %d/%d (%s)", i + 1, s->n, label);
-            eb_wrap(e, where);
-            return -1;
+        for (int i = 0; i < s->n && rc == 0; i++) {
+            if (pass > 0 && !held[i]) continue;
+            int prc = sweep_point(r, s, i, st, exp_id, sum, e);
+            if (prc == 2 && !held[i]) { held[i] = 1; n_held++; }
+            if ((prc == 0 || prc == 1) && held[i]) { held[i] = 0; n_held--; }
+            if (prc == 1) { sum->interrupted = 1; rc = 1; }
+            if (prc < 0) rc = -1;
         }
-        if (rc == 1) { sum->interrupted = 1; break; }
-        out.run.experiment_id = exp_id;
-        rc = store_write_run(st, &out.run, out.samples, out.n_samples, out.sents, out.n_sents,
-                             e);
-        double dt = now_s() - t0;
-        r->points_run++;
-        r->points_run_s += dt;
-        if (rc < 0) { run_output_free(&out); return -1; }
-        if (!strcmp(out.run.status, "ok")) sum->ok++;
-        else if (!strcmp(out.run.status, "oom")) sum->oom++;
-        else sum->errors++;
-        prog.event = !strcmp(out.run.status, "ok") ? "done" : out.run.status;
-        prog.n_samples = out.n_samples;
-        prog.samples_done = out.n_samples;
-        prog.gen_tokens = (long)out.run.gen_tokens;
-        prog.elapsed_s = dt;
-        prog.label = out.run.error ? out.run.error : label;
-        report(r, &prog);
-        run_output_free(&out);
     }
-    return 0;
+    free(held);
+    return rc < 0 ? -1 : 0;
 }

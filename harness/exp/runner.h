@@ -62,6 +62,9 @@ struct runner_opts {
     void (*progress)(void *ctx, const struct runner_progress *p);
     void *progress_ctx;
     const char *device;         /* stored with each run; NULL: "cpu" */
+    double lease_s;             /* claim lease on a point (store_claim); 0: 600 s.  Another
+                                   process sharing the database takes a point whose
+                                   owner stopped renewing for this long */
     /* Non-NULL: every point runs these prompts instead of its dataset's (the
      * dataset name still picks the grading rule).  For tests. */
     const struct runner_item *items;

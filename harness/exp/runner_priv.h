@@ -30,7 +30,17 @@ struct runner {
     double sweep_t0;
     int points_run;
     double points_run_s;
+    /* the claim on the point being run (several processes on one database) */
+    char owner[128];           /* host:pid:start */
+    struct store *claim_st;    /* NULL: no point claimed */
+    const char *claim_key;
+    double claim_renewed;      /* store_clock() of the last renewal */
 };
+
+/* Renew the running point's claim when a third of its lease has passed; a
+ * failed renewal only loses the lease (the point may then run twice, never
+ * be lost), so it is not an error. */
+void runner_renew_claim(struct runner *r);
 
 /* Measurements of one sequence, taken through the generation hooks. */
 struct seq_meas {

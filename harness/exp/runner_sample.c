@@ -40,6 +40,7 @@ int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_er
         return eb_fail(e, "stopped");
     }
     double t = now_s();
+    runner_renew_claim(c->r);
     if (s->steps == 0) s->t_first = t;
     s->t_last = t;
     c->steps++;
@@ -84,6 +85,15 @@ void meas_end(void *ctx, int seq, const struct gen_result *res)
 }
 
 /* ---- progress ---- */
+
+void runner_renew_claim(struct runner *r)
+{
+    if (!r || !r->claim_st) return;
+    double now = store_clock(), lease = r->o.lease_s > 0 ? r->o.lease_s : 600;
+    if (now - r->claim_renewed < lease / 3) return;
+    struct eb_err e = {0};
+    if (store_claim(r->claim_st, r->claim_key, r->owner, lease, &e) >= 0) r->claim_renewed = now;
+}
 
 void report(struct runner *r, const struct runner_progress *in)
 {

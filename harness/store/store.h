@@ -128,6 +128,18 @@ int store_run_done(struct store *s, const char *run_key, struct eb_err *e);
  * on failure.  Used by `exp --dry-run`. */
 int store_point_seen(struct store *s, const struct run_record *r, struct eb_err *e);
 
+/* Leases on points (the claims table), so that several processes running
+ * sweeps on one database split the points.  store_claim: 1 when the point is
+ * now ours for lease_s seconds (it was free, its lease had run out, or it was
+ * ours already: a renewal), 0 when another owner holds a live lease, -1 on
+ * failure.  store_release drops our claim (after the run is written). */
+int store_claim(struct store *s, const char *run_key, const char *owner, double lease_s,
+                struct eb_err *e);
+int store_release(struct store *s, const char *run_key, const char *owner, struct eb_err *e);
+
+/* Unix time in seconds, the clock of the leases. */
+double store_clock(void);
+
 /* Write a run with its samples and sentences in one transaction.  Returns 0
  * when written, 1 when a done run with the same key already exists (nothing is
  * written), -1 on failure (nothing is written).  An earlier "error" run with

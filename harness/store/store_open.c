@@ -203,6 +203,7 @@ static int ensure_schema(struct store *s, struct eb_err *e)
     } else if (version == 1 && migrate_1_to_2(s, e) != 0) {
         goto fail;
     }
+    if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;
     if (exec(s, "COMMIT", "creating the schema", e) != 0) goto fail;
     return 0;
 fail:

@@ -22,4 +22,10 @@ int fail_db(struct store *s, struct eb_err *e, const char *what);
 /* Runs sql; on failure e names what. */
 int exec(struct store *s, const char *sql, const char *what, struct eb_err *e);
 
+/* The claims table (results/schema.sql has the same statement): created on
+ * every writable open, so version-2 files written before it get it too. */
+#define STORE_CLAIMS_SQL \
+    "CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, owner TEXT NOT NULL, " \
+    "expires_at REAL NOT NULL)"
+
 #endif
