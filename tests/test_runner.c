@@ -480,6 +480,15 @@ static void test_dead_owner_lease(void)
     /* a process that claimed the third point for 1.5 s and was killed */
     CHECK(store_claim(st, s.pts[2].run_key, "otherhost:4242:1", 1.5, &e) == 1);
     CHECK(store_claim(st, s.pts[2].run_key, "me", 60, &e) == 0);   /* live: not ours */
+    /* a process of this host that was killed while holding the fifth point
+     * with a long lease: its claim is taken at once, not after 600 s */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    CHECK(dead > 0 && waitpid(dead, NULL, 0) == dead);
+    char host[64] = "?", owner[128];
+    gethostname(host, sizeof host - 1);
+    snprintf(owner, sizeof owner, "%.60s:%ld:1", host, (long)dead);
+    CHECK(store_claim(st, s.pts[4].run_key, owner, 600, &e) == 1);
     store_close(st);
     double t0 = store_clock();
     struct runner_opts o;
@@ -488,6 +497,7 @@ static void test_dead_owner_lease(void)
     CHECK(sweep_tiny(SPLIT_CFG, &o, &sum, NULL) == 0);
     CHECK_MSG(sum.ok == s.n, "ok %d of %d", sum.ok, s.n);
     CHECK(store_clock() - t0 >= 1.0);          /* it did wait for the lease */
+    CHECK(store_clock() - t0 < 300);           /* not for the dead local owner's */
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (st) {
         CHECK(store_query_number(st, "select count(*) from runs") == s.n);

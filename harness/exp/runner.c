@@ -1,11 +1,12 @@
 /* runner.c - run sweep points: schedule, generate, grade, measure, record. */
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -469,6 +470,24 @@ int runner_run_items(struct runner *r, const struct exp_config *cfg, const struc
 
 /* ---- the sweep ---- */
 
+/* 1 (and its lease ended) when the claim on run_key belongs to a process of
+ * this host that no longer exists (killed, crashed): no need to wait for its
+ * lease.  Owners are "host:pid:start" (runner_create). */
+static int owner_dead(const struct runner *r, struct store *st, const char *run_key,
+                      struct eb_err *e)
+{
+    char owner[128];
+    int has = store_claim_owner(st, run_key, owner, sizeof owner, e);
+    if (has <= 0) return has;
+    const char *mine = strchr(r->owner, ':'), *theirs = strchr(owner, ':');
+    if (!mine || !theirs || mine - r->owner != theirs - owner ||
+        strncmp(r->owner, owner, (size_t)(mine - r->owner)))
+        return 0;                                   /* another host: trust the lease */
+    long pid = strtol(theirs + 1, NULL, 10);
+    if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) return 0;
+    return store_claim_expire(st, run_key, owner, e) ? -1 : 1;
+}
+
 /* One point of a sweep: skip it when done, leave it when another process
  * holds its claim, else claim, run, record and release it.  Returns 0
  * (handled), 1 (interrupted), 2 (claimed by another process), -1 (error). */
@@ -494,6 +513,8 @@ static int sweep_point(struct runner *r, const struct sweep *s, int i, struct st
     }
     double lease = r->o.lease_s > 0 ? r->o.lease_s : 600;
     int mine = store_claim(st, pt->run_key, r->owner, lease, e);
+    if (mine == 0 && owner_dead(r, st, pt->run_key, e) > 0)
+        mine = store_claim(st, pt->run_key, r->owner, lease, e);
     if (mine <= 0) return mine < 0 ? -1 : 2;
     r->claim_st = st;
     r->claim_key = pt->run_key;

@@ -65,3 +65,25 @@ int store_release(struct store *s, const char *run_key, const char *owner, struc
     return step3(s, "DELETE FROM claims WHERE run_key = ?1 AND owner = ?2 AND ?3 = ?3", run_key,
                  owner, 0, "releasing a point", e);
 }
+
+int store_claim_owner(struct store *s, const char *run_key, char *owner, size_t cap,
+                      struct eb_err *e)
+{
+    owner[0] = '\0';
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT owner FROM claims WHERE run_key = ?1", -1, &st, NULL) !=
+        SQLITE_OK)
+        return fail_db(s, e, "reading a claim");
+    sqlite3_bind_text(st, 1, run_key, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) snprintf(owner, cap, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : fail_db(s, e, "reading a claim");
+}
+
+int store_claim_expire(struct store *s, const char *run_key, const char *owner, struct eb_err *e)
+{
+    if (!s || s->readonly) return eb_fail(e, "results database: not open for writing");
+    return step3(s, "UPDATE claims SET expires_at = ?3 WHERE run_key = ?1 AND owner = ?2", run_key,
+                 owner, 0, "expiring a claim", e);
+}

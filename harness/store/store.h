@@ -137,6 +137,13 @@ int store_claim(struct store *s, const char *run_key, const char *owner, double 
                 struct eb_err *e);
 int store_release(struct store *s, const char *run_key, const char *owner, struct eb_err *e);
 
+/* The owner of run_key's claim into owner (1), or 0 when unclaimed, -1 on
+ * failure; store_claim_expire ends owner's lease now (a dead owner found
+ * by the caller, e.g. a process of this host that no longer exists). */
+int store_claim_owner(struct store *s, const char *run_key, char *owner, size_t cap,
+                      struct eb_err *e);
+int store_claim_expire(struct store *s, const char *run_key, const char *owner, struct eb_err *e);
+
 /* Unix time in seconds, the clock of the leases. */
 double store_clock(void);
 
