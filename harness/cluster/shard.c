@@ -72,6 +72,11 @@ static int heavier_first(const void *a, const void *b)
     return strcmp(x->key, y->key);
 }
 
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const struct weighted *)a)->key, ((const struct weighted *)b)->key);
+}
+
 int shard_assign(const char *const *keys, const int64_t *work, int n, int count, int *shard_of,
                  struct eb_err *e)
 {
@@ -85,7 +90,8 @@ int shard_assign(const char *const *keys, const int64_t *work, int n, int count,
         w[i].work = work[i] > 0 ? work[i] : 1;
         w[i].at = i;
     }
-    qsort(w, (size_t)n, sizeof *w, heavier_first);
+    /* A repeated key would make the split depend on the input order. */
+    qsort(w, (size_t)n, sizeof *w, by_key);
     for (int i = 1; i < n; i++) {
         if (!strcmp(w[i].key, w[i - 1].key)) {
             eb_fail(e, "shards: run key %s appears twice", w[i].key);
@@ -94,6 +100,7 @@ int shard_assign(const char *const *keys, const int64_t *work, int n, int count,
             return -1;
         }
     }
+    qsort(w, (size_t)n, sizeof *w, heavier_first);
     for (int i = 0; i < n; i++) {
         int best = 0;
         for (int s = 1; s < count; s++)
