@@ -310,20 +310,21 @@ int slurm_task_states(const char *name, const char *since, int shards,
         states[i][0] = ids[i][0] = '\0';
         jobs[i] = -1;
     }
-    char job_name[300], start[96];
+    char job_name[300], start[96], user[48];
     snprintf(job_name, sizeof job_name, "--name=eb-%s", name);
+    snprintf(user, sizeof user, "--user=%lu", (unsigned long)getuid());   /* not others' jobs */
     snprintf(start, sizeof start, "--starttime=%s", since && *since ? since : "now-7days");
     char *out = NULL;
     int status;
-    char *sacct[] = {"sacct", "--noheader", "--parsable2", "--allocations", job_name, start,
-                     "--format=JobID,State", NULL};
+    char *sacct[] = {"sacct", "--noheader", "--parsable2", "--allocations", user, job_name,
+                     start, "--format=JobID,State", NULL};
     if (slurm_run(sacct, &out, &status, e) == 0 && status == 0) {
         *have_sacct = 1;
         take_states(out, shards, states, ids, jobs, 0);
     }
     free(out);
     out = NULL;
-    char *squeue[] = {"squeue", "--noheader", "--array", job_name, "--format=%i|%T", NULL};
+    char *squeue[] = {"squeue", "--noheader", "--array", user, job_name, "--format=%i|%T", NULL};
     int rc = slurm_run(squeue, &out, &status, e);
     if (rc == 0 && status != 0) {
         char line[300];

@@ -87,6 +87,48 @@ fi
 "$BIN" slurm s.json --shards 4 --dry-run >"$TMP/dry" 2>/dev/null
 if grep -q -- '--device' "$TMP/dry"; then echo "FAIL: --device without GPUs"; fail=1; fi
 
+# Submission and status through stand-ins for sbatch, squeue and sacct (the
+# real ones below, where they can run): what evictbench passes them and how it
+# reads their answers.
+mkdir -p "$TMP/fake"
+cat >"$TMP/fake/sbatch" <<EOF
+#!/bin/sh
+echo "\$@" >>"$TMP/fake/sbatch.args"
+echo 4242
+EOF
+cat >"$TMP/fake/squeue" <<EOF
+#!/bin/sh
+echo "\$@" >"$TMP/fake/squeue.args"
+printf '4242_1|RUNNING\n4242_2|PENDING\n4243_3|PENDING\n'
+EOF
+cat >"$TMP/fake/sacct" <<EOF
+#!/bin/sh
+printf '4242_3|CANCELLED by 0\n4242_4|COMPLETED\n4243_3|PENDING\n'
+EOF
+chmod +x "$TMP/fake/sbatch" "$TMP/fake/squeue" "$TMP/fake/sacct"
+cat >fake.json <<EOF
+{"name": "fake_smoke", "models": "$ROOT/tests/fixtures/tiny.gguf", "datasets": "synthetic:2",
+ "policies": ["fullkv", {"name": "streamingllm", "budgets": [24, 32, 48]}], "max_new_tokens": 4}
+EOF
+FAKEDIR=results/slurm/fake_smoke
+if PATH=$TMP/fake:$PATH "$BIN" slurm fake.json --shards 4 --cpus-per-task 2 >"$TMP/out" 2>"$TMP/err" &&
+   [ "$(cat "$TMP/out")" = 4242 ] && [ "$(cat "$TMP/fake/sbatch.args")" = "--parsable $TMP/work/$FAKEDIR/job.sbatch" ] &&
+   grep -q '^#SBATCH --cpus-per-task=2$' $FAKEDIR/job.sbatch && [ -f $FAKEDIR/fake_smoke.json ] &&
+   [ "$(cut -f1-3 $FAKEDIR/jobs.tsv)" = "$(printf '4242\t1-4\t4')" ]; then
+    echo "ok   slurm: script, config copy, sbatch call and job record"
+else
+    echo "FAIL slurm submit (stand-in sbatch):"; cat "$TMP/out" "$TMP/err" "$TMP/fake/sbatch.args"; fail=1
+fi
+PATH=$TMP/fake:$PATH "$BIN" slurm fake.json --shards 4 --array 3 >/dev/null 2>&1
+check "resubmission passes --array" "$(tail -n 1 "$TMP/fake/sbatch.args")" \
+    "--parsable --array=3 $TMP/work/$FAKEDIR/job.sbatch"
+PATH=$TMP/fake:$PATH "$BIN" slurm-status fake.json >"$TMP/status" 2>"$TMP/err"
+check "status: newest task states" \
+    "$(awk 'NR > 1 && $1 != "total" { printf "%s %s %s %s;", $1, $2, $3, $(NF-1) }' "$TMP/status")" \
+    "1/4 4242_1 RUNNING 1;2/4 4242_2 PENDING 0;3/4 4243_3 PENDING 0;4/4 4242_4 COMPLETED 0;"
+grep -q -- "--user=$(id -u) --name=eb-fake_smoke" "$TMP/fake/squeue.args" ||
+    { echo "FAIL squeue arguments: $(cat "$TMP/fake/squeue.args")"; fail=1; }
+
 # ---- the real cluster ----
 skip() { echo "SKIP the Slurm checks: $*"; exit $fail; }
 [ "${EVICTBENCH_SLURM_TEST:-1}" = 0 ] && skip "EVICTBENCH_SLURM_TEST=0"
