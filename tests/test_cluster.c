@@ -117,7 +117,7 @@ static void test_assign_balance(void)
     /* Random cases: within 4/3 of the optimum (the greedy rule's bound) and
      * within one point's work of the mean. */
     uint32_t s = 11;
-    char names[9][8];
+    char names[9][16];
     const char *kp[9];
     for (int i = 0; i < 9; i++) { snprintf(names[i], sizeof names[i], "p%d", i); kp[i] = names[i]; }
     for (int trial = 0; trial < 40; trial++) {
