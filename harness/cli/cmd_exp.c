@@ -15,6 +15,7 @@
 #include "harness/exp/runner.h"
 #include "harness/store/store.h"
 #include "harness/exp/sweep.h"
+#include "harness/cluster/shard.h"
 
 /* Set by the SIGINT handler; the runner stops after the current batch. */
 static volatile sig_atomic_t stop_requested;
@@ -31,6 +32,7 @@ struct common {
     long threads, mem_limit_mb;
     const char *device;         /* --device; NULL: cpu */
     int dry_run, quiet;
+    int shard_index, shard_count;   /* exp --shard I/N; 0: the whole sweep */
 };
 
 static void fmt_time(double s, char *buf, size_t cap)
@@ -114,8 +116,18 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     int rc = 1;
     if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
     if (sweep_expand(cfg, c->data_dir, runner_policy_check, &sw, &e)) return cli_error(e.msg);
+    /* A shard runs its part of the points (harness/cluster/shard.h). */
+    struct sweep part = sw, *todo = &sw;
+    if (c->shard_count) {
+        if (shard_view(&sw, c->shard_index, c->shard_count, &part, &e)) {
+            sweep_free(&sw);
+            return cli_error(e.msg);
+        }
+        todo = &part;
+    }
     if (c->dry_run) {
-        if (print_points(&sw, c->db)) { sweep_free(&sw); return 1; }
+        if (print_points(todo, c->db)) { if (todo != &sw) shard_view_free(&part); sweep_free(&sw); return 1; }
+        if (todo != &sw) shard_view_free(&part);
         if (exp_config_check_resources(cfg, c->data_dir, &e))
             fprintf(stderr, "evictbench: note: %s\n", e.msg);
         sweep_free(&sw);
@@ -144,7 +156,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old);
     struct sweep_summary sum;
-    int src = runner_sweep(r, &sw, st, exp_id, &sum, &e);
+    int src = runner_sweep(r, todo, st, exp_id, &sum, &e);
     sigaction(SIGINT, &old, NULL);
     if (src) { cli_error(e.msg); goto done; }
     fprintf(stderr, "%s: %d point(s): %d run, %d skipped (done before), %d oom, %d error%s -> %s\n",
@@ -154,6 +166,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
 done:
     runner_free(r);
     store_close(st);
+    if (todo != &sw) shard_view_free(&part);
     sweep_free(&sw);
     return rc;
 }
@@ -194,18 +207,29 @@ static const char COMMON_HELP[] =
 int cmd_exp(int argc, char **argv)
 {
     const char *config = NULL;
-    struct common c = {.db = "results/results.db"};
+    struct common c = {0};  /* --db default: results/results.db, or the shard's own file */
+    char shard_db[4096];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: evictbench exp CONFIG.json|NAME [options]\n\n"
                    "Runs every point of an experiment config (NAME: experiments/NAME.json) that\n"
-                   "is not yet in the results database; a rerun resumes a killed sweep.\n\n%s",
+                   "is not yet in the results database; a rerun resumes a killed sweep.\n\n%s"
+                   "  --shard I/N          run only shard I of N (1 <= I <= N): the points split by\n"
+                   "                       run key, balanced by samples x max tokens; default --db\n"
+                   "                       results/slurm/<config>/shard-I-of-N.db (see `slurm`)\n",
                    COMMON_HELP);
             return 0;
         }
         int k = common_option(argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
+        if (!strcmp(argv[i], "--shard")) {
+            struct eb_err se = {0};
+            const char *v = cli_value(argc, argv, &i);
+            if (!v) return 2;
+            if (shard_parse(v, &c.shard_index, &c.shard_count, &se)) return cli_error(se.msg), 2;
+            continue;
+        }
         if (argv[i][0] == '-') return cli_errorf("exp: unknown option '%s' (see evictbench exp --help)", argv[i]), 2;
         if (config) return cli_errorf("exp: more than one config given ('%s', '%s')", config, argv[i]), 2;
         config = argv[i];
@@ -214,6 +238,15 @@ int cmd_exp(int argc, char **argv)
     struct exp_config cfg;
     struct eb_err e = {0};
     if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
+    if (!c.db && c.shard_count) {
+        if (shard_default_db(cfg.name, c.shard_index, c.shard_count, shard_db, sizeof shard_db,
+                             !c.dry_run, &e)) {
+            exp_config_free(&cfg);
+            return cli_error(e.msg);
+        }
+        c.db = shard_db;
+    }
+    if (!c.db) c.db = "results/results.db";
     int rc = run_config(&cfg, &c);
     exp_config_free(&cfg);
     return rc;

@@ -9,6 +9,7 @@
 #include "harness/cli/cmd_grade.h"
 #include "harness/cli/cmd_plots.h"
 #include "harness/cli/commands.h"
+#include "harness/cluster/cmd_cluster.h"
 
 struct command {
     const char *name;
@@ -22,6 +23,9 @@ static const struct command commands[] = {
     {"generate", cmd_generate, "generate text for one prompt or a JSONL file of prompts"},
     {"run", cmd_run, "run and record one point from flags"},
     {"exp", cmd_exp, "run an experiment config (a sweep; a rerun resumes it)"},
+    {"slurm", cmd_slurm, "submit a config as a Slurm job array, one shard per task"},
+    {"slurm-status", cmd_slurm_status, "a submitted config's shards: points done/running/failed"},
+    {"merge", cmd_merge, "merge shard databases into one results database"},
     {"calibrate", cmd_calibrate, "compute a SEAL/SkipKV steering vector from graded traces"},
     {"grade", cmd_grade, "grade completions (JSONL) against reference answers"},
     {"plots", cmd_plots, "figures from the results database (gnuplot PNG + SVG)"},
@@ -33,7 +37,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: evictbench <command> [options]   (evictbench <command> --help)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
 }
 
 int main(int argc, char **argv)
