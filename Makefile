@@ -4,6 +4,10 @@
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan)
 #   make bench     tokens/s, policy overhead, KV memory table
+#   make bench-peer  ours vs llama.cpp's llama-bench (built once into build-peer/ from
+#                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
+#                  the first time): prefill 512 and decode batch 1 on the same GGUFs
+#                  [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
 #   make cuda      build the CUDA backend (nvcc + cuBLAS)
 
 CC      ?= cc
@@ -24,7 +28,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench clean cuda fuzz exp data plots tables
+.PHONY: all deps test bench bench-peer clean cuda fuzz exp data plots tables
 
 all: evictbench
 
@@ -55,6 +59,11 @@ test: $(TEST_BIN) $(BUILD)/evictbench
 BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,skipkv,seal,vase-attnv,vase-dkv,rpc,beaconkv
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
+
+# Same GGUF, same threads, medians of REPS runs; see tools/bench_peer.sh.
+PEER_MODELS ?=
+bench-peer: evictbench
+	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_peer.sh $(PEER_MODELS)
 
 deps:
 	tools/deps.sh
