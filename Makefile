@@ -5,6 +5,10 @@
 #   make test      the whole suite (SAN=1: under ASan + UBSan), after make lint
 #   make lint      size limits of harness/ files and functions
 #   make bench     tokens/s, policy overhead, KV memory table
+#   make bench-peer  ours vs llama.cpp's llama-bench (built once into build-peer/ from
+#                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
+#                  the first time): prefill 512 and decode batch 1 on the same GGUFs
+#                  [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
 #   make cuda      build the CUDA backend (nvcc + cuBLAS) and ./evictbench-cuda with it
 
 CC      ?= cc
@@ -28,7 +32,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench clean cuda fuzz exp data plots tables lint FORCE
+.PHONY: all deps test bench bench-peer clean cuda fuzz exp data plots tables lint FORCE
 
 all: evictbench
 
@@ -71,6 +75,11 @@ lint:
 BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,skipkv,seal,vase-attnv,vase-dkv,rpc,beaconkv
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
+
+# Same GGUF, same threads, medians of REPS runs; see tools/bench_peer.sh.
+PEER_MODELS ?=
+bench-peer: evictbench
+	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_peer.sh $(PEER_MODELS)
 
 deps:
 	tools/deps.sh

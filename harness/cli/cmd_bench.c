@@ -16,10 +16,12 @@
 
 static void print_help(void)
 {
-    printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n\n"
+    printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n"
+           "                       [--batches LIST] [--tsv]\n\n"
            "Prints prefill tokens/s for one prompt of --prompt-len tokens (default 512) and\n"
-           "decode tokens/s at batch 1, 4 and 16 generating --new tokens each (default 128,\n"
-           "EOS ignored), with peak KV bytes and peak RSS.  Default model: smollm2-135m.\n\n"
+           "decode tokens/s at batch 1, 4 and 16 (--batches) generating --new tokens each\n"
+           "(default 128, EOS ignored), with peak KV bytes and peak RSS.  Default model:\n"
+           "smollm2-135m.  --tsv prints that table alone, tab-separated, for scripts.\n\n"
            "  --policies LIST      also a policy table: decode tokens/s, per-step policy overhead\n"
            "                       and peak KV vs FullKV for each policy (e.g.\n"
            "                       fullkv,streamingllm,h2o-rkv,snapkv-decode,rkv,h2o)\n"
@@ -81,6 +83,25 @@ out:
     return rc;
 }
 
+/* "1,4,16" -> {1, 4, 16}; the count, or -1 (and a message) for a bad list. */
+static int parse_batches(const char *list, int *out, int max)
+{
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 256 || n == max || (*end && *end != ',')) {
+            cli_errorf("bench: --batches wants up to %d batch sizes in [1, 256] separated by "
+                       "commas, got '%s'", max, list);
+            return -1;
+        }
+        out[n++] = (int)v;
+        if (!*end) return n;
+        p = end + 1;
+    }
+}
+
 static int run_prefill(const struct model *m, int len, struct bench_row *row, struct eb_err *e)
 {
     int *ids = malloc((size_t)len * sizeof *ids);
@@ -106,22 +127,33 @@ static int run_prefill(const struct model *m, int len, struct bench_row *row, st
     return 0;
 }
 
-/* The runtime table: prefill and decode rows and the two speed-up ratios. */
+/* The runtime table: prefill and decode rows and the two speed-up ratios; with
+ * tsv, only the rows, tab-separated, for tools/bench_peer.sh. */
 static void print_table(const struct model *m, const struct backend *be, const char *model,
-                        long threads, const struct bench_row *rows, long n_new)
+                        long threads, const struct bench_row *rows, long n_new,
+                        const int *batches, int n_batches, int tsv)
 {
+    if (tsv) {
+        printf("test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\n");
+        for (int i = 0; i <= n_batches; i++)
+            printf("%s\t%.2f\t%zu\t%.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
+                   rows[i].rss_mb);
+        fflush(stdout);
+        return;
+    }
     printf("model %s: %s, %d layers, hidden %d, %d/%d heads; f32 weights %.1f MB; backend %s, "
            "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
            m->cfg.n_head, m->cfg.n_head_kv, m->weight_bytes / 1048576.0, be->name,
            threads > 0 ? "fixed" : "all");
     printf("%-18s %12s %16s %14s\n", "test", "tokens/s", "peak KV bytes", "peak RSS MB");
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i <= n_batches; i++)
         printf("%-18s %12.1f %16zu %14.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
                rows[i].rss_mb);
     double d1 = rows[1].tok_s;
-    printf("decode batch 16 / batch 1: %.2fx (target >= 3x); prefill / decode batch 1: %.1fx "
-           "(target >= 10x); %ld new tokens per sequence\n",
-           d1 > 0 ? rows[3].tok_s / d1 : 0, d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
+    printf("decode batch %d / batch %d: %.2fx (target >= 5x); prefill / decode batch %d: "
+           "%.1fx (target >= 10x); %ld new tokens per sequence\n", batches[n_batches - 1],
+           batches[0], d1 > 0 ? rows[n_batches].tok_s / d1 : 0, batches[0],
+           d1 > 0 ? rows[0].tok_s / d1 : 0, n_new);
     fflush(stdout);
 }
 
@@ -129,19 +161,24 @@ int cmd_bench(int argc, char **argv)
 {
     const char *model = "smollm2-135m";
     const char *policies = NULL, *budgets = "256,512,1024", *device = NULL;
+    int batches[8] = {1, 4, 16}, n_batches = 3, tsv = 0;
     long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
+        if (!strcmp(o, "--tsv")) { tsv = 1; continue; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
-            strcmp(o, "--policy-new") && strcmp(o, "--device"))
+            strcmp(o, "--policy-new") && strcmp(o, "--device") && strcmp(o, "--batches"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) model = v;
         else if (!strcmp(o, "--policies")) policies = v;
         else if (!strcmp(o, "--budgets")) budgets = v;
         else if (!strcmp(o, "--device")) device = v;
+        else if (!strcmp(o, "--batches")) {
+            if ((n_batches = parse_batches(v, batches, 8)) < 0) return 2;
+        }
         else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(o, "--prompt-len")) { if (cli_int(o, v, 1, 1 << 20, &prompt_len)) return 2; }
@@ -169,19 +206,18 @@ int cmd_bench(int argc, char **argv)
     }
     model_file_close(mf); /* weights are on the backend */
 
-    int batches[] = {1, 4, 16};
-    struct bench_row rows[4];
-    char names[4][32];
+    struct bench_row rows[9];
+    char names[9][32];
     int rc = 0;
     snprintf(names[0], sizeof names[0], "prefill %ld", prompt_len);
     rows[0].name = names[0];
     if (run_prefill(m, (int)prompt_len, &rows[0], &e)) rc = cli_error(e.msg);
-    for (int i = 0; i < 3 && rc == 0; i++) {
+    for (int i = 0; i < n_batches && rc == 0; i++) {
         snprintf(names[i + 1], sizeof names[i + 1], "decode batch %d", batches[i]);
         rows[i + 1].name = names[i + 1];
         if (run_decode(m, batches[i], (int)n_new, &rows[i + 1], &e)) rc = cli_error(e.msg);
     }
-    if (rc == 0) print_table(m, be, model, threads, rows, n_new);
+    if (rc == 0) print_table(m, be, model, threads, rows, n_new, batches, n_batches, tsv);
     if (rc == 0 && policies) {
         char identity[256];
         struct policy_model pm = policy_model_of(m);

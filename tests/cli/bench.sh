@@ -1,0 +1,54 @@
+#!/bin/sh
+# tests/cli/bench.sh - `evictbench bench --batches --tsv` (what tools/bench_peer.sh
+# reads): bad lists give one "evictbench: ..." line; on SmolLM2 the table has one
+# row per test with positive tokens/s.  tools/bench_peer.sh refuses bad settings
+# before building anything.  Runs from the repository root; EVICTBENCH_BIN names the binary.
+BIN=${EVICTBENCH_BIN:-./evictbench}
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+. tests/cli/lib/expect.sh
+
+[ -x "$BIN" ] || { echo "FAIL: $BIN not built"; exit 1; }
+
+expect_error "batch 0" "--batches" bench --batches 0
+expect_error "batch list with a gap" "--batches" bench --batches 1,,4
+expect_error "batch list not numbers" "--batches" bench --batches one
+expect_error "batch too large" "--batches" bench --batches 1,257
+expect_error "too many batches" "--batches" bench --batches 1,2,3,4,5,6,7,8,9
+
+# The peer script checks its settings and models before it builds llama.cpp.
+peer_error() {
+    name=$1; pattern=$2; shift 2
+    if env "$@" >"$TMP/out" 2>"$TMP/err" || ! grep -q "^bench-peer: .*$pattern" "$TMP/err"; then
+        echo "FAIL peer $name:"; cat "$TMP/err"; fail=1
+    else
+        echo "ok   peer $name: $(cat "$TMP/err")"
+    fi
+}
+peer_error "bad THREADS" "THREADS" THREADS=two EVICTBENCH="$BIN" PEER_DIR="$TMP/peer" tools/bench_peer.sh
+peer_error "bad REPS" "REPS" REPS=0 EVICTBENCH="$BIN" PEER_DIR="$TMP/peer" tools/bench_peer.sh
+peer_error "missing model" "not found" EVICTBENCH="$BIN" PEER_DIR="$TMP/peer" tools/bench_peer.sh "$TMP/none.gguf"
+[ -e "$TMP/peer" ] && { echo "FAIL peer: a refused run created $TMP/peer"; fail=1; }
+
+if [ ! -f "$MODEL" ]; then
+    echo "SKIP the model-backed checks: $MODEL absent (make deps downloads it)"
+    exit $fail
+fi
+
+if ! "$BIN" bench --model "$MODEL" --threads 1 --prompt-len 16 --new 4 --batches 1,2 --tsv \
+        >"$TMP/tsv" 2>"$TMP/err"; then
+    echo "FAIL tsv run:"; cat "$TMP/err"; exit 1
+fi
+# Header, then prefill 16, decode batch 1, decode batch 2; every rate positive.
+got=$(cut -f1 "$TMP/tsv" | tr '\n' '|')
+if [ "$got" != "test|prefill 16|decode batch 1|decode batch 2|" ]; then
+    echo "FAIL tsv rows: $got"; cat "$TMP/tsv"; fail=1
+elif ! awk -F'\t' 'NR > 1 && !(NF == 4 && $2 > 0 && $3 > 0 && $4 > 0) { bad = 1 } END { exit bad }' "$TMP/tsv"; then
+    echo "FAIL tsv values:"; cat "$TMP/tsv"; fail=1
+else
+    echo "ok   tsv table: $(tail -n +2 "$TMP/tsv" | tr '\t\n' ' ;')"
+fi
+exit $fail
