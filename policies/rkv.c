@@ -33,6 +33,8 @@ const struct param_def rkv_params[] = {
     {"rkv_batch0_bug", PARAM_BOOL, 0, 0, 1, NULL,
      "reuse the first live sequence's redundancy for every sequence (released code's bug)"},
     {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
+     "kept slots in top-k score order (released code) or by position"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -49,6 +51,7 @@ struct rkv {
     float threshold;
     int quirk, batch0_bug;
     enum pad_policy pads;
+    enum keep_order order;
     struct policy_model m;
     struct score_buf buf;
     struct rkv_scratch sc;
@@ -100,12 +103,12 @@ void rkv_mix(double *z, const double *red, int n_cand, double lambda)
 }
 
 int rkv_keep(struct score_buf *b, double *z, const struct cache_view *cv, int layer, int kv_head,
-             int budget, int window, enum pad_policy pads, struct keep_set *out,
-             struct eb_err *e)
+             int budget, int window, enum pad_policy pads, enum keep_order order,
+             struct keep_set *out, struct eb_err *e)
 {
     int len = cache_view_len(cv, layer, kv_head), n_cand = len - window;
     score_apply_pads(z, n_cand, cache_view_pad(cv, layer, kv_head), pads, PAD_SCORE);
-    int n = score_keep_topk_window(b, z, n_cand, len, budget - window,
+    int n = score_keep_topk_window(b, z, n_cand, len, budget - window, order,
                                    keep_set_head(out, layer, kv_head), e);
     if (n < 0) return -1;
     out->n_keep[layer * cv->n_kv + kv_head] = n;
@@ -127,6 +130,7 @@ static int rkv_create(const struct policy_params *p, const struct policy_model *
     s->quirk = policy_param_int(p, "no_match_zero_col0");
     s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
     s->m = *m;
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
@@ -230,7 +234,7 @@ static int rkv_select(void *self, int seq, const struct cache_view *cv, int budg
                 if (redundancy(s, seq, cv, l, h, len, e)) return -1;
                 rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
             }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
+            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
         }
     return 0;
 }

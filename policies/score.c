@@ -123,7 +123,8 @@ static int cmp_int(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
+                      struct eb_err *e)
 {
     if (k < 0 || k > n) return eb_fail(e, "top-%d of %d scores", k, n);
     if (n > b->pairs_cap) {
@@ -135,14 +136,22 @@ int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, str
     for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
     qsort(b->pairs, (size_t)n, sizeof *b->pairs, cmp_rank);
     for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
+    return 0;
+}
+
+int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+{
+    if (score_topk_ranked(b, s, n, k, idx, e)) return -1;
     qsort(idx, (size_t)k, sizeof *idx, cmp_int);
     return 0;
 }
 
 int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
-                           int n_select, int *keep, struct eb_err *e)
+                           int n_select, enum keep_order order, int *keep, struct eb_err *e)
 {
-    if (score_topk(b, z, n_cand, n_select, keep, e)) return -1;
+    int rc = order == KEEP_BY_SCORE ? score_topk_ranked(b, z, n_cand, n_select, keep, e)
+                                    : score_topk(b, z, n_cand, n_select, keep, e);
+    if (rc) return -1;
     int n = n_select;
     for (int j = n_cand; j < len; j++) keep[n++] = j;
     return n;

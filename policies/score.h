@@ -53,14 +53,28 @@ int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score);
 
+/* The order a keep-set leaves the cache in.  The released code of R-KV,
+ * SnapKV, H2O (R-KV's baseline) and SkipKV gathers the kept slots in
+ * torch.topk order (best score first) and appends the window, so the next
+ * compression's pooling runs over neighbours in that order; sorting by
+ * position is the spec's reading (cache_order=position). */
+enum keep_order {
+    KEEP_BY_SCORE = 0,   /* best first (tie rule above), then the window */
+    KEEP_BY_POSITION = 1 /* ascending slot index */
+};
+#define KEEP_ORDER_CHOICES "score|position"
+
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
  * index order.  0 <= k <= n. */
 int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e);
+/* The same, written best first. */
+int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
+                      struct eb_err *e);
 
-/* The usual keep-set of a head: topk(z[0..n_cand), n_select) plus the window
- * [n_cand, len), ascending; returns n_select + len - n_cand. */
+/* The usual keep-set of a head: topk(z[0..n_cand), n_select) in the given
+ * order, then the window [n_cand, len) ascending; returns n_select + len - n_cand. */
 int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
-                           int n_select, int *keep, struct eb_err *e);
+                           int n_select, enum keep_order order, int *keep, struct eb_err *e);
 
 /* Per-sequence state, by sequence id. */
 struct seq_table {

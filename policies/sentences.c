@@ -241,18 +241,9 @@ static void release_sums(struct sent_tracker *t)
 
 static int close_at(struct sent_tracker *t, int p, int is_check, struct eb_err *e)
 {
-    if (t->n > 0 && t->open_b == p && t->s[t->n - 1].e == p - 1) {
-        /* a delimiter right after a delimiter: extend the previous sentence */
-        struct sentence *s = &t->s[t->n - 1];
-        s->e = p;
-        if (is_check && s->label != SENT_CHECK) {
-            s->label = SENT_CHECK;
-            t->n_check++;
-        }
-        t->open_b = p + 1;
-        if (t->row_cursor > t->n - 1) t->row_cursor = t->n - 1;
-        return 0;
-    }
+    /* A delimiter right after a delimiter starts a one-token sentence, as in
+     * SkipKV's released check_punct_tokens_in_forward (its extend branch
+     * never fires). */
     if (grow(t, e)) return -1;
     struct sentence *s = &t->s[t->n];
     memset(s, 0, sizeof *s);
@@ -386,17 +377,27 @@ void sent_span_slots(const int *pos, int n, int b, int e, int *lo, int *hi)
     *hi = l < *lo ? *lo : l;
 }
 
-int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n, double *z, int step)
+int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n_cand, int len, double *z,
+                          int step)
 {
     int hit = 0;
     for (int i = 0; i < t->n; i++) {
         struct sentence *s = &t->s[i];
         if (!s->redundant) continue;
-        int lo, hi;
-        sent_span_slots(pos, n, s->b, s->e, &lo, &hi);
-        for (int j = lo; j < hi; j++) z[j] -= s->lambda;
-        if (hi > lo && s->evicted_step < 0) s->evicted_step = step;
-        hit += hi - lo;
+        /* Released SkipKV (update_kv: start_idx < end_idx) penalises a
+         * sentence in a head only where at least two of its slots survive
+         * there, window slots included; the penalty reaches the candidates. */
+        int held = 0, cand = 0;
+        for (int j = 0; j < len; j++)
+            if (pos[j] >= s->b && pos[j] <= s->e) {
+                held++;
+                cand += j < n_cand;
+            }
+        if (held < 2 || cand == 0) continue;
+        for (int j = 0; j < n_cand; j++)
+            if (pos[j] >= s->b && pos[j] <= s->e) z[j] -= s->lambda;
+        if (s->evicted_step < 0) s->evicted_step = step;
+        hit += cand;
     }
     return hit;
 }
