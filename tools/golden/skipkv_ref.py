@@ -9,7 +9,7 @@ numpy float64, independently of the C code.
     "Alternatively", "Wait", "again" (and with a leading space), SEAL split
     tokens = every vocabulary string containing "\\n\\n", <think>, </think>;
   - sentence segmentation of a fixed token sequence (prompt included,
-    consecutive delimiters extend the previous sentence, a </think> inside a
+    consecutive delimiters make one-token sentences, a </think> inside a
     sentence is an ordinary token, an unterminated tail is no sentence) and
     the Check / Others labels;
   - sentence representations (mean of the hidden rows over the span, then
@@ -17,7 +17,8 @@ numpy float64, independently of the C code.
     complete sentence against every earlier one; the earlier sentence of a
     pair above tau is marked, for good, the later pair's lambda wins);
   - the final score Z = lambda*I - (1-lambda)*R - lambda_ij on every cached
-    slot whose original position lies in a redundant sentence, and the
+    slot whose original position lies in a redundant sentence that holds at
+    least two slots in the head (released SkipKV), and the
     keep-set sort(topk(Z[0, L-w), B-w)) + window per (layer, kv head).
 I and R come from tools/golden/policies_ref.py (the R-KV transcription).
 
@@ -60,15 +61,14 @@ def token_sets(tok):
 
 
 def segment(tokens, delim, check):
-    """§7.1: returns [(b, e, label)]."""
+    """§7.1: returns [(b, e, label)].  As in SkipKV's released
+    check_punct_tokens_in_forward (TTTTTTris/SkipKV @ 4492840, the file
+    skipkv/modeling_nhid.py), a delimiter right after a delimiter closes a
+    one-token sentence of its own (the code's extend branch never fires)."""
     sents, start, open_check = [], 0, False
     for p, t in enumerate(tokens):
         if t in delim:
-            if sents and start == p and sents[-1][1] == p - 1:
-                b, e, lab = sents[-1]
-                sents[-1] = (b, p, lab or (t in check))
-            else:
-                sents.append((start, p, open_check or (t in check)))
+            sents.append((start, p, open_check or (t in check)))
             start, open_check = p + 1, False
         elif t in check:
             open_check = True
@@ -164,8 +164,14 @@ def run(rng, sets):
                 pen = np.zeros(n_cand)
                 for i, lam in marks.items():
                     b, e, _ = sents[i]
-                    inside = (pos[:n_cand] >= b) & (pos[:n_cand] <= e)
-                    pen[inside] -= lam
+                    # released update_kv (skipkv/compression/skipkv.py @ 4492840):
+                    # the sentence's slot range in this head is penalised only when
+                    # start_idx < end_idx, i.e. >= 2 of its slots survive (window
+                    # slots count), and the penalty reaches the candidates only
+                    held = (pos >= b) & (pos <= e)
+                    if held.sum() < 2:
+                        continue
+                    pen[held[:n_cand]] -= lam
                 z = z + pen
                 keep = topk(z, BUDGET - WINDOW, mag + np.abs(pen)) + list(range(n_cand, L))
                 row.append({"pos": pos.tolist(), "k": k.ravel().tolist(), "keep": keep,
