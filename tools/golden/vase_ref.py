@@ -325,7 +325,12 @@ def decode_scenario(policy, cfg, p, rs):
         event = None
         if policy == "rpc":
             gen = next_pos - NP
-            if gen > 0 and gen % p["interval"] == 0:
+            # released trigger (jiwonsong-dev/ReasoningPathCompression @ eb0b5fd,
+            # rpc/qwen2_custom.py: compress in the forward where the generated
+            # part beyond the kept n*T + R reaches P): at P + R generated tokens,
+            # then every P; trigger=multiple (ours before) is every P
+            first = p["interval"] + (R if p.get("trigger", "released") == "released" else 0)
+            if gen >= first and (gen - first) % p["interval"] == 0:
                 keep_n = int((n_comp + 1) * p["interval"] / p["ratio"])
                 event = []
                 for l in range(L):
@@ -404,7 +409,7 @@ def beacon_fixture():
         x[2] = 0.0                                     # a zero row
         fps.append({"x": flat(x), "n": n, "dim": dim, "m": m, "want": fps_cosine(x, m)})
     out["fps"] = fps
-    cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 8, "n_prompt": 10, "steps": 40,
+    cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 8, "n_prompt": 10, "steps": 80,
            "budget": 24}
     out["config"] = cfg
     runs = [
@@ -412,6 +417,9 @@ def beacon_fixture():
          {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "all"}),
         ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3,aggregation=group",
          {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "group"}),
+        ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3,trigger=multiple",
+         {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "all",
+          "trigger": "multiple"}),
         ("beaconkv", "beaconkv:recent=4,beacons=4,buf_upper=12,buf_lower=5,buffer=8",
          {"recent": 4, "beacons": 4, "buf_upper": 12, "buf_lower": 5, "buffer": 8,
           "softmax": True, "kernel": 1, "beacon_scope": "group"}),
