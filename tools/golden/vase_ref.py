@@ -124,6 +124,23 @@ def window_score(q, k_cand, n_head, n_kv, h, kernel, temperature):
     return total / group
 
 
+def attn_rkv_choose(q, k_cand, n_head, n_kv, h, kernel, lam, k):
+    """VaSE's attn_rkv (terarachang/VaSE, mode attn_rkv with --smooth): the
+    smoothed window score S, R_j = softmax_j(mean_i cos(k_i, k_j)) over the
+    candidates with the diagonal zeroed and no similarity threshold, the
+    deterministic top-k of lam * S - (1 - lam) * R (ties: lower slot)."""
+    s = window_score(q, k_cand, n_head, n_kv, h, kernel, 1.0)
+    kd = k_cand.astype(np.float64)
+    kn = kd / (np.linalg.norm(kd, axis=1, keepdims=True) + 1e-8)
+    c = kn @ kn.T
+    np.fill_diagonal(c, 0.0)
+    col = c.mean(axis=0)
+    r = np.exp(col - col.max())
+    r /= r.sum()
+    z = lam * s - (1 - lam) * r
+    return sorted(range(len(z)), key=lambda j: (-z[j], j))[:k]
+
+
 def value_range(v):
     v = v.astype(np.float64)
     return v.max(axis=1) - v.min(axis=1)
@@ -189,7 +206,7 @@ def scenario(mode, rs, cfg):
     for ev in range(2):
         kept_ev = []
         for l in range(L):
-            if mode != "attnv":
+            if mode in ("dkv", "curdkv"):
                 g = fixed.get(l)
                 if g is None or mode == "dkv":
                     g = sketch(seed, seq, l, 0 if mode == "curdkv" else ev, D, cfg["rank"])
@@ -205,6 +222,8 @@ def scenario(mode, rs, cfg):
                     s = window_score(q[l], kc[:n_cand], H, HKV, h, cfg["kernel"], 1.0)
                     sel = attnv_choose(value_range(vc[:n_cand]), s, sinks, int(0.25 * B),
                                        B - W, gum)
+                elif mode == "attn_rkv":
+                    sel = attn_rkv_choose(q[l], kc[:n_cand], H, HKV, h, cfg["kernel"], 0.5, B - W)
                 else:
                     sel = dkv_choose(sq_norms(kc[:n_cand], g), sq_norms(vc[:n_cand], g), sinks,
                                      B - W)
@@ -473,7 +492,7 @@ def main():
     cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 16, "window": 8, "budget": 32,
            "sinks": 4, "seed": 1234, "seq": 3, "n_first": 48, "kernel": 5, "rank": 20}
     out["config"] = cfg
-    for mode in ("attnv", "dkv", "curdkv"):
+    for mode in ("attnv", "dkv", "curdkv", "attn_rkv"):
         # The same generator seed: every mode sees the same cache contents.
         steps, expected = scenario(mode, np.random.default_rng(11), cfg)
         out["steps"] = [{"n": s["n"], "k": flat(s["k"]), "v": flat(s["v"]), "q": flat(s["q"])}
