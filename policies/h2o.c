@@ -167,6 +167,8 @@ const struct param_def h2o_rkv_params[] = {
      "pad slots: always kept or evicted first (released code: masked, score 0, go first)"},
     {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
      "kept slots in top-k score order (released code) or by position"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -174,6 +176,7 @@ struct h2o_rkv {
     struct importance_opts imp;
     enum pad_policy pads;
     enum keep_order order;
+    enum score_dtype dtype;
     struct score_buf buf;
     double *z, *one;
     int z_cap;
@@ -194,6 +197,7 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
     };
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
     s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
                                  .schedule = POLICY_DIVIDE,
                                  .divide_length = policy_param_int(p, "divide_length")};
@@ -240,6 +244,7 @@ static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int 
             for (int j = 0; j < n_cand; j++) s->z[j] += s->one[j];
         }
         for (int j = 0; j < n_cand; j++) s->z[j] /= cv->n_kv;
+        score_round(s->z, n_cand, s->dtype);
         score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, 0), s->pads, PAD_SCORE);
         int *keep0 = keep_set_head(out, l, 0);
         int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - 1, s->order,

@@ -35,6 +35,8 @@ const struct param_def rkv_params[] = {
     {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
     {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
      "kept slots in top-k score order (released code) or by position"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -52,6 +54,7 @@ struct rkv {
     int quirk, batch0_bug;
     enum pad_policy pads;
     enum keep_order order;
+    enum score_dtype dtype;
     struct policy_model m;
     struct score_buf buf;
     struct rkv_scratch sc;
@@ -97,8 +100,18 @@ int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cac
     return score_importance(b, cv, layer, kv_head, imp, len - imp->window, sc->z, e);
 }
 
-void rkv_mix(double *z, const double *red, int n_cand, double lambda)
+void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
 {
+    if (dt == SCORE_BF16) {
+        /* torch: a bf16 tensor times a Python float is computed in f32 (the
+         * scalar rounded to f32) and rounded to bf16; so is the difference. */
+        float fl = (float)lambda, fr = (float)(1.0 - lambda);
+        for (int j = 0; j < n_cand; j++) {
+            float a = (float)score_bf16((float)z[j] * fl), b = (float)score_bf16((float)red[j] * fr);
+            z[j] = score_bf16(a - b);
+        }
+        return;
+    }
     for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];
 }
 
@@ -131,6 +144,7 @@ static int rkv_create(const struct policy_params *p, const struct policy_model *
     s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
     s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     s->m = *m;
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
@@ -230,9 +244,11 @@ static int rkv_select(void *self, int seq, const struct cache_view *cv, int budg
             out->n_keep[l * cv->n_kv + h] = -1;
             if (len < budget) continue;
             if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
+            score_round(s->sc.z, n_cand, s->dtype); /* pooling commutes with rounding */
             if (s->lambda < 1.0) {
                 if (redundancy(s, seq, cv, l, h, len, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
+                score_round(s->sc.red, len, s->dtype);
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, s->dtype);
             }
             if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
         }

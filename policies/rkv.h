@@ -25,8 +25,9 @@ int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cac
                    int layer, int kv_head, const struct importance_opts *imp, int len,
                    struct eb_err *e);
 
-/* z[j] = lambda * z[j] - (1 - lambda) * red[j] for j < n_cand. */
-void rkv_mix(double *z, const double *red, int n_cand, double lambda);
+/* z[j] = lambda * z[j] - (1 - lambda) * red[j] for j < n_cand; with bf16,
+ * both products and the difference are rounded as torch does in bf16. */
+void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt);
 
 /* Pad scores per pads, then head (layer, kv head)'s keep-set in out: the top
  * budget - window of z[0, len - window) plus the window; sets its n_keep. */

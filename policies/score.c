@@ -2,6 +2,7 @@
 #include "score.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,6 +98,24 @@ int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer
     be->download(be, b->host, b->dev, (size_t)len);
     for (int j = 0; j < len; j++) out[j] = b->host[j];
     return 0;
+}
+
+double score_bf16(double x)
+{
+    float f = (float)x;
+    if (isnan(f)) return x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even on the kept 16 bits */
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+void score_round(double *x, int n, enum score_dtype dt)
+{
+    if (dt != SCORE_BF16) return;
+    for (int j = 0; j < n; j++) x[j] = score_bf16(x[j]);
 }
 
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,

@@ -86,6 +86,20 @@ void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
 void *seq_table_get(const struct seq_table *t, int seq);
 void seq_table_free(struct seq_table *t, void (*free_state)(void *));
 
+/* Precision the scores are combined in.  The released R-KV/SnapKV/H2O code
+ * runs the model in bf16: the window importance, the redundancy and their
+ * mix are bf16 tensors, so many scores tie.  SCORE_BF16 rounds those three
+ * to bf16 (round to nearest even) as the released code stores them; the
+ * logits stay f32.  Ties then follow the tie rule above (torch.topk leaves
+ * the order of equal scores unspecified, on CPU as on GPU). */
+enum score_dtype { SCORE_F32 = 0, SCORE_BF16 = 1 };
+#define SCORE_DTYPE_CHOICES "f32|bf16"
+
+/* x rounded to bf16 (nearest, ties to even), as a double. */
+double score_bf16(double x);
+/* Every x[0..n) through score_bf16 when dt is SCORE_BF16. */
+void score_round(double *x, int n, enum score_dtype dt);
+
 /* Fails with a clear message when the backend lacks a primitive. */
 int score_check_backend(const struct backend *be, int need_redundancy, struct eb_err *e);
 

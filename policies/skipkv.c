@@ -271,7 +271,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
             if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
             if (s->lambda < 1.0) {
                 if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, SCORE_F32);
             }
             if (s->sentence) {
                 const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;

@@ -114,6 +114,30 @@ def f32(x):
     return np.asarray(x, dtype=np.float32).astype(np.float64)
 
 
+BF16_GUARD = 1.2e-7  # ~2 float32 ulps: the C side feeds the same f32 values to the rounding
+
+
+def _bf16(x):
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def bf16(x):
+    """Round to bf16 (nearest, ties to even) as torch's .to(torch.bfloat16);
+    raises Ambiguous when the C side's slightly different value could round
+    the other way."""
+    x = np.asarray(x, dtype=np.float64)
+    r = _bf16(x)
+    if (_bf16(x * (1 + BF16_GUARD)) != r).any() or (_bf16(x * (1 - BF16_GUARD)) != r).any():
+        raise Ambiguous("value at a bf16 rounding midpoint")
+    return r
+
+
+def rounder(dtype):
+    return bf16 if dtype == "bf16" else (lambda x: x)
+
+
 def ranked_topk(z, k, mag):
     """torch.topk(z, k).indices (sorted=True): best first; equal scores: lower
     index first (see the module note).  Raises Ambiguous on a near tie that
@@ -129,33 +153,46 @@ def ranked_topk(z, k, mag):
 
 # ------------------------------------------------------------ released update_kv
 
-def rkv_update(k, qcache, budget, n_head, mix_lambda, window=8, kernel=7, **_):
+def rkv_update(k, qcache, budget, n_head, mix_lambda, window=8, kernel=7, dtype="f32", **_):
     """r1_kv.py R1KV.update_kv for one layer: returns per kv head the kept slot
-    indices in the order the cache is rebuilt (topk order, then the window)."""
+    indices in the order the cache is rebuilt (topk order, then the window).
+    dtype bf16: the importance (.to(query_states.dtype)), the similarity and
+    each step of the mix are bf16 tensors in the released run (the logits and
+    the similarity's inner steps stay f32 here, as on the C side)."""
+    rd = rounder(dtype)
     n_kv, L, _d = k.shape
     if L < budget:
         return None
     logits = attention_logits(qcache[-window:], k, n_head, n_kv)
     out = []
     for h in range(n_kv):
-        imp = f32(softmax_rows(logits[h][:, :L - window]).mean(axis=0))
+        imp = rd(f32(softmax_rows(logits[h][:, :L - window]).mean(axis=0)))
         imp = max_pool1d(imp, kernel)
-        sim = f32(cal_similarity(k[h]))[:L - window]
-        z = imp * mix_lambda - sim * (1 - mix_lambda)
+        sim = rd(f32(cal_similarity(k[h])))[:L - window]
+        if dtype == "bf16":
+            # torch: bf16 tensor * python float runs in f32 (the scalar rounded
+            # to f32), rounded to bf16; the difference of two bf16 tensors the
+            # same way.  Exact f32 arithmetic here and in C: no guard needed.
+            a = _bf16(np.float32(imp) * np.float32(mix_lambda))
+            b = _bf16(np.float32(sim) * np.float32(1 - mix_lambda))
+            z = _bf16(np.float32(a) - np.float32(b))
+        else:
+            z = imp * mix_lambda - sim * (1 - mix_lambda)
         mag = np.abs(imp) * mix_lambda + np.abs(sim) * (1 - mix_lambda)
         out.append(ranked_topk(z, budget - window, mag) + list(range(L - window, L)))
     return out
 
 
-def snapkv_decode_update(k, qcache, budget, n_head, window=8, kernel=7, **_):
+def snapkv_decode_update(k, qcache, budget, n_head, window=8, kernel=7, dtype="f32", **_):
     """R-KV's snapkv.py SnapKV.update_kv: R1KV without the similarity term."""
+    rd = rounder(dtype)
     n_kv, L, _d = k.shape
     if L < budget:
         return None
     logits = attention_logits(qcache[-window:], k, n_head, n_kv)
     out = []
     for h in range(n_kv):
-        imp = max_pool1d(f32(softmax_rows(logits[h][:, :L - window]).mean(axis=0)), kernel)
+        imp = max_pool1d(rd(f32(softmax_rows(logits[h][:, :L - window]).mean(axis=0))), kernel)
         out.append(ranked_topk(imp, budget - window, np.abs(imp)) + list(range(L - window, L)))
     return out
 
@@ -179,7 +216,7 @@ def snapkv_prefill_update(k, qcache, budget, n_head, window=32, kernel=5, **_):
     return out
 
 
-def h2o_update(k, qcache, budget, n_head, **_):
+def h2o_update(k, qcache, budget, n_head, dtype="f32", **_):
     """SkipKV's h2o.py H2O.update_kv: the last query, softmax over the keys
     [0, L-1) per kv head, mean over the kv heads, one top-k for the layer,
     gathered for every head, then the last slot."""
@@ -191,6 +228,7 @@ def h2o_update(k, qcache, budget, n_head, **_):
     for h in range(n_kv):
         z += f32(softmax_rows(logits[h][:, :L - 1])[0])
     z /= n_kv
+    z = rounder(dtype)(z)
     keep = ranked_topk(z, budget - 1, np.abs(z)) + [L - 1]
     return [list(keep) for _ in range(n_kv)]
 
@@ -215,6 +253,9 @@ POLICIES = {
     "snapkv-decode:cache_order=position": (sorted_variant(snapkv_decode_update), {}, "divide", 8),
     "h2o-rkv": (h2o_update, {}, "divide", 1),
     "snapkv": (snapkv_prefill_update, {"window": 32, "kernel": 5}, "prefill", 32),
+    "rkv:score_dtype=bf16": (rkv_update, {"mix_lambda": 0.1, "dtype": "bf16"}, "divide", 8),
+    "snapkv-decode:score_dtype=bf16": (snapkv_decode_update, {"dtype": "bf16"}, "divide", 8),
+    "h2o-rkv:score_dtype=bf16": (h2o_update, {"dtype": "bf16"}, "divide", 1),
 }
 
 
