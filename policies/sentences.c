@@ -273,9 +273,13 @@ static int close_at(struct sent_tracker *t, int p, int is_check, struct eb_err *
 
 int sent_tracker_tokens(struct sent_tracker *t, const int *ids, int n, struct eb_err *e)
 {
+    /* Released check_punct_tokens_in_forward labels only the first check
+     * token of each forward (a `break`): a call is one forward. */
+    int labelled = 0;
     for (int i = 0; i < n; i++) {
         int p = t->n_tokens, id = ids[i];
-        int is_check = sent_tokens_is_check(t->tok, id);
+        int is_check = !labelled && sent_tokens_is_check(t->tok, id);
+        labelled |= is_check;
         t->n_tokens++;
         if (sent_tokens_is_delim(t->tok, id)) {
             if (close_at(t, p, is_check, e)) return -1;
@@ -334,9 +338,14 @@ int sent_tracker_compare(struct sent_tracker *t)
         struct sentence *si = &t->s[i];
         if (si->compared) continue;
         if (!complete(si)) break; /* rows arrive in order: nothing later is complete */
+        si->compared = 1;
+        /* Released extract_sentence_representations skips one-token
+         * sentences (start_idx >= end_idx): never compared either way. */
+        if (si->b == si->e) continue;
         const float *vi = t->repr + (size_t)i * t->dim;
         for (int j = 0; j < i; j++) {
             struct sentence *sj = &t->s[j];
+            if (sj->b == sj->e) continue;
             const float *vj = t->repr + (size_t)j * t->dim;
             double dot = 0;
             for (int d = 0; d < t->dim; d++) dot += (double)vi[d] * vj[d];
