@@ -167,7 +167,9 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     if (n_keep < 0 || n_keep > *len)
         return eb_fail(e, "kvcache: keep-set of %d slots for a head holding %d", n_keep, *len);
     if (n_keep > 0 && !keep) return eb_fail(e, "kvcache: keep-set is NULL");
-    if (reserve_idx(c, n_keep > 0 ? n_keep : 1, e)) return -1;
+    /* idx[0, len): sorted copy for the checks; then, from idx + len, the
+     * kept slots' positions and pad flags in keep order. */
+    if (reserve_idx(c, 2 * *len + 1, e)) return -1;
     if (n_keep > 0) memcpy(c->idx, keep, (size_t)n_keep * sizeof *keep);
     qsort(c->idx, (size_t)n_keep, sizeof *c->idx, cmp_int);
     int identity = 1;
@@ -178,24 +180,26 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
         if (i > 0 && c->idx[i] == c->idx[i - 1])
             return eb_fail(e, "kvcache: duplicate keep index %d (layer %d, kv head %d)", c->idx[i],
                            layer, kv_head);
-        if (c->idx[i] != i) identity = 0;
+        if (keep[i] != i) identity = 0;
     }
     if (!identity) {
-        /* Gather through a staging buffer: the kept rows move towards the
-         * front of the same buffer they come from. */
+        /* Kept rows land in keep order (a policy may order its cache, e.g.
+         * by score as R-KV's released code does).  Gather through a staging
+         * buffer: the rows move within the buffer they come from. */
         struct backend *be = c->be;
         size_t n = (size_t)n_keep * c->head_dim;
         float *kb = kvcache_k(c, layer, kv_head), *vb = kvcache_v(c, layer, kv_head);
-        be->gather_rows(be, c->scratch, kb, c->idx, n_keep, c->head_dim);
+        be->gather_rows(be, c->scratch, kb, keep, n_keep, c->head_dim);
         be->copy(be, kb, c->scratch, n);
-        be->gather_rows(be, c->scratch, vb, c->idx, n_keep, c->head_dim);
+        be->gather_rows(be, c->scratch, vb, keep, n_keep, c->head_dim);
         be->copy(be, vb, c->scratch, n);
         int *pos = c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
         unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
-        for (int i = 0; i < n_keep; i++) { /* idx[i] >= i: safe in place */
-            pos[i] = pos[c->idx[i]];
-            pad[i] = pad[c->idx[i]];
-        }
+        int *moved = c->idx + *len;
+        for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
+        for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
+        for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];
+        for (int i = 0; i < n_keep; i++) pad[i] = (unsigned char)moved[i];
     }
     int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
     c->bytes -= (size_t)freed;

@@ -106,8 +106,9 @@ static inline float *kvcache_v(const struct kvcache *c, int layer, int kv_head)
 }
 
 /* Keep only the slots listed in keep (indices into the current slots of
- * (layer, kv_head), any order, no duplicates, each in [0, len)).  Kept slots
- * stay in original-position order and keep their positions and pad flags.  Returns the K+V
+ * (layer, kv_head), no duplicates, each in [0, len)).  The kept slots land in
+ * keep's order (sorted keep: original-position order) with their positions and
+ * pad flags, so positions need not ascend after a compaction.  Returns the K+V
  * bytes freed (>= 0), or -1 with e set for a malformed keep-set. */
 int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
                         struct eb_err *e);

@@ -137,7 +137,8 @@ static int h2o_select(void *self, int seq, const struct cache_view *cv, int budg
             double *sc = q->score + ((size_t)l * cv->n_kv + h) * q->cap;
             memcpy(s->z, sc, (size_t)len * sizeof *s->z);
             score_apply_pads(s->z, len - recent, cache_view_pad(cv, l, h), s->pads, PAD_SCORE_H2O);
-            int n = score_keep_topk_window(&s->buf, s->z, len - recent, len, heavy, keep, e);
+            int n = score_keep_topk_window(&s->buf, s->z, len - recent, len, heavy,
+                                           KEEP_BY_POSITION, keep, e);
             if (n < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = n;
             /* The kept slots keep their scores, in the same compacted order. */
@@ -162,13 +163,20 @@ const struct policy_ops h2o_ops = {
 const struct param_def h2o_rkv_params[] = {
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
     {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
-    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"pad_policy", PARAM_CHOICE, 1, 0, 1, PAD_CHOICES,
+     "pad slots: always kept or evicted first (released code: masked, score 0, go first)"},
+    {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
+     "kept slots in top-k score order (released code) or by position"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
 struct h2o_rkv {
     struct importance_opts imp;
     enum pad_policy pads;
+    enum keep_order order;
+    enum score_dtype dtype;
     struct score_buf buf;
     double *z, *one;
     int z_cap;
@@ -188,6 +196,8 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
         .pool = SCORE_POOL_MAX,
     };
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
                                  .schedule = POLICY_DIVIDE,
                                  .divide_length = policy_param_int(p, "divide_length")};
@@ -234,9 +244,11 @@ static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int 
             for (int j = 0; j < n_cand; j++) s->z[j] += s->one[j];
         }
         for (int j = 0; j < n_cand; j++) s->z[j] /= cv->n_kv;
+        score_round(s->z, n_cand, s->dtype);
         score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, 0), s->pads, PAD_SCORE);
         int *keep0 = keep_set_head(out, l, 0);
-        int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - 1, keep0, e);
+        int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - 1, s->order,
+                                       keep0, e);
         if (n < 0) return -1;
         for (int h = 0; h < cv->n_kv; h++) {
             if (h > 0) memcpy(keep_set_head(out, l, h), keep0, (size_t)n * sizeof *keep0);

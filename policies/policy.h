@@ -87,7 +87,8 @@ struct cache_view {
     int n_layer, n_head, n_kv, head_dim;
     int capacity;                  /* slot stride of k, pos and pad */
     const int *len;                /* [n_layer][n_kv] */
-    const int *pos;                /* [n_layer][n_kv][capacity]: original positions, ascending */
+    const int *pos;                /* [n_layer][n_kv][capacity]: original positions; ascending
+                                      unless a policy keeps its cache in score order */
     const unsigned char *pad;      /* same layout as pos, 1 = pad slot; NULL: no pads */
     float *const *k;               /* [n_layer]: [n_kv][capacity][head_dim] post-RoPE keys */
     float *const *v;               /* [n_layer]: [n_kv][capacity][head_dim] values; may be NULL */

@@ -33,7 +33,11 @@ static const struct policy_entry ENTRIES[] = {
                   "deterministic top-k, no sinks", &vase_attnv_ops, vase_attnv_params,
      "protect=0,sinks=0,sample=0"},
     {"vase-range-attn", "VaSE ablation range_attn: value-range protection + deterministic top-k "
-                        "attention", &vase_attnv_ops, vase_attnv_params, "sample=0"},
+                        "attention, no sinks (as released)", &vase_attnv_ops, vase_attnv_params,
+     "sample=0,sinks=0"},
+    {"vase-attn-rkv", "VaSE's \"R-KV\" baseline (attn_rkv): 0.5 * window-64 attention (avg-pool "
+                      "5) - 0.5 * key redundancy without threshold, deterministic top-k",
+     &vase_attnv_ops, vase_attnv_params, "protect=0,sinks=0,sample=0,rkv_lambda=0.5"},
     {"vase-dkv", "VaSE-DKV: top |kG|^2 |vG|^2, Gaussian sketch (d x 20) redrawn at each eviction",
      &vase_dkv_ops, vase_dkv_params, NULL},
     {"curdkv", "CurDKV as VaSE runs it: vase-dkv with one fixed sketch per layer", &vase_dkv_ops,

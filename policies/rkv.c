@@ -33,6 +33,10 @@ const struct param_def rkv_params[] = {
     {"rkv_batch0_bug", PARAM_BOOL, 0, 0, 1, NULL,
      "reuse the first live sequence's redundancy for every sequence (released code's bug)"},
     {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
+     "kept slots in top-k score order (released code) or by position"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -49,6 +53,8 @@ struct rkv {
     float threshold;
     int quirk, batch0_bug;
     enum pad_policy pads;
+    enum keep_order order;
+    enum score_dtype dtype;
     struct policy_model m;
     struct score_buf buf;
     struct rkv_scratch sc;
@@ -94,18 +100,28 @@ int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cac
     return score_importance(b, cv, layer, kv_head, imp, len - imp->window, sc->z, e);
 }
 
-void rkv_mix(double *z, const double *red, int n_cand, double lambda)
+void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
 {
+    if (dt == SCORE_BF16) {
+        /* torch: a bf16 tensor times a Python float is computed in f32 (the
+         * scalar rounded to f32) and rounded to bf16; so is the difference. */
+        float fl = (float)lambda, fr = (float)(1.0 - lambda);
+        for (int j = 0; j < n_cand; j++) {
+            float a = (float)score_bf16((float)z[j] * fl), b = (float)score_bf16((float)red[j] * fr);
+            z[j] = score_bf16(a - b);
+        }
+        return;
+    }
     for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];
 }
 
 int rkv_keep(struct score_buf *b, double *z, const struct cache_view *cv, int layer, int kv_head,
-             int budget, int window, enum pad_policy pads, struct keep_set *out,
-             struct eb_err *e)
+             int budget, int window, enum pad_policy pads, enum keep_order order,
+             struct keep_set *out, struct eb_err *e)
 {
     int len = cache_view_len(cv, layer, kv_head), n_cand = len - window;
     score_apply_pads(z, n_cand, cache_view_pad(cv, layer, kv_head), pads, PAD_SCORE);
-    int n = score_keep_topk_window(b, z, n_cand, len, budget - window,
+    int n = score_keep_topk_window(b, z, n_cand, len, budget - window, order,
                                    keep_set_head(out, layer, kv_head), e);
     if (n < 0) return -1;
     out->n_keep[layer * cv->n_kv + kv_head] = n;
@@ -127,6 +143,8 @@ static int rkv_create(const struct policy_params *p, const struct policy_model *
     s->quirk = policy_param_int(p, "no_match_zero_col0");
     s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     s->m = *m;
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
@@ -226,11 +244,13 @@ static int rkv_select(void *self, int seq, const struct cache_view *cv, int budg
             out->n_keep[l * cv->n_kv + h] = -1;
             if (len < budget) continue;
             if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
+            score_round(s->sc.z, n_cand, s->dtype); /* pooling commutes with rounding */
             if (s->lambda < 1.0) {
                 if (redundancy(s, seq, cv, l, h, len, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
+                score_round(s->sc.red, len, s->dtype);
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, s->dtype);
             }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
+            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
         }
     return 0;
 }

@@ -13,7 +13,9 @@
  * fixed-budget adaptation BeaconKV presumably compares against [spec: INFER]:
  * keep B - prompt - R generated tokens.  The run's budget is ignored in ratio
  * mode.  The trigger is this policy's own (POLICY_EVERY_STEP): the count of
- * generated tokens in the cache, not the total. */
+ * generated tokens, first at P + R as the released code does (trigger=released,
+ * rpc/qwen2_custom.py), then every P; trigger=multiple compresses at multiples
+ * of P. */
 #include "rpc.h"
 
 #include <math.h>
@@ -145,6 +147,8 @@ const struct param_def rpc_params[] = {
      "mean over every query head of the layer (one set per layer) or per GQA group"},
     {"budget_mode", PARAM_CHOICE, 0, 0, 1, "ratio|fixed",
      "RPC's growing ratio budget, or keep B - prompt - R generated tokens"},
+    {"trigger", PARAM_CHOICE, 0, 0, 1, "released|multiple",
+     "first compression at P + R generated tokens then every P (released), or at multiples of P"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -154,6 +158,7 @@ struct rpc_seq {
 
 struct rpc {
     int interval, selector, kernel, group_agg, fixed;
+    int first;               /* generated tokens at the first compression */
     double ratio;
     struct policy_model m;
     struct seq_table seqs;
@@ -178,6 +183,9 @@ static int rpc_create(const struct policy_params *p, const struct policy_model *
     s->kernel = kernel;
     s->group_agg = policy_param_int(p, "aggregation") == 1;
     s->fixed = policy_param_int(p, "budget_mode") == 1;
+    /* Released rpc/qwen2_custom.py compresses when the generated tokens
+     * beyond the kept n*T + R reach P: first at P + R. */
+    s->first = s->interval + (policy_param_int(p, "trigger") == 0 ? s->selector : 0);
     s->m = *m;
     s->qh = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->qh);
     s->rows = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->rows);
@@ -267,7 +275,8 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
     int generated = cv->next_pos - q->n_prompt, full = 0;
     for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
         if (cv->len[i] >= cv->capacity) full = 1; /* the allocation forces it (long prompt) */
-    if (cv->at_prefill || generated <= 0 || (generated % s->interval != 0 && !full)) return 0;
+    int due = generated >= s->first && (generated - s->first) % s->interval == 0;
+    if (cv->at_prefill || generated <= 0 || (!due && !full)) return 0;
     if (!cv->q || cv->n_q < 1) return eb_fail(e, "no recent queries recorded");
     int R = s->selector, rows = cv->n_q < R ? cv->n_q : R, d = cv->head_dim;
     int keep_n = s->fixed ? budget - q->n_prompt - R

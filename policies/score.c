@@ -2,6 +2,7 @@
 #include "score.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,24 @@ int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer
     return 0;
 }
 
+double score_bf16(double x)
+{
+    float f = (float)x;
+    if (isnan(f)) return x;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even on the kept 16 bits */
+    u &= 0xffff0000u;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+void score_round(double *x, int n, enum score_dtype dt)
+{
+    if (dt != SCORE_BF16) return;
+    for (int j = 0; j < n; j++) x[j] = score_bf16(x[j]);
+}
+
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score)
 {
@@ -123,7 +142,8 @@ static int cmp_int(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
-int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
+                      struct eb_err *e)
 {
     if (k < 0 || k > n) return eb_fail(e, "top-%d of %d scores", k, n);
     if (n > b->pairs_cap) {
@@ -135,14 +155,22 @@ int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, str
     for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
     qsort(b->pairs, (size_t)n, sizeof *b->pairs, cmp_rank);
     for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
+    return 0;
+}
+
+int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+{
+    if (score_topk_ranked(b, s, n, k, idx, e)) return -1;
     qsort(idx, (size_t)k, sizeof *idx, cmp_int);
     return 0;
 }
 
 int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
-                           int n_select, int *keep, struct eb_err *e)
+                           int n_select, enum keep_order order, int *keep, struct eb_err *e)
 {
-    if (score_topk(b, z, n_cand, n_select, keep, e)) return -1;
+    int rc = order == KEEP_BY_SCORE ? score_topk_ranked(b, z, n_cand, n_select, keep, e)
+                                    : score_topk(b, z, n_cand, n_select, keep, e);
+    if (rc) return -1;
     int n = n_select;
     for (int j = n_cand; j < len; j++) keep[n++] = j;
     return n;

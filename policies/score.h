@@ -53,14 +53,28 @@ int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score);
 
+/* The order a keep-set leaves the cache in.  The released code of R-KV,
+ * SnapKV, H2O (R-KV's baseline) and SkipKV gathers the kept slots in
+ * torch.topk order (best score first) and appends the window, so the next
+ * compression's pooling runs over neighbours in that order; sorting by
+ * position is the spec's reading (cache_order=position). */
+enum keep_order {
+    KEEP_BY_SCORE = 0,   /* best first (tie rule above), then the window */
+    KEEP_BY_POSITION = 1 /* ascending slot index */
+};
+#define KEEP_ORDER_CHOICES "score|position"
+
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
  * index order.  0 <= k <= n. */
 int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e);
+/* The same, written best first. */
+int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
+                      struct eb_err *e);
 
-/* The usual keep-set of a head: topk(z[0..n_cand), n_select) plus the window
- * [n_cand, len), ascending; returns n_select + len - n_cand. */
+/* The usual keep-set of a head: topk(z[0..n_cand), n_select) in the given
+ * order, then the window [n_cand, len) ascending; returns n_select + len - n_cand. */
 int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
-                           int n_select, int *keep, struct eb_err *e);
+                           int n_select, enum keep_order order, int *keep, struct eb_err *e);
 
 /* Per-sequence state, by sequence id. */
 struct seq_table {
@@ -71,6 +85,20 @@ struct seq_table {
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
 void *seq_table_get(const struct seq_table *t, int seq);
 void seq_table_free(struct seq_table *t, void (*free_state)(void *));
+
+/* Precision the scores are combined in.  The released R-KV/SnapKV/H2O code
+ * runs the model in bf16: the window importance, the redundancy and their
+ * mix are bf16 tensors, so many scores tie.  SCORE_BF16 rounds those three
+ * to bf16 (round to nearest even) as the released code stores them; the
+ * logits stay f32.  Ties then follow the tie rule above (torch.topk leaves
+ * the order of equal scores unspecified, on CPU as on GPU). */
+enum score_dtype { SCORE_F32 = 0, SCORE_BF16 = 1 };
+#define SCORE_DTYPE_CHOICES "f32|bf16"
+
+/* x rounded to bf16 (nearest, ties to even), as a double. */
+double score_bf16(double x);
+/* Every x[0..n) through score_bf16 when dt is SCORE_BF16. */
+void score_round(double *x, int n, enum score_dtype dt);
 
 /* Fails with a clear message when the backend lacks a primitive. */
 int score_check_backend(const struct backend *be, int need_redundancy, struct eb_err *e);

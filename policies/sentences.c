@@ -241,18 +241,9 @@ static void release_sums(struct sent_tracker *t)
 
 static int close_at(struct sent_tracker *t, int p, int is_check, struct eb_err *e)
 {
-    if (t->n > 0 && t->open_b == p && t->s[t->n - 1].e == p - 1) {
-        /* a delimiter right after a delimiter: extend the previous sentence */
-        struct sentence *s = &t->s[t->n - 1];
-        s->e = p;
-        if (is_check && s->label != SENT_CHECK) {
-            s->label = SENT_CHECK;
-            t->n_check++;
-        }
-        t->open_b = p + 1;
-        if (t->row_cursor > t->n - 1) t->row_cursor = t->n - 1;
-        return 0;
-    }
+    /* A delimiter right after a delimiter starts a one-token sentence, as in
+     * SkipKV's released check_punct_tokens_in_forward (its extend branch
+     * never fires). */
     if (grow(t, e)) return -1;
     struct sentence *s = &t->s[t->n];
     memset(s, 0, sizeof *s);
@@ -282,9 +273,13 @@ static int close_at(struct sent_tracker *t, int p, int is_check, struct eb_err *
 
 int sent_tracker_tokens(struct sent_tracker *t, const int *ids, int n, struct eb_err *e)
 {
+    /* Released check_punct_tokens_in_forward labels only the first check
+     * token of each forward (a `break`): a call is one forward. */
+    int labelled = 0;
     for (int i = 0; i < n; i++) {
         int p = t->n_tokens, id = ids[i];
-        int is_check = sent_tokens_is_check(t->tok, id);
+        int is_check = !labelled && sent_tokens_is_check(t->tok, id);
+        labelled |= is_check;
         t->n_tokens++;
         if (sent_tokens_is_delim(t->tok, id)) {
             if (close_at(t, p, is_check, e)) return -1;
@@ -343,9 +338,14 @@ int sent_tracker_compare(struct sent_tracker *t)
         struct sentence *si = &t->s[i];
         if (si->compared) continue;
         if (!complete(si)) break; /* rows arrive in order: nothing later is complete */
+        si->compared = 1;
+        /* Released extract_sentence_representations skips one-token
+         * sentences (start_idx >= end_idx): never compared either way. */
+        if (si->b == si->e) continue;
         const float *vi = t->repr + (size_t)i * t->dim;
         for (int j = 0; j < i; j++) {
             struct sentence *sj = &t->s[j];
+            if (sj->b == sj->e) continue;
             const float *vj = t->repr + (size_t)j * t->dim;
             double dot = 0;
             for (int d = 0; d < t->dim; d++) dot += (double)vi[d] * vj[d];
@@ -386,17 +386,27 @@ void sent_span_slots(const int *pos, int n, int b, int e, int *lo, int *hi)
     *hi = l < *lo ? *lo : l;
 }
 
-int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n, double *z, int step)
+int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n_cand, int len, double *z,
+                          int step)
 {
     int hit = 0;
     for (int i = 0; i < t->n; i++) {
         struct sentence *s = &t->s[i];
         if (!s->redundant) continue;
-        int lo, hi;
-        sent_span_slots(pos, n, s->b, s->e, &lo, &hi);
-        for (int j = lo; j < hi; j++) z[j] -= s->lambda;
-        if (hi > lo && s->evicted_step < 0) s->evicted_step = step;
-        hit += hi - lo;
+        /* Released SkipKV (update_kv: start_idx < end_idx) penalises a
+         * sentence in a head only where at least two of its slots survive
+         * there, window slots included; the penalty reaches the candidates. */
+        int held = 0, cand = 0;
+        for (int j = 0; j < len; j++)
+            if (pos[j] >= s->b && pos[j] <= s->e) {
+                held++;
+                cand += j < n_cand;
+            }
+        if (held < 2 || cand == 0) continue;
+        for (int j = 0; j < n_cand; j++)
+            if (pos[j] >= s->b && pos[j] <= s->e) z[j] -= s->lambda;
+        if (s->evicted_step < 0) s->evicted_step = step;
+        hit += cand;
     }
     return hit;
 }

@@ -7,25 +7,25 @@
  * positions, prompt included):
  *   - tokens arrive first (the prompt at once, then each sampled token);
  *     a delimiter token at position p closes the sentence (start, p) and the
- *     next one starts at p + 1; a delimiter right after a delimiter extends
- *     the previous sentence instead of making an empty one;
+ *     next one starts at p + 1; a delimiter right after a delimiter makes a
+ *     one-token sentence (released SkipKV);
  *   - a sentence is labelled Check when any check-word token lies inside it,
  *     Others otherwise; N_o counts the Check sentences (prompt included);
  *   - final-norm hidden rows arrive later, in position order; each sentence
  *     keeps only a running sum of its rows and, once every row is in, its
  *     representation: the mean, L2-normalised (v / (|v| + 1e-8)).  No
  *     per-token hidden state is kept.  The sum of the last sentence is kept
- *     until the next sentence closes, since a delimiter may still extend it
- *     (its representation is then recomputed; it is not compared again);
+ *     until the next sentence closes;
  *   - sent_tracker_compare, at compression steps, compares each complete
  *     sentence not compared yet with every earlier sentence by cosine
  *     lambda_ij = v_i . v_j; for lambda_ij > tau the EARLIER sentence is
  *     marked redundant with that lambda (a later pair overwrites the value;
  *     the mark never goes away);
  *   - sent_tracker_penalize maps the redundant sentences to cache slots
- *     through the slots' original positions (so any number of compactions
- *     is handled: a slot belongs to a sentence iff its position lies in the
- *     span) and subtracts lambda from those slots' scores; the step of the
+ *     through the slots' original positions (so any number of compactions,
+ *     in any slot order, is handled: a slot belongs to a sentence iff its
+ *     position lies in the span) and subtracts lambda from those slots'
+ *     scores where the head holds at least two of them; the step of the
  *     first penalty a sentence gets is kept as its evicted_step;
  *   - sent_tracker_export copies, per sentence, what the harness stores:
  *     span, label, largest similarity, evicted step (scalars only).
@@ -144,12 +144,14 @@ int sent_tracker_compare(struct sent_tracker *t);
 /* Representation of sentence i (NULL until its rows are all in). */
 const float *sent_tracker_repr(const struct sent_tracker *t, int i);
 
-/* z[j] -= lambda of the redundant sentence whose span holds pos[j], for the n
- * slots whose positions pos[0..n) ascend (a head's candidate slots).  A
- * sentence penalised here for the first time gets step (the caller's
- * generation step) as its evicted_step.  Returns the number of slots
- * penalised. */
-int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n, double *z, int step);
+/* z[j] -= lambda of the redundant sentence whose span holds pos[j], for the
+ * candidate slots j < n_cand of a head holding len slots (pos[0..len), any
+ * order), but only for a sentence with at least two slots in the head
+ * (released SkipKV).  A sentence penalised here for the first time gets step
+ * (the caller's generation step) as its evicted_step.  Returns the number
+ * of slots penalised. */
+int sent_tracker_penalize(struct sent_tracker *t, const int *pos, int n_cand, int len, double *z,
+                          int step);
 
 /* Slots [*lo, *hi) of the ascending pos[0..n) whose positions lie in [b, e]
  * (the cache-range mapping of §7.3); *lo == *hi when none. */

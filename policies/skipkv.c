@@ -10,8 +10,10 @@
  *   3. per (layer, kv head) holding >= B slots:
  *        Z = lambda * I - (1 - lambda) * R                       (R-KV, §5)
  *        Z[t] -= lambda_ij for every candidate slot of a redundant sentence
- *             (slot -> sentence through the slot's original position, §7.3)
- *        pads per pad_policy; keep = sort(topk(Z[0, L-w), B-w)) + window.
+ *             that holds >= 2 slots in the head (slot -> sentence through
+ *             the slot's original position, §7.3)
+ *        pads per pad_policy; keep = sort(topk(Z[0, L-w), B-w)) + window
+ *        (the released code sorts; cache_order=score leaves it in top-k order).
  * Steering (steer=1) adds alpha * V to the residual stream entering `layer`
  * at split tokens inside the thought, as SEAL does (§6.6).
  *
@@ -50,6 +52,8 @@ const struct param_def skipkv_params[] = {
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
     {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "R-KV: cosine above which keys are similar"},
     {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"cache_order", PARAM_CHOICE, 1, 0, 1, KEEP_ORDER_CHOICES,
+     "kept slots in top-k score order or by position (released SkipKV sorts)"},
     {"tau", PARAM_FLOAT, 0.95, -1, 2, NULL, "sentence similarity above which the earlier sentence "
                                            "is redundant (S_threshold)"},
     {"sentence", PARAM_BOOL, 1, 0, 1, NULL, "sentence redundancy penalty (skip KV storage)"},
@@ -88,6 +92,7 @@ struct skipkv {
     int sentence, steer, layer, check_space, evict;
     enum think_mode mode;
     enum pad_policy pads;
+    enum keep_order order;
     struct policy_model m;
     struct sent_tokens tok;
     struct steerer sr;
@@ -130,6 +135,7 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
     s->lambda = policy_param(p, "lambda");
     s->threshold = (float)policy_param(p, "threshold");
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
     s->tau = (float)policy_param(p, "tau");
     s->sentence = policy_param_int(p, "sentence");
     s->steer = policy_param_int(p, "steer");
@@ -265,13 +271,13 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
             if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
             if (s->lambda < 1.0) {
                 if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda);
+                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, SCORE_F32);
             }
             if (s->sentence) {
                 const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
-                sent_tracker_penalize(&q->tr, pos, n_cand, s->sc.z, step);
+                sent_tracker_penalize(&q->tr, pos, n_cand, len, s->sc.z, step);
             }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, out, e)) return -1;
+            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
         }
     return 0;
 }

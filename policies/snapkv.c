@@ -30,12 +30,18 @@ const struct param_def snapkv_params[] = {
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
     {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
     {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
+     "kept slots in top-k score order (released code) or by position"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
 struct snapkv {
     struct importance_opts imp;
     enum pad_policy pads;
+    enum keep_order order;
+    enum score_dtype dtype;
     struct score_buf buf;
     double *z;
     int z_cap;
@@ -57,6 +63,8 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
         .pool = policy_param_int(p, "pool") == 0 ? SCORE_POOL_MAX : SCORE_POOL_AVG,
     };
     s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
         .q_window = s->imp.window,
@@ -95,9 +103,10 @@ static int snapkv_select(void *self, int seq, const struct cache_view *cv, int b
                 s->z_cap = len;
             }
             if (score_importance(&s->buf, cv, l, h, &s->imp, len - w, s->z, e)) return -1;
+            score_round(s->z, len - w, s->dtype);
             score_apply_pads(s->z, len - w, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
             int n = score_keep_topk_window(&s->buf, s->z, len - w, len, budget - w,
-                                           keep_set_head(out, l, h), e);
+                                           s->order, keep_set_head(out, l, h), e);
             if (n < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = n;
         }

@@ -245,6 +245,7 @@ void steer_track_begin(struct steer_track *st, enum think_mode mode, int pairs, 
     st->n_prompt = n_prompt;
     st->pos = 0;
     st->in_think = 0;
+    st->open_seen = 0;
 }
 
 int steer_track_token(struct steer_track *st, const struct sent_tokens *tok, int id)
@@ -252,6 +253,14 @@ int steer_track_token(struct steer_track *st, const struct sent_tokens *tok, int
     int p = st->pos++;
     if (st->mode == THINK_ALWAYS) {
         st->in_think = p >= st->n_prompt;
+    } else if (p < st->n_prompt) {
+        /* Released SkipKV (modeling_nhid.py, first forward): the flag is set
+         * when <think> occurs anywhere in the prompt, then updated with the
+         * prompt's last token only. */
+        st->open_seen |= id == tok->think_open && id >= 0;
+        if (p == st->n_prompt - 1)
+            st->in_think = (st->open_seen || id == tok->think_open) &&
+                           !(id == tok->think_close && id >= 0);
     } else if (id == tok->think_open && id >= 0) {
         st->in_think = 1;
     } else if (id == tok->think_close && id >= 0) {

@@ -77,8 +77,9 @@ enum step_class steering_classify(const char *text, size_t len, int fixed_typo);
 
 /* Where steering fires, as a sequence's tokens stream past (§6.6). */
 enum think_mode {
-    THINK_TAGS = 0,           /* inside <think> .. </think> (set by <think> in the prompt or
-                                 the output, cleared at the input token </think>) */
+    THINK_TAGS = 0,           /* inside <think> .. </think>: set if the prompt holds <think>
+                                 anywhere and does not end with </think> (released SkipKV),
+                                 then by <think> in the output, cleared by </think> */
     THINK_ALWAYS = 1          /* every generated token counts as thought (models without
                                  <think>, e.g. SmolLM2) */
 };
@@ -89,6 +90,7 @@ struct steer_track {
     int n_prompt;
     int pos;                  /* position of the next token */
     int in_think;
+    int open_seen;            /* <think> seen in the prompt */
 };
 void steer_track_begin(struct steer_track *st, enum think_mode mode, int pairs, int n_prompt);
 /* Advance over token id at the next position; returns 1 when the hidden

@@ -149,6 +149,9 @@ const struct param_def vase_attnv_params[] = {
     {"slot_order", PARAM_CHOICE, 0, 0, 1, "vase|position",
      "smoothing neighbours: the original's slot order after compaction, or positions"},
     {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)"},
+    {"rkv_lambda", PARAM_FLOAT, 1, 0, 1, NULL,
+     "< 1: VaSE's attn_rkv, score = lambda * attention - (1 - lambda) * key redundancy "
+     "(needs sample=0, protect=0)"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -175,7 +178,7 @@ struct vase_seq {
 struct vase {
     enum vase_mode mode;
     int window, sinks, kernel, sample, positional, rank, fixed;
-    double protect, temperature;
+    double protect, temperature, rkv_lambda;
     uint64_t seed;
     struct policy_model m;
     struct seq_table seqs;
@@ -209,10 +212,16 @@ static int vase_create_mode(const struct policy_params *p, const struct policy_m
         s->temperature = policy_param(p, "temperature");
         s->sample = policy_param_int(p, "sample");
         s->positional = policy_param_int(p, "slot_order") == 1;
+        s->rkv_lambda = policy_param(p, "rkv_lambda");
         if (s->kernel % 2 == 0) {
             int kernel = s->kernel;
             free(s);
             return eb_fail(e, "kernel=%d: the smoothing kernel must be odd", kernel);
+        }
+        if (s->rkv_lambda < 1.0 && (s->sample || s->protect > 0)) {
+            free(s);
+            return eb_fail(e, "rkv_lambda < 1 (attn_rkv) ranks deterministically: it needs "
+                              "sample=0 and protect=0");
         }
     } else {
         s->rank = policy_param_int(p, "rank");
@@ -451,6 +460,58 @@ identity:
     for (int j = 0; j < len; j++) s->l2p[j] = j;
 }
 
+/* Remember the original's slot order (the n kept slots) for the next eviction. */
+static void remember_order(struct vase *s, struct vase_seq *q, const struct cache_view *cv,
+                           int l, int h, const int *keep, int n)
+{
+    if (s->positional || q->ord_cap < n) return;
+    int head = l * cv->n_kv + h;
+    const int *pos = cv->pos + (size_t)head * cv->capacity;
+    int *ord = q->ord + (size_t)head * q->ord_cap;
+    for (int i = 0; i < n; i++) ord[i] = pos[keep[i]];
+    q->n_ord[head] = n;
+}
+
+static int cmp_int_asc(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+/* VaSE's attn_rkv (terarachang/VaSE, mode attn_rkv): s->score (smoothed, slot
+ * order) mixed as lambda * S - (1 - lambda) * R, R_j = softmax_j of the mean
+ * cosine of candidate j with every candidate (diagonal zeroed, no similarity
+ * threshold), then the deterministic top-k in score order and the window. */
+static int attn_rkv_head(struct vase *s, struct vase_seq *q, const struct cache_view *cv, int l,
+                         int h, int len, int n_cand, int k, int *keep, struct eb_err *e)
+{
+    struct backend *be = cv->be;
+    if (!be->key_redundancy) return eb_fail(e, "the %s backend has no key_redundancy", be->name);
+    struct redundancy_args a = {
+        .out = s->dev, .k = cache_view_k(cv, l, h), .len = n_cand, .head_dim = cv->head_dim,
+        .threshold = 2.0f, /* above any cosine: nothing is zeroed */
+        .no_match_zero_col0 = 0, .pad = cache_view_pad(cv, l, h),
+    };
+    if (be->key_redundancy(be, &a)) return eb_fail(e, "key redundancy of %d keys failed", n_cand);
+    be->download(be, s->hf, s->dev, (size_t)n_cand);
+    struct ranked *rk = malloc((size_t)(n_cand > 0 ? n_cand : 1) * sizeof *rk);
+    if (!rk) return eb_fail(e, "vase: out of memory for %d candidates", n_cand);
+    double lam = s->rkv_lambda;
+    for (int i = 0; i < n_cand; i++) {
+        double z = lam * s->score[i] - (1.0 - lam) * s->hf[s->l2p[i]];
+        if (s->pad[i]) z = -INFINITY;
+        rk[i] = (struct ranked){z, i};
+    }
+    qsort(rk, (size_t)n_cand, sizeof *rk, cmp_ranked);
+    int n = 0;
+    for (int i = 0; i < k; i++) keep[n++] = s->l2p[rk[i].i];
+    free(rk);
+    if (s->positional) qsort(keep, (size_t)n, sizeof *keep, cmp_int_asc);
+    for (int i = n_cand; i < len; i++) keep[n++] = s->l2p[i];
+    remember_order(s, q, cv, l, h, keep, n);
+    return n;
+}
+
 static int attnv_head(struct vase *s, struct vase_seq *q, const struct cache_view *cv, int seq,
                       int l, int h, int budget, int *keep, struct eb_err *e)
 {
@@ -471,6 +532,7 @@ static int attnv_head(struct vase *s, struct vase_seq *q, const struct cache_vie
     }
     if (s->kernel > 1 && !s->positional) vase_avg_pool(s->tmp, n_cand, s->kernel, s->score);
     else memcpy(s->score, s->tmp, (size_t)n_cand * sizeof *s->tmp);
+    if (s->rkv_lambda < 1.0) return attn_rkv_head(s, q, cv, l, h, len, n_cand, k, keep, e);
     if (s->sample) {
         struct evict_rng r;
         evict_rng_init(&r, s->seed, seq, l, q->evictions, h);
@@ -489,15 +551,10 @@ static int attnv_head(struct vase *s, struct vase_seq *q, const struct cache_vie
     if (vase_attnv_select(&in, s->sel, e)) return -1;
     int n = 0;
     for (int i = 0; i < k; i++) keep[n++] = s->l2p[s->sel[i]];
+    /* slot_order=position: the cache stays in position order */
+    if (s->positional) qsort(keep, (size_t)n, sizeof *keep, cmp_int_asc);
     for (int i = n_cand; i < len; i++) keep[n++] = s->l2p[i];
-    /* Remember the original's slot order for the next eviction. */
-    if (!s->positional && q->ord_cap >= n) {
-        int head = l * cv->n_kv + h;
-        const int *pos = cv->pos + (size_t)head * cv->capacity;
-        int *ord = q->ord + (size_t)head * q->ord_cap;
-        for (int i = 0; i < n; i++) ord[i] = pos[keep[i]];
-        q->n_ord[head] = n;
-    }
+    remember_order(s, q, cv, l, h, keep, n);
     return n;
 }
 

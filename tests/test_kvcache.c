@@ -38,7 +38,8 @@ static int append_tokens(struct kvcache *c, int n)
     return rc;
 }
 
-/* Every valid slot of (layer, head) holds the K/V of the position it records. */
+/* Every valid slot of (layer, head) holds the K/V of the position it records,
+ * and no position twice (any order: a policy may order its cache by score). */
 static int slots_consistent(const struct kvcache *c, int l, int h)
 {
     int n = kvcache_len(c, l, h);
@@ -48,7 +49,8 @@ static int slots_consistent(const struct kvcache *c, int l, int h)
     be->download(be, v, kvcache_v(c, l, h), (size_t)n * HD);
     const int *pos = kvcache_positions(c, l, h);
     for (int i = 0; i < n; i++) {
-        if (i > 0 && pos[i] <= pos[i - 1]) return 0;
+        for (int j = 0; j < i; j++)
+            if (pos[j] == pos[i]) return 0;
         for (int ch = 0; ch < HD; ch++)
             if (k[i * HD + ch] != tag(0, l, h, pos[i], ch) || v[i * HD + ch] != tag(1, l, h, pos[i], ch))
                 return 0;
@@ -89,12 +91,13 @@ static void test_compact(void)
     size_t slot = 2 * HD * sizeof(float);
     size_t before = c->bytes;
 
-    /* Unsorted keep-set: kept in original-position order. */
+    /* Unsorted keep-set: the slots land in keep order (R-KV's released code
+     * leaves its cache in top-k score order). */
     int keep[] = {9, 0, 4, 2};
     CHECK(kvcache_compact(c, 1, 2, keep, 4, &e) == (int64_t)(6 * slot));
     CHECK(kvcache_len(c, 1, 2) == 4);
     const int *pos = kvcache_positions(c, 1, 2);
-    CHECK(pos[0] == 0 && pos[1] == 2 && pos[2] == 4 && pos[3] == 9);
+    CHECK(pos[0] == 9 && pos[1] == 0 && pos[2] == 4 && pos[3] == 2);
     CHECK(slots_consistent(c, 1, 2));
     CHECK(c->bytes == before - 6 * slot);
     CHECK(c->peak_bytes == before);
@@ -114,6 +117,18 @@ static void test_compact(void)
     for (int i = 0; i < 12; i++) all[i] = i;
     CHECK(kvcache_compact(c, 0, 0, all, 12, &e) == 0);
     CHECK(slots_consistent(c, 0, 0));
+    for (int i = 0; i < 12; i++) CHECK(kvcache_positions(c, 0, 0)[i] == i);
+    /* Keep everything, reversed: nothing freed, every slot moved. */
+    for (int i = 0; i < 12; i++) all[i] = 11 - i;
+    CHECK(kvcache_compact(c, 0, 0, all, 12, &e) == 0);
+    CHECK(slots_consistent(c, 0, 0));
+    for (int i = 0; i < 12; i++) CHECK(kvcache_positions(c, 0, 0)[i] == 11 - i);
+    /* A permutation of a permutation: contents follow the positions. */
+    int perm[] = {3, 0, 11, 5, 1};
+    CHECK(kvcache_compact(c, 0, 0, perm, 5, &e) == (int64_t)(7 * slot));
+    CHECK(slots_consistent(c, 0, 0));
+    int want_pos[] = {8, 11, 0, 6, 10};
+    for (int i = 0; i < 5; i++) CHECK(kvcache_positions(c, 0, 0)[i] == want_pos[i]);
 
     /* Keep nothing. */
     CHECK(kvcache_compact(c, 0, 1, NULL, 0, &e) == (int64_t)(12 * slot));

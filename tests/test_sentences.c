@@ -22,17 +22,19 @@ static void test_segmentation(void)
     struct sent_tracker t;
     struct eb_err e = {0};
     CHECK(sent_tracker_init(&t, &st, 0, 0.95f, &e) == 0);
-    /* prompt: "a b ." "." -> one sentence extended; then "c Wait d ;" check; then a
-     * sentence holding </think>; then an unterminated tail */
+    /* prompt: "a b ." "." -> the second delimiter is a one-token sentence
+     * (released SkipKV); then "c Wait d ;" check; then a sentence holding
+     * </think>; then an unterminated tail */
     int prompt[] = {1, 2, D1, D1};
     int gen[] = {3, CHK, 4, D2, 5, CLOSE, 6, D1, 7, 8};
     CHECK(sent_tracker_tokens(&t, prompt, 4, &e) == 0);
     for (int i = 0; i < 10; i++) CHECK(sent_tracker_tokens(&t, &gen[i], 1, &e) == 0);
-    CHECK(t.n == 3);
-    if (t.n == 3) {
-        CHECK(t.s[0].b == 0 && t.s[0].e == 3 && t.s[0].label == SENT_OTHERS);
-        CHECK(t.s[1].b == 4 && t.s[1].e == 7 && t.s[1].label == SENT_CHECK);
-        CHECK(t.s[2].b == 8 && t.s[2].e == 11 && t.s[2].label == SENT_OTHERS);
+    CHECK(t.n == 4);
+    if (t.n == 4) {
+        CHECK(t.s[0].b == 0 && t.s[0].e == 2 && t.s[0].label == SENT_OTHERS);
+        CHECK(t.s[1].b == 3 && t.s[1].e == 3 && t.s[1].label == SENT_OTHERS);
+        CHECK(t.s[2].b == 4 && t.s[2].e == 7 && t.s[2].label == SENT_CHECK);
+        CHECK(t.s[3].b == 8 && t.s[3].e == 11 && t.s[3].label == SENT_OTHERS);
     }
     CHECK(t.n_check == 1);
     sent_tracker_free(&t);
@@ -40,11 +42,13 @@ static void test_segmentation(void)
     CHECK(sent_tracker_init(&t, &st, 0, 0.95f, &e) == 0);
     int seq[] = {D1, 1, D2, CHK, D1, D1, D2};
     CHECK(sent_tracker_tokens(&t, seq, 7, &e) == 0);
-    CHECK(t.n == 3);
-    if (t.n == 3) {
+    CHECK(t.n == 5); /* consecutive delimiters: one-token sentences */
+    if (t.n == 5) {
         CHECK(t.s[0].b == 0 && t.s[0].e == 0);
         CHECK(t.s[1].b == 1 && t.s[1].e == 2);
-        CHECK(t.s[2].b == 3 && t.s[2].e == 6 && t.s[2].label == SENT_CHECK);
+        CHECK(t.s[2].b == 3 && t.s[2].e == 4 && t.s[2].label == SENT_CHECK);
+        CHECK(t.s[3].b == 5 && t.s[3].e == 5 && t.s[3].label == SENT_OTHERS);
+        CHECK(t.s[4].b == 6 && t.s[4].e == 6 && t.s[4].label == SENT_OTHERS);
     }
     sent_tracker_free(&t);
     sent_tokens_free(&st);
@@ -58,7 +62,7 @@ static void test_representations_and_marks(void)
     struct eb_err e = {0};
     enum { DIM = 4 };
     CHECK(sent_tracker_init(&t, &st, DIM, 0.9f, &e) == 0);
-    /* S0 = [0,2], S1 = [3,4], S2 = [5,7] (extended by a second delimiter) */
+    /* S0 = [0,2], S1 = [3,4], S2 = [5,6], S3 = [7,7] (a second delimiter) */
     int toks[] = {1, 2, D1, 3, D1, 4, D1, D1};
     float rows[8][DIM] = {
         {1, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0, 0},   /* S0 mean (1, 1/3, 0, 0) */
@@ -82,25 +86,44 @@ static void test_representations_and_marks(void)
     CHECK(sent_tracker_compare(&t) == 3);
     CHECK(t.s[0].redundant && !t.s[1].redundant && !t.s[2].redundant);
     CHECK_NEAR(t.s[0].lambda, 1.0, 1e-6);
-    /* a second delimiter extends S2: its representation waits for row 7 */
+    /* a second delimiter is its own sentence S3 = [7,7]; it waits for row 7 */
     CHECK(sent_tracker_tokens(&t, &toks[7], 1, &e) == 0);
-    CHECK(t.n == 3 && t.s[2].e == 7);
-    CHECK(sent_tracker_repr(&t, 2) == NULL);
+    CHECK(t.n == 4 && t.s[2].e == 6 && t.s[3].b == 7 && t.s[3].e == 7);
+    CHECK(sent_tracker_repr(&t, 3) == NULL);
     CHECK(sent_tracker_rows(&t, rows[7], 1, DIM, &e) == 0);
-    CHECK(sent_tracker_repr(&t, 2) != NULL);
-    CHECK(sent_tracker_compare(&t) == 0);     /* compared once */
+    CHECK(sent_tracker_repr(&t, 3) != NULL);
+    /* one-token sentences are never represented in the released code
+     * (start_idx >= end_idx): S3 is not compared, S0 stays the only mark */
+    CHECK(sent_tracker_compare(&t) == 0);
+    CHECK(t.s[0].redundant && !t.s[1].redundant && !t.s[2].redundant && !t.s[3].redundant);
+    CHECK(t.s[3].compared);
     struct sent_stats ss;
     sent_tracker_stats(&t, &ss);
-    CHECK(ss.n_sentences == 3 && ss.n_pairs == 3 && ss.n_pairs_above == 1 && ss.n_redundant == 1);
+    CHECK(ss.n_sentences == 4 && ss.n_pairs == 3 && ss.n_pairs_above == 1 && ss.n_redundant == 1);
     CHECK_NEAR(ss.pss_max, 1.0, 1e-6);
     CHECK(ss.pss_mean > 0.3 && ss.pss_mean < 0.34); /* (0 + 1 + 0) / 3 */
     /* the penalty reaches exactly the cached slots inside S0 = [0, 2] */
     int pos[] = {0, 2, 3, 5, 6};
     double z[5] = {0};
-    CHECK(sent_tracker_penalize(&t, pos, 5, z, 9) == 2);
+    CHECK(sent_tracker_penalize(&t, pos, 5, 5, z, 9) == 2);
     CHECK_NEAR(z[0], -t.s[0].lambda, 1e-12);
     CHECK_NEAR(z[1], -t.s[0].lambda, 1e-12);
     CHECK(z[2] == 0 && z[3] == 0 && z[4] == 0);
+    /* released SkipKV: a sentence with a single surviving slot in the head is
+     * not penalised; slots in the window count as survivors but take no penalty */
+    int one[] = {0, 3, 5, 6};
+    double z1[4] = {0};
+    CHECK(sent_tracker_penalize(&t, one, 4, 4, z1, 9) == 0);
+    CHECK(z1[0] == 0 && z1[1] == 0 && z1[2] == 0 && z1[3] == 0);
+    int win[] = {0, 3, 5, 2}; /* S0's slot 3 (position 2) is in the window */
+    double z2[4] = {0};
+    CHECK(sent_tracker_penalize(&t, win, 3, 4, z2, 9) == 1);
+    CHECK(z2[0] < 0 && z2[1] == 0 && z2[2] == 0 && z2[3] == 0);
+    /* any slot order */
+    int shuffled[] = {6, 3, 0, 5, 2};
+    double z3[5] = {0};
+    CHECK(sent_tracker_penalize(&t, shuffled, 5, 5, z3, 9) == 2);
+    CHECK(z3[0] == 0 && z3[1] == 0 && z3[2] < 0 && z3[3] == 0 && z3[4] < 0);
     CHECK(sent_tracker_rows(&t, rows[0], 1, DIM + 1, &e) != 0); /* wrong width */
     sent_tracker_free(&t);
     sent_tokens_free(&st);
@@ -134,18 +157,21 @@ static void test_export(void)
     CHECK(sent_tracker_compare(&t) == 2);
     int pos_prefill[] = {0, 1, 2, 3, 4};
     double z[8] = {0};
-    CHECK(sent_tracker_penalize(&t, pos_prefill, 5, z, 1) == 0); /* nothing redundant yet */
+    CHECK(sent_tracker_penalize(&t, pos_prefill, 5, 5, z, 1) == 0); /* nothing redundant yet */
     CHECK(sent_tracker_tokens(&t, &toks[5], 2, &e) == 0);
     CHECK(sent_tracker_rows(&t, rows[5], 2, DIM, &e) == 0);
     CHECK(sent_tracker_compare(&t) == 1);
     CHECK(t.s[0].redundant && !t.s[1].redundant);
     /* S0's slots are already gone: no penalty, no eviction step */
     int pos_later[] = {5, 6};
-    CHECK(sent_tracker_penalize(&t, pos_later, 2, z, 2) == 0);
+    CHECK(sent_tracker_penalize(&t, pos_later, 2, 2, z, 2) == 0);
     CHECK(t.s[0].evicted_step == -1);
-    int pos_one[] = {1, 5, 6};
-    CHECK(sent_tracker_penalize(&t, pos_one, 3, z, 3) == 1);
-    CHECK(sent_tracker_penalize(&t, pos_one, 3, z, 4) == 1); /* the first step stays */
+    int pos_one[] = {1, 5, 6}; /* one slot of S0 left: no penalty (released SkipKV) */
+    CHECK(sent_tracker_penalize(&t, pos_one, 3, 3, z, 3) == 0);
+    CHECK(t.s[0].evicted_step == -1);
+    int pos_two[] = {0, 1, 5, 6};
+    CHECK(sent_tracker_penalize(&t, pos_two, 4, 4, z, 3) == 2);
+    CHECK(sent_tracker_penalize(&t, pos_two, 4, 4, z, 4) == 2); /* the first step stays */
     CHECK(sent_tracker_tokens(&t, &toks[7], 4, &e) == 0);
     CHECK(sent_tracker_rows(&t, rows[7], 2, DIM, &e) == 0);
     CHECK(sent_tracker_compare(&t) == 0); /* S3 lacks its last row */
@@ -262,6 +288,20 @@ static void test_split_rules(void)
     int want[] = {0, 0, 0, 1, 0, 1, 0, 0, 0, 1};
     int ok = 1;
     for (int i = 0; i < 10; i++) ok &= steer_track_token(&tr, &st, toks[i]) == want[i];
+    CHECK(ok);
+    /* released SkipKV: <think> anywhere in the prompt sets the flag, even
+     * after a </think> inside the prompt, unless the prompt ends with </think> */
+    steer_track_begin(&tr, THINK_TAGS, 0, 4);
+    int toks3[] = {OPEN, CLOSE, 2, SPLIT, SPLIT};
+    int want3[] = {0, 0, 0, 1, 1};
+    ok = 1;
+    for (int i = 0; i < 5; i++) ok &= steer_track_token(&tr, &st, toks3[i]) == want3[i];
+    CHECK(ok);
+    steer_track_begin(&tr, THINK_TAGS, 0, 3);
+    int toks4[] = {OPEN, 2, CLOSE, SPLIT, OPEN, SPLIT};
+    int want4[] = {0, 0, 0, 0, 0, 1};
+    ok = 1;
+    for (int i = 0; i < 6; i++) ok &= steer_track_token(&tr, &st, toks4[i]) == want4[i];
     CHECK(ok);
     steer_track_begin(&tr, THINK_ALWAYS, 0, 2);
     int toks2[] = {SPLIT, SPLIT, SPLIT, CLOSE, SPLIT};

@@ -344,6 +344,11 @@ static void test_curdkv_matches_reference(void)
     check_scenario("curdkv:window=8,seed=1234", "curdkv");
 }
 
+static void test_attn_rkv_matches_reference(void)
+{
+    check_scenario("vase-attn-rkv:window=8", "attn_rkv");
+}
+
 /* The trigger: nothing at prefill, nothing unless a head holds > B slots, a
  * multiple of W; a bad budget is a clear error. */
 static void test_trigger(void)
@@ -402,7 +407,8 @@ static void test_trigger(void)
 
 /* ---- end to end through generate() ---- */
 
-static const char *SPECS[] = {"vase-attnv", "vase-dkv", "curdkv", "vase-range-attn"};
+static const char *SPECS[] = {"vase-attnv", "vase-dkv", "curdkv", "vase-range-attn",
+                              "vase-attn-rkv"};
 
 static void check_model_equivalence(const char *path, int n_prompt, int max_new, int tight_budget)
 {
@@ -476,6 +482,7 @@ int main(void)
     RUN(test_attnv_matches_reference);
     RUN(test_dkv_matches_reference);
     RUN(test_curdkv_matches_reference);
+    RUN(test_attn_rkv_matches_reference);
     RUN(test_trigger);
     RUN(test_budget_above_length_is_fullkv_tiny);
     RUN(test_budget_above_length_is_fullkv_smollm2);

@@ -237,7 +237,7 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
     for (int l = 0; l < g->pm.n_layer; l++)
         for (int h = 0; h < g->pm.n_kv; h++) {
             int n = g->ks.n_keep[l * g->pm.n_kv + h], len = kvcache_len(c, l, h);
-            if (n < 0 || n == len) continue; /* validated: n == len keeps every slot */
+            if (n < 0) continue; /* n == len may still reorder the slots */
             if (kvcache_compact(c, l, h, keep_set_head(&g->ks, l, h), n, e) < 0) return -1;
             evicted += len - n;
         }

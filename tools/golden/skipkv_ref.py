@@ -9,7 +9,7 @@ numpy float64, independently of the C code.
     "Alternatively", "Wait", "again" (and with a leading space), SEAL split
     tokens = every vocabulary string containing "\\n\\n", <think>, </think>;
   - sentence segmentation of a fixed token sequence (prompt included,
-    consecutive delimiters extend the previous sentence, a </think> inside a
+    consecutive delimiters make one-token sentences, a </think> inside a
     sentence is an ordinary token, an unterminated tail is no sentence) and
     the Check / Others labels;
   - sentence representations (mean of the hidden rows over the span, then
@@ -17,7 +17,8 @@ numpy float64, independently of the C code.
     complete sentence against every earlier one; the earlier sentence of a
     pair above tau is marked, for good, the later pair's lambda wins);
   - the final score Z = lambda*I - (1-lambda)*R - lambda_ij on every cached
-    slot whose original position lies in a redundant sentence, and the
+    slot whose original position lies in a redundant sentence that holds at
+    least two slots in the head (released SkipKV), and the
     keep-set sort(topk(Z[0, L-w), B-w)) + window per (layer, kv head).
 I and R come from tools/golden/policies_ref.py (the R-KV transcription).
 
@@ -59,18 +60,25 @@ def token_sets(tok):
     }
 
 
-def segment(tokens, delim, check):
-    """§7.1: returns [(b, e, label)]."""
+def segment(tokens, delim, check, n_prompt=0):
+    """§7.1: returns [(b, e, label)].  As in SkipKV's released
+    check_punct_tokens_in_forward (TTTTTTris/SkipKV @ 4492840, the file
+    skipkv/modeling_nhid.py), a delimiter right after a delimiter closes a
+    one-token sentence of its own (the code's extend branch never fires).
+    The prompt is one forward, then one token per forward; the released code
+    labels only the first check token of a forward (its loop breaks there).
+    """
     sents, start, open_check = [], 0, False
+    labelled = set()
     for p, t in enumerate(tokens):
+        fwd = 0 if p < n_prompt else p
+        is_check = t in check and fwd not in labelled
+        if is_check:
+            labelled.add(fwd)
         if t in delim:
-            if sents and start == p and sents[-1][1] == p - 1:
-                b, e, lab = sents[-1]
-                sents[-1] = (b, p, lab or (t in check))
-            else:
-                sents.append((start, p, open_check or (t in check)))
+            sents.append((start, p, open_check or is_check))
             start, open_check = p + 1, False
-        elif t in check:
+        elif is_check:
             open_check = True
     return sents
 
@@ -78,7 +86,9 @@ def segment(tokens, delim, check):
 def reprs(sents, hidden, n_rows):
     out = []
     for b, e, _ in sents:
-        if e >= n_rows:
+        # released extract_sentence_representations: one-token sentences
+        # (start_idx >= end_idx) get no representation, so are never compared
+        if e >= n_rows or b == e:
             out.append(None)
             continue
         v = hidden[b:e + 1].astype(np.float64).mean(axis=0)
@@ -93,8 +103,9 @@ def build_case(rng, sets):
     words = [i for i in range(1000, 6000) if i not in special]
     tokens, topic_of = [], []
     n_topics = 4
-    # prompt: two sentences, the second ends with two delimiters
-    plan = [(5, 0, False, 1), (6, 1, False, 2)]
+    # prompt: two sentences with a check word each (only the first is labelled:
+    # one forward), the second ends with two delimiters
+    plan = [(5, 0, True, 1), (6, 1, True, 2)]   # two check words in the prompt forward
     for _ in range(16):
         plan.append((int(rng.integers(2, 9)), int(rng.integers(0, n_topics + 6)),
                      bool(rng.random() < 0.3), int(rng.choice([1, 1, 1, 2]))))
@@ -124,7 +135,7 @@ def build_case(rng, sets):
 def run(rng, sets):
     tokens, hidden = build_case(rng, sets)
     n_prompt = 14
-    sents = segment(tokens, set(sets["delim"]), set(sets["check"]))
+    sents = segment(tokens, set(sets["delim"]), set(sets["check"]), n_prompt)
     N = len(tokens)
     steps = [N // 2, N]                      # tokens seen at each compression
     marks = {}                               # sentence index -> lambda
@@ -138,6 +149,8 @@ def run(rng, sets):
             if i in compared or rep[i] is None:
                 continue
             for j in range(i):
+                if rep[j] is None:        # a one-token sentence
+                    continue
                 lam = float(rep[i] @ rep[j])
                 if abs(lam - TAU) < TAU_GUARD:
                     raise Ambiguous("lambda at tau")
@@ -164,8 +177,14 @@ def run(rng, sets):
                 pen = np.zeros(n_cand)
                 for i, lam in marks.items():
                     b, e, _ = sents[i]
-                    inside = (pos[:n_cand] >= b) & (pos[:n_cand] <= e)
-                    pen[inside] -= lam
+                    # released update_kv (skipkv/compression/skipkv.py @ 4492840):
+                    # the sentence's slot range in this head is penalised only when
+                    # start_idx < end_idx, i.e. >= 2 of its slots survive (window
+                    # slots count), and the penalty reaches the candidates only
+                    held = (pos >= b) & (pos <= e)
+                    if held.sum() < 2:
+                        continue
+                    pen[held[:n_cand]] -= lam
                 z = z + pen
                 keep = topk(z, BUDGET - WINDOW, mag + np.abs(pen)) + list(range(n_cand, L))
                 row.append({"pos": pos.tolist(), "k": k.ravel().tolist(), "keep": keep,

@@ -124,6 +124,23 @@ def window_score(q, k_cand, n_head, n_kv, h, kernel, temperature):
     return total / group
 
 
+def attn_rkv_choose(q, k_cand, n_head, n_kv, h, kernel, lam, k):
+    """VaSE's attn_rkv (terarachang/VaSE, mode attn_rkv with --smooth): the
+    smoothed window score S, R_j = softmax_j(mean_i cos(k_i, k_j)) over the
+    candidates with the diagonal zeroed and no similarity threshold, the
+    deterministic top-k of lam * S - (1 - lam) * R (ties: lower slot)."""
+    s = window_score(q, k_cand, n_head, n_kv, h, kernel, 1.0)
+    kd = k_cand.astype(np.float64)
+    kn = kd / (np.linalg.norm(kd, axis=1, keepdims=True) + 1e-8)
+    c = kn @ kn.T
+    np.fill_diagonal(c, 0.0)
+    col = c.mean(axis=0)
+    r = np.exp(col - col.max())
+    r /= r.sum()
+    z = lam * s - (1 - lam) * r
+    return sorted(range(len(z)), key=lambda j: (-z[j], j))[:k]
+
+
 def value_range(v):
     v = v.astype(np.float64)
     return v.max(axis=1) - v.min(axis=1)
@@ -189,7 +206,7 @@ def scenario(mode, rs, cfg):
     for ev in range(2):
         kept_ev = []
         for l in range(L):
-            if mode != "attnv":
+            if mode in ("dkv", "curdkv"):
                 g = fixed.get(l)
                 if g is None or mode == "dkv":
                     g = sketch(seed, seq, l, 0 if mode == "curdkv" else ev, D, cfg["rank"])
@@ -205,6 +222,8 @@ def scenario(mode, rs, cfg):
                     s = window_score(q[l], kc[:n_cand], H, HKV, h, cfg["kernel"], 1.0)
                     sel = attnv_choose(value_range(vc[:n_cand]), s, sinks, int(0.25 * B),
                                        B - W, gum)
+                elif mode == "attn_rkv":
+                    sel = attn_rkv_choose(q[l], kc[:n_cand], H, HKV, h, cfg["kernel"], 0.5, B - W)
                 else:
                     sel = dkv_choose(sq_norms(kc[:n_cand], g), sq_norms(vc[:n_cand], g), sinks,
                                      B - W)
@@ -325,7 +344,12 @@ def decode_scenario(policy, cfg, p, rs):
         event = None
         if policy == "rpc":
             gen = next_pos - NP
-            if gen > 0 and gen % p["interval"] == 0:
+            # released trigger (jiwonsong-dev/ReasoningPathCompression @ eb0b5fd,
+            # rpc/qwen2_custom.py: compress in the forward where the generated
+            # part beyond the kept n*T + R reaches P): at P + R generated tokens,
+            # then every P; trigger=multiple (ours before) is every P
+            first = p["interval"] + (R if p.get("trigger", "released") == "released" else 0)
+            if gen >= first and (gen - first) % p["interval"] == 0:
                 keep_n = int((n_comp + 1) * p["interval"] / p["ratio"])
                 event = []
                 for l in range(L):
@@ -404,7 +428,7 @@ def beacon_fixture():
         x[2] = 0.0                                     # a zero row
         fps.append({"x": flat(x), "n": n, "dim": dim, "m": m, "want": fps_cosine(x, m)})
     out["fps"] = fps
-    cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 8, "n_prompt": 10, "steps": 40,
+    cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 8, "n_prompt": 10, "steps": 80,
            "budget": 24}
     out["config"] = cfg
     runs = [
@@ -412,6 +436,9 @@ def beacon_fixture():
          {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "all"}),
         ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3,aggregation=group",
          {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "group"}),
+        ("rpc", "rpc:interval=8,selector=4,ratio=2,kernel=3,trigger=multiple",
+         {"interval": 8, "selector": 4, "ratio": 2, "kernel": 3, "aggregation": "all",
+          "trigger": "multiple"}),
         ("beaconkv", "beaconkv:recent=4,beacons=4,buf_upper=12,buf_lower=5,buffer=8",
          {"recent": 4, "beacons": 4, "buf_upper": 12, "buf_lower": 5, "buffer": 8,
           "softmax": True, "kernel": 1, "beacon_scope": "group"}),
@@ -465,7 +492,7 @@ def main():
     cfg = {"n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 16, "window": 8, "budget": 32,
            "sinks": 4, "seed": 1234, "seq": 3, "n_first": 48, "kernel": 5, "rank": 20}
     out["config"] = cfg
-    for mode in ("attnv", "dkv", "curdkv"):
+    for mode in ("attnv", "dkv", "curdkv", "attn_rkv"):
         # The same generator seed: every mode sees the same cache contents.
         steps, expected = scenario(mode, np.random.default_rng(11), cfg)
         out["steps"] = [{"n": s["n"], "k": flat(s["k"]), "v": flat(s["v"]), "q": flat(s["q"])}
