@@ -4,7 +4,7 @@
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan)
 #   make bench     tokens/s, policy overhead, KV memory table
-#   make cuda      build the CUDA backend (nvcc + cuBLAS)
+#   make cuda      build the CUDA backend (nvcc + cuBLAS) and ./evictbench-cuda
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -18,7 +18,9 @@ CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*.c)
+# kernels/cuda/*.c is plain C: the device pool's bookkeeping and the weak
+# stubs a build without CUDA answers `--device cuda` with.
+LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c kernels/cuda/*.c policies/*.c datasets/*.c harness/*.c)
 LIB_SRC := $(filter-out harness/main.c,$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -76,10 +78,29 @@ plots: evictbench
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
 
+# The CUDA build: the backend library, its self-test, and ./evictbench-cuda,
+# which links the library whole so its definitions replace the weak stubs of
+# kernels/cuda/backend_cuda_stub.c (nvcc links, with the static CUDA runtime;
+# nvcc moves archives ahead of -Xlinker options, so the whole-archive group
+# names the library inside the option).
+NVCC      ?= nvcc
+CUDA_LIB  := kernels/cuda/build/libevictbench_cuda.a
 cuda:
 	$(MAKE) -C kernels/cuda
+	$(MAKE) evictbench-cuda
+
+$(CUDA_LIB): FORCE
+	$(MAKE) -C kernels/cuda build/libevictbench_cuda.a
+
+evictbench-cuda: $(BUILD)/harness/main.o $(BUILD)/libevictbench.a $(CUDA_LIB)
+	$(NVCC) -o $@ $(BUILD)/harness/main.o \
+		-Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive $(BUILD)/libevictbench.a \
+		-lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
+
+.PHONY: FORCE
+FORCE:
 
 clean:
-	rm -rf build build-san evictbench
+	rm -rf build build-san evictbench evictbench-cuda
 
 -include $(LIB_OBJ:.o=.d)
