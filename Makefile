@@ -18,7 +18,7 @@ CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*.c)
+LIB_SRC := $(wildcard util/*.c model/*.c kernels/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*.c)
 LIB_SRC := $(filter-out harness/main.c,$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)

@@ -11,6 +11,10 @@
  * later ops do nothing, rather than compute on garbage. */
 #include "kernels/cuda/backend_cuda.h"
 
+extern "C" {
+#include "kernels/quant.h"
+}
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -403,6 +407,59 @@ static void cuda_embed(struct backend *be, float *y, const float *table, const i
                        int dim)
 {
     gather(be, y, table, ids, n, dim, "embed");
+}
+
+/* ---- typed weights: held as f32 in device memory for now (dequantized on
+ * the host at creation, then cuBLAS sgemm), whatever the stored type ---- */
+
+static struct weight *cuda_weight_create(struct backend *be, enum weight_type type, int rows,
+                                         int cols, const void *host, int borrow, int as_f32)
+{
+    (void)borrow; /* the bytes are copied to the device either way */
+    (void)as_f32; /* always f32 here */
+    if (rows <= 0 || cols <= 0 || failed(be)) return NULL;
+    size_t row_bytes = quant_row_bytes((int)type, cols);
+    if (row_bytes == 0 || !quant_type_supported((int)type)) return NULL;
+    size_t n = (size_t)rows * (size_t)cols;
+    struct weight *w = (struct weight *)calloc(1, sizeof *w);
+    float *h = (float *)malloc(n * sizeof(float));
+    float *d = h ? cuda_alloc(be, n) : NULL;
+    if (!w || !h || !d ||
+        quant_dequantize((int)type, host, h, (int64_t)n) != 0) {
+        if (d) cuda_free(be, d);
+        free(h);
+        free(w);
+        return NULL;
+    }
+    cuda_upload(be, d, h, n);
+    free(h);
+    w->type = type;
+    w->held = WEIGHT_F32;
+    w->rows = rows;
+    w->cols = cols;
+    w->row_bytes = (size_t)cols * sizeof(float);
+    w->bytes = n * sizeof(float);
+    w->data = d;
+    return w;
+}
+
+static void cuda_weight_free(struct backend *be, struct weight *w)
+{
+    if (!w) return;
+    cuda_free(be, (float *)w->data);
+    free(w);
+}
+
+static void cuda_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
+                        const float *bias, int m)
+{
+    cuda_gemm(be, y, x, (const float *)w->data, bias, m, w->rows, w->cols);
+}
+
+static void cuda_embed_weight(struct backend *be, float *y, const struct weight *w,
+                              const int *ids, int n)
+{
+    gather(be, y, (const float *)w->data, ids, n, w->cols, "embed");
 }
 
 static void cuda_gather_rows(struct backend *be, float *y, const float *x, const int *rows,
@@ -875,6 +932,10 @@ extern "C" struct backend *backend_cuda_create(int device)
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
     be->row_range = cuda_row_range;
+    be->weight_create = cuda_weight_create;
+    be->weight_free = cuda_weight_free;
+    be->matmul = cuda_matmul;
+    be->embed_weight = cuda_embed_weight;
     return be;
 }
 
