@@ -20,7 +20,7 @@ endif
 
 # kernels/cuda/*.c is plain C: the device pool's bookkeeping and the weak
 # stubs a build without CUDA answers `--device cuda` with.
-LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c kernels/cuda/*.c policies/*.c datasets/*.c harness/*.c)
+LIB_SRC := $(wildcard util/*.c model/*.c kernels/*.c kernels/cpu/*.c kernels/cuda/*.c policies/*.c datasets/*.c harness/*.c)
 LIB_SRC := $(filter-out harness/main.c,$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)

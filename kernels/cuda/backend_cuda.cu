@@ -230,7 +230,7 @@ static bool in_pool(const struct cuda_impl *im, const void *p)
            (const char *)p < im->pool_base + im->arena.size;
 }
 
-static float *cuda_alloc(struct backend *be, size_t n_floats)
+float *cuda_alloc(struct backend *be, size_t n_floats)
 {
     struct cuda_impl *im = impl_of(be);
     if (n_floats > ((size_t)-1) / sizeof(float)) return NULL;
@@ -248,7 +248,7 @@ static float *cuda_alloc(struct backend *be, size_t n_floats)
     return (float *)p;
 }
 
-static void cuda_free(struct backend *be, float *p)
+void cuda_free(struct backend *be, float *p)
 {
     struct cuda_impl *im = impl_of(be);
     if (!p) return;
@@ -262,7 +262,7 @@ static void cuda_free(struct backend *be, float *p)
     cuda_ok(be, cudaFree(p), "free");
 }
 
-static void cuda_upload(struct backend *be, float *dst, const float *src_host, size_t n)
+void cuda_upload(struct backend *be, float *dst, const float *src_host, size_t n)
 {
     if (n && !failed(be))
         cuda_ok(be, cudaMemcpy(dst, src_host, n * sizeof(float), cudaMemcpyHostToDevice),
@@ -298,7 +298,7 @@ static void cuda_fill(struct backend *be, float *dst, float value, size_t n)
  * y^T (n x m) = w^T (n x k, w stored k x n) . x^T (k x m): one cuBLAS call with
  * w transposed and no copies.  A batch of decode rows is m, so every
  * projection is one GEMM whatever the batch. */
-static void cuda_gemm(struct backend *be, float *y, const float *x, const float *w,
+void cuda_gemm(struct backend *be, float *y, const float *x, const float *w,
                       const float *bias, int m, int n, int k)
 {
     if (m <= 0 || n <= 0 || failed(be)) return;
@@ -358,7 +358,7 @@ static void cuda_add(struct backend *be, float *y, const float *x, size_t n)
  * through a staging buffer (the CPU backend allows that overlap too).  This
  * is also the compaction gather of kvcache_compact: kept rows move on the
  * device, the cache never visits the host. */
-static void gather(struct backend *be, float *y, const float *x, const int *rows, int n,
+void cuda_gather(struct backend *be, float *y, const float *x, const int *rows, int n,
                    int dim, const char *what)
 {
     if (n <= 0 || dim <= 0 || failed(be)) return;
@@ -384,13 +384,13 @@ static void gather(struct backend *be, float *y, const float *x, const int *rows
 static void cuda_embed(struct backend *be, float *y, const float *table, const int *ids, int n,
                        int dim)
 {
-    gather(be, y, table, ids, n, dim, "embed");
+    cuda_gather(be, y, table, ids, n, dim, "embed");
 }
 
 static void cuda_gather_rows(struct backend *be, float *y, const float *x, const int *rows,
                              int n, int dim)
 {
-    gather(be, y, x, rows, n, dim, "gather_rows");
+    cuda_gather(be, y, x, rows, n, dim, "gather_rows");
 }
 
 static void cuda_destroy(struct backend *be)
@@ -403,11 +403,13 @@ static void cuda_destroy(struct backend *be)
         cudaFree(im->d_scores);
         cudaFree(im->d_part);
         cudaFree(im->d_tokens);
+        cudaFree(im->d_act16);
         cudaFree(im->pool_base);
         cudaFree(im->stage_dev);
         cudaFreeHost(im->stage_host);
         dev_arena_release(&im->arena);
         if (im->blas) cublasDestroy(im->blas);
+        if (im->blas16) cublasDestroy(im->blas16);
         free(im);
     }
     free(be);
@@ -464,6 +466,15 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     /* Plain f32 arithmetic (no TF32 tensor-core shortcut): results must match
      * the CPU backend and the references to f32 rounding. */
     cublasSetMathMode(im->blas, CUBLAS_PEDANTIC_MATH);
+    /* 16-bit weights go through a second handle in the default math mode:
+     * tensor cores with f32 accumulation (cuda_weight.cu). */
+    brc = cublasCreate(&im->blas16);
+    if (brc != CUBLAS_STATUS_SUCCESS) {
+        im->blas16 = NULL;
+        cuda_destroy(be);
+        eb_fail(e, "cuda: cuBLAS cannot start on device %d (status %d)", device, (int)brc);
+        return NULL;
+    }
     if (!stage_alloc(be, STAGE_INITIAL)) {
         eb_fail(e, "%s", im->err);
         cuda_destroy(be);
@@ -488,6 +499,10 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
     be->row_range = cuda_row_range;
+    be->weight_create = cuda_weight_create;
+    be->weight_free = cuda_weight_free;
+    be->matmul = cuda_matmul;
+    be->embed_weight = cuda_embed_weight;
     return be;
 }
 

@@ -16,7 +16,10 @@
 struct cuda_impl {
     int device;
     int n_sm;          /* streaming multiprocessors: sizes the attention splits */
-    cublasHandle_t blas;
+    cublasHandle_t blas;   /* f32 gemm, pedantic: the exact path */
+    cublasHandle_t blas16; /* 16-bit weights: tensor cores, f32 accumulation */
+    void *d_act16;         /* activations rounded to the weights' 16-bit type */
+    size_t d_act16_cap;    /* in 2-byte elements */
     /* Host metadata (ids, positions, kv lengths, pad masks, inv_freq) goes
      * through a pinned ring and an async copy on the default stream, so an op
      * never waits for the GPU; the ring waits once per wrap (see stage()). */
@@ -136,7 +139,23 @@ __device__ static inline void kv_load8(const __nv_bfloat16 *p, float *out)
     }
 }
 
-/* ---- ops defined in the other translation units ---- */
+/* ---- ops shared between the translation units ---- */
+
+float *cuda_alloc(struct backend *be, size_t n_floats);
+void cuda_free(struct backend *be, float *p);
+void cuda_upload(struct backend *be, float *dst, const float *src_host, size_t n);
+void cuda_gemm(struct backend *be, float *y, const float *x, const float *w, const float *bias,
+               int m, int n, int k);
+/* y[i] = x[rows[i]] for n rows of dim (rows on host); y may overlap x. */
+void cuda_gather(struct backend *be, float *y, const float *x, const int *rows, int n, int dim,
+                 const char *what);
+struct weight *cuda_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
+                                  const void *host, int borrow, int as_f32);
+void cuda_weight_free(struct backend *be, struct weight *w);
+void cuda_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
+                 const float *bias, int m);
+void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids,
+                       int n);
 
 void cuda_attention(struct backend *be, const struct attn_args *a);
 int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16);

@@ -27,8 +27,24 @@
  * 4e-3 is what random-sign errors give; the check uses 2e-2.  Then the device
  * pool (allocations served from it, NULL when full, freed blocks reused),
  * greedy sampling (exact, ties to the lowest id), and the metadata staging
- * ring across a wrap. */
+ * ring across a wrap.
+ *
+ * Typed weights: the GPU holds F32 as f32, F16 as f16, BF16 as bf16 and a
+ * quantized type dequantized to bf16, and a 16-bit matmul rounds the
+ * activations to the weight's type.  The reference is the CPU's exact mode
+ * (weight_create as_f32: the weight dequantized to f32, an f32 product).
+ * Rounding to bf16 moves a value by at most 2^-9 of itself (unit roundoff of
+ * 8 significant bits), f16 by 2^-11, so each term x_k w_k of an output moves
+ * by at most (2^-9 + 2^-9 + 2^-18) |x_k w_k| and the output by at most
+ * 2^-8 sum_k |x_k w_k| (+ f32 summation, k 2^-24 of the same sum): that
+ * bound is computed per output and checked, with 1e-5 (1 + |y|) for the f32
+ * order of summation.  embed_weight is exact for F32/F16/BF16 (a 16-bit
+ * value is exact in f32) and within 2^-8 |value| for a quantized type. */
 #include "kernels/cuda/backend_cuda.h"
+
+extern "C" {
+#include "kernels/quant.h"
+}
 
 #include <math.h>
 #include <stdint.h>
@@ -304,6 +320,101 @@ static void test_staging_wrap(void)
     drop(x);
 }
 
+static void compare_rel(const char *what, pair p, double atol, double rtol);
+
+static uint16_t to_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (finite inputs) */
+    return (uint16_t)(u >> 16);
+}
+
+/* Host bytes of a random [rows][cols] weight of `type`; quantized blocks get
+ * random codes with small, finite scales. */
+static std::vector<uint8_t> random_weight(enum weight_type type, int rows, int cols)
+{
+    size_t rb = quant_row_bytes((int)type, cols), bb = quant_block_bytes((int)type);
+    std::vector<uint8_t> h(rb * rows);
+    if (type == WEIGHT_F32 || type == WEIGHT_F16 || type == WEIGHT_BF16) {
+        for (size_t i = 0; i < (size_t)rows * cols; i++) {
+            float f = rnd() * 0.5f;
+            if (type == WEIGHT_F32) memcpy(&h[i * 4], &f, 4);
+            uint16_t b = type == WEIGHT_F16 ? quant_f32_to_f16(f) : to_bf16_bits(f);
+            if (type != WEIGHT_F32) memcpy(&h[i * 2], &b, 2);
+        }
+        return h;
+    }
+    for (auto &b : h) b = (uint8_t)((rnd() + 1) * 127.9f);
+    uint16_t d = quant_f32_to_f16(0.02f), dmin = quant_f32_to_f16(0.01f);
+    for (size_t blk = 0; blk < h.size() / bb; blk++) {
+        uint8_t *p = &h[blk * bb];
+        if (type == WEIGHT_Q6_K) {
+            memcpy(p + 208, &d, 2); /* ql[128] qh[64] scales[16] d */
+        } else {
+            memcpy(p, &d, 2);
+            if (type == WEIGHT_Q4_K || type == WEIGHT_Q4_1) memcpy(p + 2, &dmin, 2);
+        }
+    }
+    return h;
+}
+
+static void test_matmul_typed(enum weight_type type, enum weight_type want_held, int m, int n,
+                              int k, bool bias)
+{
+    std::vector<uint8_t> host = random_weight(type, n, k);
+    struct weight *wc = cpu->weight_create(cpu, type, n, k, host.data(), 0, 1);
+    struct weight *wg = gpu->weight_create(gpu, type, n, k, host.data(), 0, 0);
+    char what[80];
+    snprintf(what, sizeof what, "matmul %s %dx%dx%d%s", quant_type_name((int)type), m, n, k,
+             bias ? " +bias" : "");
+    if (!wc || !wg || wg->held != want_held) {
+        printf("  FAIL %-28s weight_create: cpu %p, gpu %p, held %d (want %d) %s\n", what,
+               (void *)wc, (void *)wg, wg ? (int)wg->held : -1, (int)want_held,
+               backend_cuda_error(gpu) ? backend_cuda_error(gpu) : "");
+        n_failed++;
+        if (wc) cpu->weight_free(cpu, wc);
+        if (wg) gpu->weight_free(gpu, wg);
+        return;
+    }
+    std::vector<float> xh = random_vec((size_t)m * k, 1), wf((size_t)n * k);
+    quant_dequantize((int)type, host.data(), wf.data(), (int64_t)n * k);
+    pair x = make(xh), b = make(random_vec(n, 1)), y = make_empty((size_t)m * n);
+    cpu->matmul(cpu, y.c, x.c, wc, bias ? b.c : NULL, m);
+    gpu->matmul(gpu, y.g, x.g, wg, bias ? b.g : NULL, m);
+    std::vector<float> yc(y.n), yg(y.n);
+    cpu->download(cpu, yc.data(), y.c, y.n);
+    gpu->download(gpu, yg.data(), y.g, y.n);
+    double worst = 0;
+    size_t bad = 0;
+    bool exact = want_held == WEIGHT_F32;
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double mag = 0;
+            for (int t = 0; t < k; t++) mag += fabs((double)xh[(size_t)r * k + t] * wf[(size_t)j * k + t]);
+            size_t i = (size_t)r * n + j;
+            double allowed = (exact ? 0 : ldexp(mag, -8)) + 1e-5 * (1 + fabs(yc[i])) + k * ldexp(mag, -24);
+            double d = fabs((double)yc[i] - yg[i]) / allowed;
+            if (!(d <= 1.0)) bad++;
+            if (d > worst || d != d) worst = d;
+        }
+    char detail[64];
+    snprintf(detail, sizeof detail, "max diff %.3g of the bound ", worst);
+    result(what, bad == 0, detail);
+    /* embed_weight: rows of the held weight, in f32 */
+    int ids[5] = {0, n - 1, n / 2, 3 % n, n - 1};
+    pair e = make_empty((size_t)5 * k);
+    cpu->embed_weight(cpu, e.c, wc, ids, 5);
+    gpu->embed_weight(gpu, e.g, wg, ids, 5);
+    snprintf(what, sizeof what, "embed_weight %s", quant_type_name((int)type));
+    bool quantized = type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_BF16;
+    if (quantized) compare_rel(what, e, 1e-30, ldexp(1.0, -8));
+    else compare(what, e, 0);
+    cpu->weight_free(cpu, wc);
+    gpu->weight_free(gpu, wg);
+    drop(x), drop(b), drop(y), drop(e);
+}
+
 /* Run last: once the pool is reserved, every allocation comes from it. */
 static void test_pool(void)
 {
@@ -530,6 +641,14 @@ int main(int argc, char **argv)
     test_attention_bf16(32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
     test_attention_bf16(9, 3, 64, 1, 300, {257, 100, 3}, false);
     test_attention_bf16(4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: general kernel on bf16 */
+    test_matmul_typed(WEIGHT_F32, WEIGHT_F32, 7, 33, 64, true);
+    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 1, 3584, 512, false);
+    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 64, 1024, 3584, true);
+    test_matmul_typed(WEIGHT_F16, WEIGHT_F16, 16, 4096, 256, false);
+    test_matmul_typed(WEIGHT_Q8_0, WEIGHT_BF16, 3, 512, 1024, true);
+    test_matmul_typed(WEIGHT_Q4_0, WEIGHT_BF16, 1, 300, 576, false);
+    test_matmul_typed(WEIGHT_Q4_K, WEIGHT_BF16, 5, 256, 512, false);
+    test_matmul_typed(WEIGHT_Q6_K, WEIGHT_BF16, 64, 128, 768, false);
     test_argmax(1, 151936);
     test_argmax(64, 128256);
     test_argmax(3, 5);
