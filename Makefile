@@ -97,7 +97,16 @@ evictbench-cuda: $(BUILD)/harness/main.o $(BUILD)/libevictbench.a $(CUDA_LIB)
 		-Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive $(BUILD)/libevictbench.a \
 		-lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
 
-.PHONY: FORCE
+# tools/devcheck.sh's model-level checks (GPU vs CPU vs transformers logits).
+devcheck-tools: build/tools/gpu_check
+
+build/tools/gpu_check: tools/devcheck/gpu_check.c $(BUILD)/libevictbench.a $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@.o
+	$(NVCC) -o $@ $@.o -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
+		$(BUILD)/libevictbench.a -lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
+
+.PHONY: FORCE devcheck-tools
 FORCE:
 
 clean:

@@ -1,0 +1,324 @@
+/* gpu_check.c - the model-level checks of tools/devcheck.sh, on a GPU.
+ *
+ *   gpu_check fixtures [DEVICE]      (DEVICE -1: a CPU backend stands in, to test this tool)
+ *       Every tiny fixture model (tests/fixtures/models/tiny-*, safetensors
+ *       and GGUF) on the CUDA backend and on the CPU backend: the logits of
+ *       every position of the golden prompts, in one piece, in chunks of 3
+ *       (decode-sized attention over a growing cache) and as one ragged batch
+ *       of all prompts, against the CPU (relative error <= 1e-4: both f32)
+ *       and against transformers' golden logits (<= 1e-4, as
+ *       tests/test_forward.c).  Exit 1 on any mismatch.
+ *   gpu_check logits --model PATH --ids 1,2,3 --out FILE [--device cpu|cuda[:N]]
+ *       Writes the f32 logits of every position of one prompt ([n][vocab],
+ *       little-endian) for tools/devcheck/hf_check.py to compare.
+ *
+ * Built only by the CUDA build (`make devcheck-tools`): it links the CUDA
+ * backend.  The relative error of a position is max|ours - ref| / max|ref|. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/backend_cuda.h"
+#include "model/model.h"
+#include "model/modelfile.h"
+
+static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
+                             "tiny-qwen3"};
+static int n_ok, n_bad;
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) {
+        s[n] = '\0';
+        if (len) *len = (size_t)n;
+    }
+    fclose(f);
+    return s;
+}
+
+static double rel_err(const float *a, const float *ref, int n)
+{
+    double diff = 0, mag = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= diff)) diff = isnan(d) ? INFINITY : d;
+        if (fabs(ref[i]) > mag) mag = fabs(ref[i]);
+    }
+    return diff / (mag > 0 ? mag : 1);
+}
+
+static double worst_rel(const float *ours, const float *ref, int n_pos, int vocab)
+{
+    double worst = 0;
+    for (int p = 0; p < n_pos; p++) {
+        double r = rel_err(ours + (size_t)p * vocab, ref + (size_t)p * vocab, vocab);
+        if (!(r <= worst)) worst = r;
+    }
+    return worst;
+}
+
+static void verdict(const char *what, double err, double tol)
+{
+    int ok = err <= tol;
+    printf("  %-4s %-52s rel err %.3g (tol %.0e)\n", ok ? "ok" : "FAIL", what, err, tol);
+    ok ? n_ok++ : n_bad++;
+}
+
+/* A backend's first failure, if it is the CUDA one. */
+static int backend_failed(struct backend *be, struct eb_err *e)
+{
+    return strcmp(be->name, "cuda") == 0 && backend_cuda_status(be, e) != 0;
+}
+
+static int open_model(const char *path, struct backend *be, struct model **m, struct eb_err *e)
+{
+    struct model_file *mf;
+    if (model_file_open(path, &mf, e)) return -1;
+    int rc = model_load(mf, be, m, e);
+    model_file_close(mf);
+    return rc;
+}
+
+/* All logits of one prompt fed in chunks of `chunk` tokens into a fresh cache. */
+static int run_chunked(struct model *m, const int *ids, int n, int chunk, float *out,
+                       struct eb_err *e)
+{
+    struct forward *f = NULL;
+    struct kvcache *c = NULL;
+    int V = m->cfg.n_vocab, rc = -1;
+    if (forward_create(m, chunk, chunk, &f, e) || model_kvcache_create(m, n, &c, e)) goto out;
+    for (int done = 0; done < n; done += chunk) {
+        int len = n - done < chunk ? n - done : chunk;
+        struct fwd_seq s = {.id = 0, .cache = c, .tokens = ids + done, .n_tokens = len,
+                            .logits = FWD_LOGITS_ALL};
+        struct fwd_batch b = {&s, 1, 0};
+        if (model_forward(f, &b, NULL, e) || backend_failed(m->be, e)) goto out;
+        memcpy(out + (size_t)done * V, forward_logits(f), (size_t)len * V * sizeof *out);
+    }
+    rc = 0;
+out:
+    if (c) kvcache_free(c);
+    if (f) forward_free(f);
+    return rc;
+}
+
+/* Every prompt in one ragged batch; logits of sequence i at out + offset of i. */
+static int run_batch(struct model *m, int **ids, const int *n, int ns, float *out,
+                     struct eb_err *e)
+{
+    struct kvcache *c[8] = {0};
+    struct fwd_seq seqs[8];
+    struct forward *f = NULL;
+    int total = 0, rc = -1, V = m->cfg.n_vocab;
+    for (int i = 0; i < ns; i++) {
+        total += n[i];
+        if (model_kvcache_create(m, n[i], &c[i], e)) goto out;
+        seqs[i] = (struct fwd_seq){.id = i, .cache = c[i], .tokens = ids[i], .n_tokens = n[i],
+                                   .logits = FWD_LOGITS_ALL};
+    }
+    if (forward_create(m, total, total, &f, e)) goto out;
+    struct fwd_batch b = {seqs, ns, 0};
+    if (model_forward(f, &b, NULL, e) || backend_failed(m->be, e)) goto out;
+    size_t off = 0;
+    for (int i = 0; i < ns; i++) {
+        memcpy(out + off, forward_logits(f) + (size_t)seqs[i].logit_row0 * V,
+               (size_t)n[i] * V * sizeof *out);
+        off += (size_t)n[i] * V;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < ns; i++)
+        if (c[i]) kvcache_free(c[i]);
+    if (f) forward_free(f);
+    return rc;
+}
+
+static void check_fixture(struct backend *cpu, struct backend *gpu, const char *name,
+                          const char *file)
+{
+    char path[512], what[160];
+    struct eb_err e = {0};
+    snprintf(path, sizeof path, "tests/fixtures/models/%s/golden.json", name);
+    char *txt = read_file(path, NULL);
+    cJSON *json = txt ? cJSON_Parse(txt) : NULL;
+    free(txt);
+    snprintf(path, sizeof path, "tests/fixtures/models/%s/logits.bin", name);
+    size_t ref_bytes = 0;
+    float *ref = (float *)read_file(path, &ref_bytes);
+    snprintf(path, sizeof path, "tests/fixtures/models/%s%s", name, file);
+    struct model *mc = NULL, *mg = NULL;
+    if (!json || !ref || open_model(path, cpu, &mc, &e) || open_model(path, gpu, &mg, &e)) {
+        printf("  FAIL %-52s cannot load: %s\n", path, e.msg[0] ? e.msg : "fixtures missing");
+        n_bad++;
+        goto out;
+    }
+    const cJSON *prompts = cJSON_GetObjectItem(json, "prompts");
+    int V = mc->cfg.n_vocab, ns = cJSON_GetArraySize(prompts);
+    int *ids[8], n[8];
+    size_t total = 0;
+    if (ns > 8) ns = 8;
+    for (int i = 0; i < ns; i++) {
+        const cJSON *p = cJSON_GetArrayItem(prompts, i);
+        n[i] = cJSON_GetArraySize(p);
+        ids[i] = malloc((size_t)n[i] * sizeof(int));
+        for (int t = 0; t < n[i]; t++) ids[i][t] = cJSON_GetArrayItem(p, t)->valueint;
+        total += (size_t)n[i] * V;
+    }
+    if (total * sizeof(float) > ref_bytes) {
+        printf("  FAIL %-52s logits.bin is short\n", path);
+        n_bad++;
+    } else {
+        float *oc = malloc(total * sizeof(float)), *og = malloc(total * sizeof(float));
+        size_t off = 0;
+        for (int i = 0; i < ns; i++) {
+            int chunks[2] = {n[i], 3};
+            for (int c = 0; c < 2; c++) {
+                snprintf(what, sizeof what, "%s%s prompt %d chunk %d", name, file[0] ? " gguf" : "",
+                         i, chunks[c]);
+                if (run_chunked(mc, ids[i], n[i], chunks[c], oc + off, &e) ||
+                    run_chunked(mg, ids[i], n[i], chunks[c], og + off, &e)) {
+                    printf("  FAIL %-52s %s\n", what, e.msg);
+                    n_bad++;
+                    continue;
+                }
+                verdict(what, worst_rel(og + off, oc + off, n[i], V), 1e-4);
+                snprintf(what + strlen(what), sizeof what - strlen(what), " vs transformers");
+                verdict(what, worst_rel(og + off, ref + off, n[i], V), 1e-4);
+            }
+            off += (size_t)n[i] * V;
+        }
+        snprintf(what, sizeof what, "%s%s ragged batch of %d", name, file[0] ? " gguf" : "", ns);
+        if (run_batch(mg, ids, n, ns, og, &e)) {
+            printf("  FAIL %-52s %s\n", what, e.msg);
+            n_bad++;
+        } else {
+            double worst = 0;
+            off = 0;
+            for (int i = 0; i < ns; i++) {
+                double r = worst_rel(og + off, ref + off, n[i], V);
+                if (!(r <= worst)) worst = r;
+                off += (size_t)n[i] * V;
+            }
+            verdict(what, worst, 1e-4);
+        }
+        free(oc);
+        free(og);
+    }
+    for (int i = 0; i < ns; i++) free(ids[i]);
+out:
+    if (mc) model_free(mc);
+    if (mg) model_free(mg);
+    cJSON_Delete(json);
+    free(ref);
+}
+
+/* device < 0: a second CPU backend stands in for the GPU, which checks the
+ * checker itself on a machine without one. */
+static int cmd_fixtures(int device)
+{
+    struct eb_err e = {0};
+    struct backend *cpu = backend_cpu_create(0);
+    struct backend *gpu = device < 0 ? backend_cpu_create(1) : backend_cuda_create(device, &e);
+    if (!cpu || !gpu) {
+        fprintf(stderr, "gpu_check: %s\n", gpu ? "cannot create the cpu backend" : e.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof TINY / sizeof TINY[0]; i++) {
+        check_fixture(cpu, gpu, TINY[i], "");
+        check_fixture(cpu, gpu, TINY[i], "/model.gguf");
+    }
+    printf("gpu_check fixtures: %d passed, %d failed\n", n_ok, n_bad);
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    return n_bad || n_ok == 0 ? 1 : 0;
+}
+
+static int parse_ids(const char *s, int **ids, int *n)
+{
+    int cap = 16;
+    *n = 0;
+    *ids = malloc((size_t)cap * sizeof **ids);
+    while (*ids && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 1 << 30 || (*end && *end != ',')) return -1;
+        if (*n == cap && !(*ids = realloc(*ids, (size_t)(cap *= 2) * sizeof **ids))) return -1;
+        (*ids)[(*n)++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return *ids && *n > 0 ? 0 : -1;
+}
+
+static int cmd_logits(int argc, char **argv)
+{
+    const char *model = NULL, *ids_s = NULL, *out = NULL, *device = "cuda";
+    for (int i = 0; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--ids")) ids_s = argv[i + 1];
+        else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
+        else return fprintf(stderr, "gpu_check: logits: unknown option %s\n", argv[i]), 2;
+    }
+    int *ids = NULL, n = 0, dev = 0;
+    struct eb_err e = {0};
+    if (!model || !ids_s || !out || parse_ids(ids_s, &ids, &n)) {
+        fprintf(stderr, "gpu_check: logits needs --model, --ids a,b,c and --out\n");
+        return 2;
+    }
+    struct backend *be = !strcmp(device, "cpu") ? backend_cpu_create(0)
+                         : cuda_device_parse(device, &dev, &e) ? NULL
+                                                               : backend_cuda_create(dev, &e);
+    struct model *m = NULL;
+    float *logits = NULL;
+    FILE *f = NULL;
+    int rc = 1;
+    if (!be) {
+        fprintf(stderr, "gpu_check: %s\n", e.msg[0] ? e.msg : "no backend");
+        goto done;
+    }
+    if (open_model(model, be, &m, &e)) {
+        fprintf(stderr, "gpu_check: %s: %s\n", model, e.msg);
+        goto done;
+    }
+    logits = malloc((size_t)n * m->cfg.n_vocab * sizeof *logits);
+    if (!logits || run_chunked(m, ids, n, n, logits, &e)) {
+        fprintf(stderr, "gpu_check: forward: %s\n", logits ? e.msg : "out of memory");
+        goto done;
+    }
+    f = fopen(out, "wb");
+    if (!f || fwrite(logits, sizeof *logits, (size_t)n * m->cfg.n_vocab, f) !=
+                  (size_t)n * m->cfg.n_vocab) {
+        fprintf(stderr, "gpu_check: cannot write %s\n", out);
+        goto done;
+    }
+    printf("gpu_check: %d positions x %d logits of %s on %s -> %s\n", n, m->cfg.n_vocab, model,
+           be->name, out);
+    rc = 0;
+done:
+    if (f && fclose(f) != 0) rc = 1;
+    free(logits);
+    free(ids);
+    if (m) model_free(m);
+    if (be) be->destroy(be);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "fixtures")) return cmd_fixtures(argc > 2 ? atoi(argv[2]) : 0);
+    if (argc >= 2 && !strcmp(argv[1], "logits")) return cmd_logits(argc - 2, argv + 2);
+    fprintf(stderr, "usage: gpu_check fixtures [DEVICE] | gpu_check logits --model PATH "
+                    "--ids 1,2,3 --out FILE [--device cpu|cuda[:N]]\n");
+    return 2;
+}
