@@ -151,6 +151,7 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
             for (int g = 0; g < MG; g++) {
                 if (g >= G) break;
                 float pj = __shfl_sync(0xffffffffu, pr[g], jj);
+                if (pj == 0.0f) continue; /* a masked slot: skipped, as on the CPU (0 * inf) */
 #pragma unroll
                 for (int e = 0; e < E; e++) o[g][e] += pj * vv[e];
             }
