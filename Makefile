@@ -4,7 +4,7 @@
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan)
 #   make bench     tokens/s, policy overhead, KV memory table
-#   make cuda      build the CUDA backend (nvcc + cuBLAS) and ./evictbench-cuda
+#   make cuda      build the CUDA backend (nvcc + cuBLAS), ./evictbench-cuda, gpu_check
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -87,7 +87,7 @@ NVCC      ?= nvcc
 CUDA_LIB  := kernels/cuda/build/libevictbench_cuda.a
 cuda:
 	$(MAKE) -C kernels/cuda
-	$(MAKE) evictbench-cuda
+	$(MAKE) evictbench-cuda devcheck-tools
 
 $(CUDA_LIB): FORCE
 	$(MAKE) -C kernels/cuda build/libevictbench_cuda.a
