@@ -15,10 +15,11 @@
 #     and -Llama-8B with transformers on this GPU (tools/devcheck/hf_check.py),
 #     and compares our GPU logits of a 64-token prompt with transformers' f32
 #     logits of the same checkpoint (tolerance justified in hf_check.py);
-#  5. times prefill and decode with ./evictbench-cuda generate at batch
-#     BATCHES for POLICIES at budget BUDGET, GEN tokens each, on the 7B shape
-#     (and FullKV batch 1 on the 8B shape), and transformers generate at
-#     batch 1 on both;
+#  5. times prefill and decode: FullKV at batch 1 and 64 through the model
+#     API (gpu_check decode: no harness needed, the device pool reserved),
+#     then ./evictbench-cuda generate at batch BATCHES for POLICIES at budget
+#     BUDGET, GEN tokens each, on the 7B shape; FullKV batch 1 on the 8B
+#     shape; transformers generate at batch 1 on both;
 #  6. prints the table, with the HBM roofline fraction of batch-1 decode
 #     (weight bytes x tokens/s / bandwidth) and the issue's three targets.
 #
@@ -197,6 +198,27 @@ time_ours() { # model_name dir policy batch
     fi
 }
 
+# FullKV through model/generate.c directly (gpu_check decode): needs no
+# harness wiring, and reserves the device pool as the harness will.
+time_model_api() { # model_name dir batch
+    log=$OUT/time.$1.gpu_check.$3.log
+    if within 15 build/tools/gpu_check decode --model "$2" --batch "$3" --prompt-len "$PROMPT_LEN" \
+            --new "$GEN" >"$log" 2>&1; then
+        python3 - "$log" "$1" >>"$ROWS" <<'EOF'
+import json, sys
+r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
+print("\t".join(str(x) for x in (sys.argv[2], "gpu_check", "fullkv", r["batch"], r["prompt_len"],
+      r["new"], f'{r["prefill_tok_s"]:.1f}', f'{r["decode_tok_s"]:.1f}', r["peak_kv_bytes"],
+      f'pool {r["pool_peak_bytes"] / 2**30:.1f}/{r["pool_bytes"] / 2**30:.1f} GiB')))
+EOF
+    elif grep -q 'oom:' "$log"; then
+        row "$1" gpu_check fullkv "$3" "$PROMPT_LEN" "$GEN" - - - "oom"
+    else
+        tail -n 5 "$log"
+        fail "gpu_check decode $1 batch $3 (see $log)"
+    fi
+}
+
 time_hf() { # model_name dir
     log=$OUT/time.$1.hf.log
     if within 20 python3 tools/devcheck/hf_check.py generate --model "$2" --batch 1 \
@@ -221,24 +243,27 @@ for opt in --device --ignore-eos; do
 done
 can_time=1
 if [ -n "$missing" ]; then
-    fail "evictbench-cuda generate lacks$missing (the harness merge adds them): timing not run"
+    fail "evictbench-cuda generate lacks$missing (the harness merge adds them): policy rows not run"
     can_time=0
 fi
 
-if check_shape qwen7b "$QWEN" && [ $can_time = 1 ]; then
-    step "timing qwen7b: evictbench-cuda generate ($GEN tokens, budget $BUDGET), transformers generate"
-    time_ours qwen7b "$QWEN" fullkv 1
+if check_shape qwen7b "$QWEN"; then
+    step "timing qwen7b: FullKV batch 1 and 64 through the model API, transformers generate"
+    time_model_api qwen7b "$QWEN" 1
     time_hf qwen7b "$QWEN"
-    for b in $BATCHES; do
-        for pol in $POLICIES; do
-            [ "$b" = 1 ] && [ "$pol" = fullkv ] && continue
-            time_ours qwen7b "$QWEN" "$pol" "$b"
+    time_model_api qwen7b "$QWEN" 64
+    if [ $can_time = 1 ]; then
+        step "timing qwen7b: evictbench-cuda generate ($GEN tokens, budget $BUDGET)"
+        for b in $BATCHES; do
+            for pol in $POLICIES; do
+                time_ours qwen7b "$QWEN" "$pol" "$b"
+            done
         done
-    done
+    fi
 fi
-if check_shape llama8b "$LLAMA" && [ $can_time = 1 ]; then
+if check_shape llama8b "$LLAMA"; then
     step "timing llama8b: FullKV batch 1, transformers generate"
-    time_ours llama8b "$LLAMA" fullkv 1
+    time_model_api llama8b "$LLAMA" 1
     time_hf llama8b "$LLAMA"
 fi
 
@@ -265,11 +290,13 @@ def get(model, engine, policy, batch):
     for r in rows:
         if (r["model"], r["engine"], r["policy"], r["batch"]) == (model, engine, policy, str(batch)):
             return num(r["decode_tok_s"])
+def ours_get(model, policy, batch):  # the harness's row, else the model-API row
+    return get(model, "evictbench", policy, batch) or get(model, "gpu_check", policy, batch)
 print()
 for model, d in (("qwen7b", "DeepSeek-R1-Distill-Qwen-7B"), ("llama8b", "DeepSeek-R1-Distill-Llama-8B")):
     try: wb = json.load(open(os.path.join(sys.argv[3], d, "devcheck.json")))["weight_bytes"]
     except (OSError, ValueError, KeyError): continue
-    ours, hf = get(model, "evictbench", "fullkv", 1), get(model, "transformers", "fullkv", 1)
+    ours, hf = ours_get(model, "fullkv", 1), get(model, "transformers", "fullkv", 1)
     if ours and bw > 0:
         frac = wb * ours / bw
         print(f"{model}: batch-1 decode {ours:.1f} tok/s x {wb / 1e9:.2f} GB of weights / "
@@ -280,7 +307,7 @@ for model, d in (("qwen7b", "DeepSeek-R1-Distill-Qwen-7B"), ("llama8b", "DeepSee
     if ours and hf:
         print(f"{model}: batch 1 vs transformers generate: {ours / hf:.2f}x "
               f"(target >= 5x: {'met' if ours / hf >= 5 else 'MISSED'})")
-full = [v for r in rows if r["model"] == "qwen7b" and r["engine"] == "evictbench"
+full = [v for r in rows if r["model"] == "qwen7b" and r["engine"] in ("evictbench", "gpu_check")
         and r["policy"] == "fullkv" for v in [num(r["decode_tok_s"])] if v]
 rkv64 = get("qwen7b", "evictbench", "rkv", 64)
 if full and rkv64:

@@ -11,6 +11,13 @@
  *   gpu_check logits --model PATH --ids 1,2,3 --out FILE [--device cpu|cuda[:N]]
  *       Writes the f32 logits of every position of one prompt ([n][vocab],
  *       little-endian) for tools/devcheck/hf_check.py to compare.
+ *   gpu_check decode --model PATH [--batch B] [--prompt-len L] [--new N] [--device cuda[:N]]
+ *       FullKV generation through model/generate.c on the GPU, independent of
+ *       the harness: reserves the run's device pool from generate()'s own
+ *       memory estimate (so every cache and buffer comes from it), runs B
+ *       sequences of L prompt tokens and N new tokens (EOS ignored), checks
+ *       the backend's status, and prints one JSON line with prefill and
+ *       decode tokens/s, peak KV bytes and the pool's size and peak use.
  *
  * Built only by the CUDA build (`make devcheck-tools`): it links the CUDA
  * backend.  The relative error of a position is max|ours - ref| / max|ref|. */
@@ -21,6 +28,7 @@
 #include <string.h>
 
 #include "kernels/cuda/backend_cuda.h"
+#include "model/generate.h"
 #include "model/model.h"
 #include "model/modelfile.h"
 
@@ -314,11 +322,81 @@ done:
     return rc;
 }
 
+static int cmd_decode(int argc, char **argv)
+{
+    const char *model = NULL, *device = "cuda";
+    int batch = 1, plen = 512, n_new = 128, dev = 0;
+    for (int i = 0; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
+        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prompt-len")) plen = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--new")) n_new = atoi(argv[i + 1]);
+        else return fprintf(stderr, "gpu_check: decode: unknown option %s\n", argv[i]), 2;
+    }
+    struct eb_err e = {0};
+    if (!model || batch < 1 || plen < 1 || n_new < 1) {
+        fprintf(stderr, "gpu_check: decode needs --model and positive sizes\n");
+        return 2;
+    }
+    struct backend *be = cuda_device_parse(device, &dev, &e) ? NULL : backend_cuda_create(dev, &e);
+    struct model *m = NULL;
+    int *ids = malloc((size_t)batch * plen * sizeof *ids), rc = 1;
+    struct gen_request *req = calloc((size_t)batch, sizeof *req);
+    struct gen_result *res = calloc((size_t)batch, sizeof *res);
+    if (!be || !ids || !req || !res || open_model(model, be, &m, &e)) {
+        fprintf(stderr, "gpu_check: %s\n", e.msg[0] ? e.msg : "out of memory");
+        goto done;
+    }
+    unsigned x = 2166136261u;
+    for (int b = 0; b < batch; b++) {
+        for (int t = 0; t < plen; t++) { /* ordinary-text-like ids, as evictbench bench */
+            x = x * 1664525u + 1013904223u;
+            ids[(size_t)b * plen + t] = 32 + (int)((x >> 8) % 1000u);
+        }
+        req[b] = (struct gen_request){ids + (size_t)b * plen, plen, n_new, sampler_params_greedy()};
+    }
+    struct gen_options opt = {0};
+    opt.ignore_eos = 1;
+    size_t free_b, total_b;
+    if (backend_cuda_mem_info(be, &free_b, &total_b, &e)) goto fail;
+    opt.mem_limit = total_b;
+    size_t est = generate_estimate_bytes(&m->cfg, 0, req, batch, &opt);
+    struct kv_pool_need need = {est / (size_t)batch + 1, 0, batch};
+    struct kv_pool_plan plan;
+    if (backend_cuda_reserve_pool(be, &need, &plan, &e)) goto fail;
+    opt.mem_limit = m->weight_bytes + plan.pool_bytes;
+    struct gen_stats st;
+    if (generate(m, req, batch, &opt, res, &st, &e) || backend_cuda_status(be, &e)) goto fail;
+    gen_results_free(res, batch);
+    size_t used, peak;
+    backend_cuda_pool_usage(be, &used, &peak);
+    printf("{\"engine\": \"gpu_check\", \"batch\": %d, \"prompt_len\": %d, \"new\": %d, "
+           "\"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"peak_kv_bytes\": %zu, "
+           "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu}\n",
+           batch, plen, n_new, st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0,
+           st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0, st.peak_kv_bytes,
+           m->weight_bytes, plan.pool_bytes, peak);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "gpu_check: decode: %s%s\n", e.kind == EB_ERR_NOMEM ? "oom: " : "", e.msg);
+done:
+    free(ids);
+    free(req);
+    free(res);
+    if (m) model_free(m);
+    if (be) be->destroy(be);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "fixtures")) return cmd_fixtures(argc > 2 ? atoi(argv[2]) : 0);
     if (argc >= 2 && !strcmp(argv[1], "logits")) return cmd_logits(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_decode(argc - 2, argv + 2);
     fprintf(stderr, "usage: gpu_check fixtures [DEVICE] | gpu_check logits --model PATH "
-                    "--ids 1,2,3 --out FILE [--device cpu|cuda[:N]]\n");
+                    "--ids 1,2,3 --out FILE [--device cpu|cuda[:N]] | gpu_check decode --model PATH "
+                    "[--batch B] [--prompt-len L] [--new N] [--device cuda[:N]]\n");
     return 2;
 }
