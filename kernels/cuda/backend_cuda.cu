@@ -80,18 +80,31 @@ static bool stage_alloc(struct backend *be, size_t cap)
 /* The host half of a region may be rewritten only once its copy has run;
  * the device half may be rewritten by a later copy at any time, because that
  * copy is queued after every kernel that reads the old contents.  So the ring
- * waits for the GPU only when it wraps around. */
+ * waits for the GPU only when it wraps around (or grows, for an array larger
+ * than the whole ring).  ring_room: room for `need` bytes from stage_off on. */
+static bool ring_room(struct backend *be, size_t need)
+{
+    struct cuda_impl *im = impl_of(be);
+    if (failed(be)) return false;
+    if (im->stage_off + need <= im->stage_cap) return true;
+    if (!cuda_ok(be, cudaDeviceSynchronize(), "staging ring wrap")) return false;
+    im->stage_off = 0;
+    return need <= im->stage_cap || stage_alloc(be, need * 2);
+}
+
+/* Each staged array takes its size rounded up to STAGE_ALIGN: bytes plus
+ * n_items alignments covers them all. */
+bool stage_reserve(struct backend *be, size_t bytes, int n_items)
+{
+    return ring_room(be, bytes + (size_t)(n_items > 0 ? n_items : 0) * STAGE_ALIGN);
+}
+
 const void *stage(struct backend *be, const void *host, size_t bytes)
 {
     struct cuda_impl *im = impl_of(be);
-    if (failed(be)) return NULL;
     size_t need = (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
     if (need == 0) need = STAGE_ALIGN;
-    if (im->stage_off + need > im->stage_cap) {
-        if (!cuda_ok(be, cudaDeviceSynchronize(), "staging ring wrap")) return NULL;
-        im->stage_off = 0;
-        if (need > im->stage_cap && !stage_alloc(be, need * 2)) return NULL;
-    }
+    if (!ring_room(be, need)) return NULL;
     char *h = im->stage_host + im->stage_off, *d = im->stage_dev + im->stage_off;
     im->stage_off += need;
     memcpy(h, host, bytes);
@@ -330,6 +343,9 @@ static void cuda_rope(struct backend *be, float *x, int rows, int n_heads, int h
 {
     if (rows <= 0 || n_heads <= 0 || head_dim < 2 || failed(be)) return;
     int half = head_dim / 2;
+    /* Both arrays in one reservation: a wrap between them would let the
+     * second copy land on the first before the kernel reads it. */
+    if (!stage_reserve(be, ((size_t)rows + half) * sizeof(int), 2)) return;
     const int *d_pos = device_ints(be, pos, rows);
     const float *d_freq = (const float *)stage(be, inv_freq, half * sizeof(float));
     if (!d_pos || !d_freq) return;

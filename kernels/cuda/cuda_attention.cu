@@ -273,6 +273,8 @@ template <typename T>
 static int attention_general(struct backend *be, const struct attn_args *a)
 {
     struct cuda_impl *im = impl_of(be);
+    size_t mask_bytes = a->slot_mask ? (size_t)a->n_kv * a->cap : 0;
+    if (!stage_reserve(be, (size_t)a->n_kv * sizeof(int) + mask_bytes, 2)) return -1;
     const int *d_len = (const int *)stage(be, a->kv_len, (size_t)a->n_kv * sizeof(int));
     if (!d_len) return -1;
     const unsigned char *d_mask = NULL;

@@ -60,8 +60,12 @@ bool launched(struct backend *be, const char *what);
 /* Grows a device buffer (outside the pool) to hold n elements of `size` bytes. */
 bool grow(struct backend *be, void **buf, size_t *cap, size_t n, size_t size, const char *what);
 /* A device copy of `bytes` of host memory, valid for the work queued after
- * it on the default stream; NULL (error recorded) on failure. */
+ * it on the default stream until the ring wraps; NULL (error recorded) on
+ * failure.  An op that stages several arrays for one kernel reserves their
+ * room first (stage_reserve with their total and count), so that no wrap
+ * falls between them. */
 const void *stage(struct backend *be, const void *host, size_t bytes);
+bool stage_reserve(struct backend *be, size_t bytes, int n_items);
 
 static inline unsigned blocks_for(size_t n, unsigned threads)
 {

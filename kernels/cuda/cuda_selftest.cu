@@ -318,6 +318,17 @@ static void test_staging_wrap(void)
     }
     compare("staging ring wraps (rope)", x, 1e-3); /* 1200 rotations compound f32 rounding */
     drop(x);
+    /* Positions larger than the whole ring: it grows, and both arrays of the
+     * op (positions, inv_freq) arrive intact. */
+    rows = 2200000, hd = 2;
+    std::vector<float> one_freq(1, 0.01f);
+    pair y = make(random_vec((size_t)rows * hd, 1));
+    pos.assign(rows, 0);
+    for (int r = 0; r < rows; r++) pos[r] = r % 7919;
+    cpu->rope(cpu, y.c, rows, 1, hd, pos.data(), one_freq.data(), ROPE_PAIR_ADJACENT);
+    gpu->rope(gpu, y.g, rows, 1, hd, pos.data(), one_freq.data(), ROPE_PAIR_ADJACENT);
+    compare("staging ring grows (rope)", y, 1e-4);
+    drop(y);
 }
 
 static void compare_rel(const char *what, pair p, double atol, double rtol);
