@@ -419,6 +419,7 @@ static void cuda_destroy(struct backend *be)
         cudaFree(im->d_scores);
         cudaFree(im->d_part);
         cudaFree(im->d_tokens);
+        free(im->h_scratch);
         cudaFree(im->d_act16);
         cudaFree(im->pool_base);
         cudaFree(im->stage_dev);
@@ -600,6 +601,12 @@ extern "C" int backend_cuda_kv_load_bf16(struct backend *be, float *dst, const v
 extern "C" int backend_cuda_attention_bf16(struct backend *be, const struct attn_args *a)
 {
     return cuda_attention_typed(be, a, true);
+}
+
+extern "C" int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n,
+                                            int kv_bf16)
+{
+    return cuda_attention_batch_typed(be, a, n, kv_bf16 != 0);
 }
 
 extern "C" int backend_cuda_argmax(struct backend *be, int *tokens, const float *logits,

@@ -58,6 +58,16 @@ int backend_cuda_kv_store_bf16(struct backend *be, void *dst_bf16, const float *
 int backend_cuda_kv_load_bf16(struct backend *be, float *dst, const void *src_bf16, size_t n);
 int backend_cuda_attention_bf16(struct backend *be, const struct attn_args *a);
 
+/* ---- batched attention ----
+ * The n problems a[0..n) (n be->attention calls: one per sequence of a
+ * forward, each over its own cache) in at most two launches (decode-sized
+ * sequences and prefill chunks), where the shapes allow the flash kernel
+ * (same n_head, n_kv, head_dim and scale; no probabilities); otherwise one
+ * sequence at a time.  kv_bf16: the caches are bf16.  0, or -1 for bad
+ * arguments or a CUDA failure. */
+int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n,
+                                 int kv_bf16);
+
 /* ---- sampling on the device ----
  * Greedy: tokens[r] (host) = the id of the largest logit of row r of
  * logits [n_rows][n_vocab] (device memory), ties to the lowest id as the

@@ -23,6 +23,9 @@
 #include "kernels/cuda/cuda_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum {
     FLASH_WARPS = 4,
@@ -33,27 +36,36 @@ enum {
     FLASH_DECODE_MAX_NEW = 4
 };
 
-struct flash_params {
+/* One sequence of a launch (device memory, staged per call). */
+struct flash_seq {
     float *out;                 /* [n_new][n_head][HD] */
     const float *q;             /* [n_new][n_head][HD] */
     const void *k, *v;          /* [n_kv][cap][HD] of T */
     const unsigned char *mask;  /* device [n_kv][cap] or NULL */
-    float *part;                /* [n_new][n_head][n_split][HD + 2] when n_split > 1 */
-    int cap, n_head, n_new, group, n_split, keys_per_split;
-    float scale;
+    int cap, n_new;
+    int z0;                     /* its first block along grid z */
+    int row0;                   /* its first row of partials (rows: queries of the launch) */
     int kv_len[FLASH_MAX_KV];
 };
 
-/* The result of (query i, head h, split) for dimension d: the output when
- * there is one split, else the partial (O unnormalised, with M and L). */
-__device__ static inline void flash_write(const flash_params &p, int i, int h, int split, int d,
-                                          int hd, float M, float L, float O)
+struct flash_params {
+    const flash_seq *seqs;      /* device [n_seq] */
+    const int *zmap;            /* device: the sequence of each block along z */
+    float *part;                /* [rows][n_head][n_split][HD + 2] when n_split > 1 */
+    int n_head, group, n_split, keys_per_split;
+    float scale;
+};
+
+/* The result of (query i of sequence sq, head h, split) for dimension d: the
+ * output when there is one split, else the partial (O unnormalised, M, L). */
+__device__ static inline void flash_write(const flash_params &p, const flash_seq &sq, int i, int h,
+                                          int split, int d, int hd, float M, float L, float O)
 {
     if (p.n_split == 1) {
-        p.out[((size_t)i * p.n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+        sq.out[((size_t)i * p.n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
         return;
     }
-    float *pp = p.part + (((size_t)i * p.n_head + h) * p.n_split + split) * (hd + 2);
+    float *pp = p.part + (((size_t)(sq.row0 + i) * p.n_head + h) * p.n_split + split) * (hd + 2);
     pp[d] = O;
     if (d == 0) {
         pp[hd] = M;
@@ -61,9 +73,10 @@ __device__ static inline void flash_write(const flash_params &p, int i, int h, i
     }
 }
 
-/* grid (n_kv, n_split, ceil(n_new / Q)), FLASH_WARPS warps.  Q = 1: the
- * warps share query blockIdx.z and take turns over 32-key tiles; Q =
- * FLASH_WARPS: warp w owns query blockIdx.z * Q + w. */
+/* grid (n_kv, n_split, blocks of all sequences), FLASH_WARPS warps; block z
+ * belongs to sequence zmap[z] and covers its queries from (z - z0) * Q on.
+ * Q = 1: the warps share one query and take turns over 32-key tiles; Q =
+ * FLASH_WARPS: warp w owns the block's query w. */
 template <typename T, int HD, int Q>
 __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_params p)
 {
@@ -73,21 +86,23 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
     const int kvh = blockIdx.x, split = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = p.group, h0 = kvh * G;
+    const flash_seq &sq = p.seqs[p.zmap[blockIdx.z]];
+    const int n_new = sq.n_new, cap = sq.cap, q_first = (blockIdx.z - sq.z0) * Q;
     const int qslot = Q == 1 ? 0 : warp;
-    const int i = blockIdx.z * Q + qslot;
+    const int i = q_first + qslot;
 
     for (int t = threadIdx.x; t < Q * G * HD; t += blockDim.x) {
-        int qs = t / (G * HD), r = t % (G * HD), qi = blockIdx.z * Q + qs;
+        int qs = t / (G * HD), r = t % (G * HD), qi = q_first + qs;
         sm[qs * MG * HD + r] =
-            qi < p.n_new ? p.q[(size_t)qi * p.n_head * HD + (size_t)h0 * HD + r] : 0.0f;
+            qi < n_new ? sq.q[(size_t)qi * p.n_head * HD + (size_t)h0 * HD + r] : 0.0f;
     }
     __syncthreads();
     const float *qsm = sm + qslot * MG * HD;
 
     int n_vis = 0;
-    if (i < p.n_new) {
-        n_vis = p.kv_len[kvh] - p.n_new + i + 1;
-        n_vis = n_vis < 0 ? 0 : (n_vis > p.cap ? p.cap : n_vis);
+    if (i < n_new) {
+        n_vis = sq.kv_len[kvh] - n_new + i + 1;
+        n_vis = n_vis < 0 ? 0 : (n_vis > cap ? cap : n_vis);
     }
     const int s0 = split * p.keys_per_split;
     const int s1 = min(s0 + p.keys_per_split, n_vis);
@@ -99,9 +114,9 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
 #pragma unroll
         for (int e = 0; e < E; e++) o[g][e] = 0.0f;
     }
-    const T *K = (const T *)p.k + (size_t)kvh * p.cap * HD;
-    const T *V = (const T *)p.v + (size_t)kvh * p.cap * HD;
-    const unsigned char *mk = p.mask ? p.mask + (size_t)kvh * p.cap : nullptr;
+    const T *K = (const T *)sq.k + (size_t)kvh * cap * HD;
+    const T *V = (const T *)sq.v + (size_t)kvh * cap * HD;
+    const unsigned char *mk = sq.mask ? sq.mask + (size_t)kvh * cap : nullptr;
     const int first = s0 + (Q == 1 ? warp * FLASH_TILE : 0);
     const int step = Q == 1 ? FLASH_WARPS * FLASH_TILE : FLASH_TILE;
 
@@ -159,10 +174,11 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
     }
 
     if (Q != 1) { /* the warp holds its query's whole result */
-        if (i >= p.n_new) return;
+        if (i >= n_new) return;
         for (int g = 0; g < G; g++)
 #pragma unroll
-            for (int e = 0; e < E; e++) flash_write(p, i, h0 + g, split, lane * E + e, HD, m[g], l[g], o[g][e]);
+            for (int e = 0; e < E; e++)
+                flash_write(p, sq, i, h0 + g, split, lane * E + e, HD, m[g], l[g], o[g][e]);
         return;
     }
     /* Merge the warps' online softmaxes: rescale each to the common max. */
@@ -189,16 +205,18 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
                 L += row[HD + 1] * c;
                 O += row[d] * c;
             }
-        flash_write(p, i, h0 + g, split, d, HD, M, L, O);
+        flash_write(p, sq, i, h0 + g, split, d, HD, M, L, O);
     }
 }
 
-/* grid (n_head, n_new), head_dim threads: merges the splits of one row. */
-__global__ static void k_flash_combine(float *out, const float *part, int n_head, int n_split,
-                                       int hd)
+/* grid (n_head, rows), head_dim threads: merges the splits of one row
+ * (query) of the launch; rowmap gives its sequence. */
+__global__ static void k_flash_combine(const flash_seq *seqs, const int *rowmap, const float *part,
+                                       int n_head, int n_split, int hd)
 {
-    int h = blockIdx.x, i = blockIdx.y, d = threadIdx.x;
-    const float *pp = part + ((size_t)i * n_head + h) * n_split * (hd + 2);
+    int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
+    const flash_seq &sq = seqs[rowmap[r]];
+    const float *pp = part + ((size_t)r * n_head + h) * n_split * (hd + 2);
     float M = -INFINITY, L = 0.0f, O = 0.0f;
     for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
     if (M != -INFINITY)
@@ -208,7 +226,7 @@ __global__ static void k_flash_combine(float *out, const float *part, int n_head
             L += ps[hd + 1] * c;
             O += ps[d] * c;
         }
-    out[((size_t)i * n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
 }
 
 /* The general kernel: one block per (head, query q0 + blockIdx.y).  Scores
@@ -313,77 +331,123 @@ static int div_up(long a, long b)
     return (int)((a + b - 1) / b);
 }
 
-template <typename T, int HD>
-static int launch_flash(struct backend *be, flash_params &p, int n_kv, int max_vis)
+/* Host scratch that grows (the descriptors and block maps of a launch). */
+static void *host_scratch(struct backend *be, size_t bytes)
 {
     struct cuda_impl *im = impl_of(be);
-    const bool decode = p.n_new <= FLASH_DECODE_MAX_NEW;
-    const int q_per_block = decode ? 1 : FLASH_WARPS;
-    const int q_blocks = div_up(p.n_new, q_per_block);
+    if (bytes <= im->h_scratch_cap) return im->h_scratch;
+    void *p = realloc(im->h_scratch, bytes * 2);
+    if (!p) {
+        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: out of host memory");
+        im->err_nomem = 1;
+        return NULL;
+    }
+    im->h_scratch = (char *)p;
+    im->h_scratch_cap = bytes * 2;
+    return p;
+}
+
+/* One launch over the sequences a[idx[0..n)] (all decode-sized when Q = 1). */
+template <typename T, int HD, int Q>
+static int launch_flash(struct backend *be, const struct attn_args *a, const int *idx, int n)
+{
+    struct cuda_impl *im = impl_of(be);
+    const int n_kv = a[idx[0]].n_kv, n_head = a[idx[0]].n_head;
+    int n_z = 0, rows = 0, max_vis = 0;
+    size_t mask_bytes = 0;
+    for (int j = 0; j < n; j++) {
+        const struct attn_args *x = &a[idx[j]];
+        n_z += div_up(x->n_new, Q);
+        rows += x->n_new;
+        for (int h = 0; h < n_kv; h++) {
+            int len = x->kv_len[h] < x->cap ? x->kv_len[h] : x->cap;
+            if (len > max_vis) max_vis = len;
+        }
+        if (x->slot_mask) mask_bytes += (size_t)n_kv * x->cap;
+    }
     /* Enough blocks for two waves over the GPU, but no split under one
      * round of tiles for the block's warps. */
-    const int keys_min = decode ? FLASH_WARPS * FLASH_TILE : 8 * FLASH_TILE;
-    int n_split = div_up(2L * im->n_sm, (long)n_kv * q_blocks);
-    int most = div_up(max_vis > 0 ? max_vis : 1, keys_min);
+    const int keys_min = Q == 1 ? FLASH_WARPS * FLASH_TILE : 8 * FLASH_TILE;
+    const int vis = max_vis > 0 ? max_vis : 1;
+    int n_split = div_up(2L * im->n_sm, (long)n_kv * n_z);
+    int most = div_up(vis, keys_min);
     if (n_split > most) n_split = most;
     if (n_split > FLASH_MAX_SPLITS) n_split = FLASH_MAX_SPLITS;
     if (n_split < 1) n_split = 1;
-    int kps = div_up(max_vis > 0 ? max_vis : 1, n_split);
-    kps = div_up(kps, keys_min) * keys_min;
-    n_split = div_up(max_vis > 0 ? max_vis : 1, kps);
+    int kps = div_up(div_up(vis, n_split), keys_min) * keys_min;
+    n_split = div_up(vis, kps);
+
+    size_t desc_bytes = (size_t)n * sizeof(flash_seq);
+    size_t map_bytes = ((size_t)n_z + (size_t)rows) * sizeof(int);
+    char *h = (char *)host_scratch(be, desc_bytes + map_bytes);
+    if (!h || !stage_reserve(be, desc_bytes + map_bytes + mask_bytes, 3 + n)) return -1;
+    flash_seq *desc = (flash_seq *)h;
+    int *zmap = (int *)(h + desc_bytes), *rowmap = zmap + n_z;
+    int z = 0, r = 0;
+    for (int j = 0; j < n; j++) {
+        const struct attn_args *x = &a[idx[j]];
+        flash_seq *d = &desc[j];
+        memset(d, 0, sizeof *d);
+        d->out = x->out;
+        d->q = x->q;
+        d->k = x->k_cache;
+        d->v = x->v_cache;
+        d->cap = x->cap;
+        d->n_new = x->n_new;
+        d->z0 = z;
+        d->row0 = r;
+        for (int hh = 0; hh < n_kv; hh++) d->kv_len[hh] = x->kv_len[hh];
+        if (x->slot_mask &&
+            !(d->mask = (const unsigned char *)stage(be, x->slot_mask, (size_t)n_kv * x->cap)))
+            return -1;
+        for (int t = div_up(x->n_new, Q); t > 0; t--) zmap[z++] = j;
+        for (int t = 0; t < x->n_new; t++) rowmap[r++] = j;
+    }
+    flash_params p = {};
+    p.seqs = (const flash_seq *)stage(be, desc, desc_bytes);
+    p.zmap = (const int *)stage(be, zmap, (size_t)n_z * sizeof(int));
+    const int *d_rowmap = n_split > 1 ? (const int *)stage(be, rowmap, (size_t)rows * sizeof(int))
+                                      : NULL;
+    if (!p.seqs || !p.zmap || (n_split > 1 && !d_rowmap)) return -1;
+    p.n_head = n_head;
+    p.group = n_head / n_kv;
     p.n_split = n_split;
     p.keys_per_split = kps;
+    p.scale = a[idx[0]].scale;
     if (n_split > 1) {
-        size_t n = (size_t)p.n_new * p.n_head * n_split * (HD + 2);
-        if (!grow(be, (void **)&im->d_part, &im->d_part_cap, n, sizeof(float), "attention splits"))
+        size_t need = (size_t)rows * n_head * n_split * (HD + 2);
+        if (!grow(be, (void **)&im->d_part, &im->d_part_cap, need, sizeof(float),
+                  "attention splits"))
             return -1;
         p.part = im->d_part;
     }
-    size_t q_floats = (size_t)q_per_block * FLASH_MAX_GROUP * HD;
-    size_t merge_floats = decode ? (size_t)FLASH_WARPS * FLASH_MAX_GROUP * (HD + 2) : 0;
+    size_t q_floats = (size_t)Q * FLASH_MAX_GROUP * HD;
+    size_t merge_floats = Q == 1 ? (size_t)FLASH_WARPS * FLASH_MAX_GROUP * (HD + 2) : 0;
     size_t shared = (q_floats > merge_floats ? q_floats : merge_floats) * sizeof(float);
-    dim3 grid((unsigned)n_kv, (unsigned)n_split, (unsigned)q_blocks);
-    if (decode)
-        k_flash<T, HD, 1><<<grid, FLASH_WARPS * 32, shared>>>(p);
-    else
-        k_flash<T, HD, FLASH_WARPS><<<grid, FLASH_WARPS * 32, shared>>>(p);
+    k_flash<T, HD, Q><<<dim3((unsigned)n_kv, (unsigned)n_split, (unsigned)n_z),
+                        FLASH_WARPS * 32, shared>>>(p);
     if (!launched(be, "flash attention")) return -1;
     if (n_split > 1) {
-        k_flash_combine<<<dim3((unsigned)p.n_head, (unsigned)p.n_new), HD>>>(p.out, p.part,
-                                                                           p.n_head, n_split, HD);
+        k_flash_combine<<<dim3((unsigned)n_head, (unsigned)rows), HD>>>(p.seqs, d_rowmap, p.part,
+                                                                       n_head, n_split, HD);
         if (!launched(be, "flash combine")) return -1;
     }
     return 0;
 }
 
-template <typename T>
-static int attention_flash(struct backend *be, const struct attn_args *a)
+/* Decode-sized sequences (at most FLASH_DECODE_MAX_NEW queries) in one
+ * launch, the others (prefill chunks) in another. */
+template <typename T, int HD>
+static int attention_flash(struct backend *be, const struct attn_args *a, int n, int *idx)
 {
-    flash_params p = {};
-    p.out = a->out;
-    p.q = a->q;
-    p.k = a->k_cache;
-    p.v = a->v_cache;
-    p.cap = a->cap;
-    p.n_head = a->n_head;
-    p.n_new = a->n_new;
-    p.group = a->n_head / a->n_kv;
-    p.scale = a->scale;
-    int max_vis = 0;
-    for (int h = 0; h < a->n_kv; h++) {
-        int len = a->kv_len[h] < a->cap ? a->kv_len[h] : a->cap;
-        p.kv_len[h] = a->kv_len[h];
-        if (len > max_vis) max_vis = len;
-    }
-    if (a->slot_mask) {
-        p.mask = (const unsigned char *)stage(be, a->slot_mask, (size_t)a->n_kv * a->cap);
-        if (!p.mask) return -1;
-    }
-    switch (a->head_dim) {
-    case 64: return launch_flash<T, 64>(be, p, a->n_kv, max_vis);
-    case 128: return launch_flash<T, 128>(be, p, a->n_kv, max_vis);
-    default: return launch_flash<T, 256>(be, p, a->n_kv, max_vis);
-    }
+    int n_dec = 0, n_pre = 0;
+    for (int j = 0; j < n; j++)
+        if (a[j].n_new <= FLASH_DECODE_MAX_NEW) idx[n_dec++] = j;
+    for (int j = 0; j < n; j++)
+        if (a[j].n_new > FLASH_DECODE_MAX_NEW) idx[n_dec + n_pre++] = j;
+    if (n_dec && launch_flash<T, HD, 1>(be, a, idx, n_dec)) return -1;
+    if (n_pre && launch_flash<T, HD, FLASH_WARPS>(be, a, idx + n_dec, n_pre)) return -1;
+    return 0;
 }
 
 /* The flash kernels' conditions: see the file comment.  The cache rows are
@@ -397,15 +461,64 @@ static bool flash_fits(const struct attn_args *a)
            ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
 }
 
+static bool args_ok(const struct attn_args *a)
+{
+    return a->n_head > 0 && a->n_kv > 0 && a->n_head % a->n_kv == 0 && a->n_new > 0 &&
+           a->head_dim > 0 && a->cap > 0 && a->kv_len && a->out && a->q && a->k_cache &&
+           a->v_cache;
+}
+
+/* Launch limits of one batched launch: blocks along z, rows of the combine. */
+static const long FLASH_MAX_Z = 65535;
+
+int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, int n, bool bf16)
+{
+    if (n < 1 || !a) return -1;
+    bool flash = true;
+    long z = 0;
+    for (int j = 0; j < n; j++) {
+        if (!args_ok(&a[j])) return -1;
+        flash = flash && flash_fits(&a[j]) && a[j].n_head == a[0].n_head &&
+                a[j].n_kv == a[0].n_kv && a[j].head_dim == a[0].head_dim &&
+                a[j].scale == a[0].scale;
+        z += a[j].n_new; /* rows: an upper bound on the blocks too */
+    }
+    if (failed(be)) return -1;
+    if (!flash || z > FLASH_MAX_Z) { /* one sequence at a time */
+        for (int j = 0; j < n; j++) {
+            int rc;
+            if (flash_fits(&a[j]) && a[j].n_new <= FLASH_MAX_Z)
+                rc = cuda_attention_batch_typed(be, &a[j], 1, bf16);
+            else
+                rc = bf16 ? attention_general<__nv_bfloat16>(be, &a[j])
+                          : attention_general<float>(be, &a[j]);
+            if (rc) return -1;
+        }
+        return 0;
+    }
+    int *idx = (int *)malloc((size_t)n * sizeof *idx);
+    if (!idx) return -1;
+    int rc;
+    switch (a[0].head_dim) {
+    case 64:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 64>(be, a, n, idx)
+                  : attention_flash<float, 64>(be, a, n, idx);
+        break;
+    case 128:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 128>(be, a, n, idx)
+                  : attention_flash<float, 128>(be, a, n, idx);
+        break;
+    default:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 256>(be, a, n, idx)
+                  : attention_flash<float, 256>(be, a, n, idx);
+    }
+    free(idx);
+    return rc;
+}
+
 int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16)
 {
-    if (a->n_head <= 0 || a->n_kv <= 0 || a->n_head % a->n_kv != 0 || a->n_new <= 0 ||
-        a->head_dim <= 0 || a->cap <= 0 || !a->kv_len)
-        return -1;
-    if (failed(be)) return -1;
-    if (flash_fits(a))
-        return bf16 ? attention_flash<__nv_bfloat16>(be, a) : attention_flash<float>(be, a);
-    return bf16 ? attention_general<__nv_bfloat16>(be, a) : attention_general<float>(be, a);
+    return cuda_attention_batch_typed(be, a, 1, bf16);
 }
 
 void cuda_attention(struct backend *be, const struct attn_args *a)

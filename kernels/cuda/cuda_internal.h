@@ -31,6 +31,8 @@ struct cuda_impl {
     size_t d_scores_cap;
     float *d_part;     /* split-K partial outputs of the flash kernels */
     size_t d_part_cap;
+    char *h_scratch;   /* host: descriptors of a batched attention launch */
+    size_t h_scratch_cap;
     int *d_tokens;     /* sampled ids */
     size_t d_tokens_cap;
     /* The run's pool (backend_cuda_reserve_pool); pool_base NULL until then. */
@@ -163,6 +165,7 @@ void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, con
 
 void cuda_attention(struct backend *be, const struct attn_args *a);
 int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16);
+int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, int n, bool bf16);
 int cuda_window_scores(struct backend *be, const struct window_score_args *a);
 int cuda_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,
                 enum score_pool mode);

@@ -14,7 +14,8 @@
  *
  * Attention runs both kernels (flash: no probabilities, head_dim 64/128/256,
  * GQA up to 8:1, split-K for long caches; general: the rest) with per-head
- * lengths and pad masks, at the same f32 tolerance.  The bf16 cache is
+ * lengths and pad masks, at the same f32 tolerance, one sequence per call and
+ * many sequences (decode rows and prefill chunks mixed) in one batched call.  The bf16 cache is
  * checked twice: against the CPU on the same bf16-rounded K and V, where
  * only the summation order differs (1e-4, as f32), and against the CPU on
  * the unrounded f32 cache, which bounds what bf16 storage costs.  A bf16
@@ -214,6 +215,60 @@ static void test_attention(int n_head, int n_kv, int hd, int n_new, int cap,
     compare(what, out, 1e-4);
     if (probs) compare("  probs", p, 1e-5);
     drop(q), drop(k), drop(v), drop(out), drop(p);
+}
+
+/* Several sequences' attention in one call (backend_cuda_attention_batch):
+ * each sequence its own cache, length per head, new-token count and pads;
+ * every output must equal the CPU's attention of that sequence alone. */
+static void test_attention_batch(int n_head, int n_kv, int hd, std::vector<int> n_new,
+                                 std::vector<int> cap)
+{
+    int n = (int)n_new.size();
+    std::vector<pair> q, k, v, out;
+    std::vector<std::vector<int>> len(n);
+    std::vector<std::vector<unsigned char>> mask(n);
+    std::vector<struct attn_args> a(n);
+    for (int s = 0; s < n; s++) {
+        q.push_back(make(random_vec((size_t)n_new[s] * n_head * hd, 1)));
+        k.push_back(make(random_vec((size_t)n_kv * cap[s] * hd, 1)));
+        v.push_back(make(random_vec((size_t)n_kv * cap[s] * hd, 1)));
+        out.push_back(make_empty((size_t)n_new[s] * n_head * hd));
+        for (int h = 0; h < n_kv; h++) { /* compacted heads: any length from n_new to cap */
+            int l = n_new[s] + (int)((rnd() + 1) * 0.5f * (cap[s] - n_new[s]));
+            len[s].push_back(l > cap[s] ? cap[s] : l);
+        }
+        mask[s].assign((size_t)n_kv * cap[s], 0);
+        for (size_t j = 0; j < mask[s].size(); j++) mask[s][j] = s % 3 == 1 && j % 11 < 3;
+        struct attn_args &x = a[s];
+        x = {};
+        x.cap = cap[s], x.n_head = n_head, x.n_kv = n_kv, x.head_dim = hd, x.n_new = n_new[s];
+        x.kv_len = len[s].data(), x.scale = 1.0f / sqrtf((float)hd);
+        x.slot_mask = s % 3 == 1 ? mask[s].data() : NULL;
+        x.out = out[s].c, x.q = q[s].c, x.k_cache = k[s].c, x.v_cache = v[s].c;
+        cpu->attention(cpu, &x);
+        x.out = out[s].g, x.q = q[s].g, x.k_cache = k[s].g, x.v_cache = v[s].g;
+    }
+    int rc = backend_cuda_attention_batch(gpu, a.data(), n, 0);
+    char what[80];
+    snprintf(what, sizeof what, "attention batch of %d %d:%d hd%d", n, n_head, n_kv, hd);
+    if (rc != 0) {
+        printf("  FAIL %-28s returned %d: %s\n", what, rc, backend_cuda_error(gpu));
+        n_failed++;
+    } else {
+        std::vector<float> all_c, all_g; /* one comparison over every sequence */
+        for (int s = 0; s < n; s++) {
+            std::vector<float> hc(out[s].n), hg(out[s].n);
+            cpu->download(cpu, hc.data(), out[s].c, out[s].n);
+            gpu->download(gpu, hg.data(), out[s].g, out[s].n);
+            all_c.insert(all_c.end(), hc.begin(), hc.end());
+            all_g.insert(all_g.end(), hg.begin(), hg.end());
+        }
+        pair all = make(all_c);
+        gpu->upload(gpu, all.g, all_g.data(), all.n);
+        compare(what, all, 1e-4);
+        drop(all);
+    }
+    for (int s = 0; s < n; s++) drop(q[s]), drop(k[s]), drop(v[s]), drop(out[s]);
 }
 
 /* The same attention over a bf16 cache: the CPU reference attends the
@@ -648,6 +703,13 @@ int main(int argc, char **argv)
     test_attention(8, 2, 256, 37, 333, {333, 40}, false, true);
     test_attention(9, 3, 64, 4, 300, {257, 100, 3}, true, true); /* general kernel, masked */
     test_attention(36, 4, 128, 1, 200, {200, 100, 50, 25}, false); /* 9:1: general kernel */
+    /* batched: decode rows and prefill chunks of many sequences together */
+    test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300, 4, 5}, {600, 4096, 50, 1, 900, 2000,
+                                                                      812, 4, 77});
+    test_attention_batch(28, 4, 128, std::vector<int>(64, 1), std::vector<int>(64, 1500));
+    test_attention_batch(32, 8, 128, {2, 9, 1}, {3000, 64, 9000});
+    test_attention_batch(9, 3, 64, {1, 2}, {300, 40}); /* hd 64 */
+    test_attention_batch(4, 2, 32, {1, 3}, {40, 20});  /* hd 32: one sequence at a time */
     test_attention_bf16(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
     test_attention_bf16(32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
     test_attention_bf16(9, 3, 64, 1, 300, {257, 100, 3}, false);
