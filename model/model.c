@@ -180,6 +180,36 @@ static struct weight *load_weight(struct model *m, const struct model_file *mf, 
     return w;
 }
 
+struct type_bytes {
+    size_t bytes[QUANT_TYPE_COUNT];
+};
+
+static void add_type_bytes(void *ctx, const char *name, const struct weight *w)
+{
+    (void)name;
+    struct type_bytes *tb = ctx;
+    if ((int)w->held >= 0 && (int)w->held < QUANT_TYPE_COUNT)
+        tb->bytes[w->held] += (size_t)w->rows * w->row_bytes;
+}
+
+void model_weight_types(const struct model *m, char *out, size_t out_len)
+{
+    struct type_bytes tb = {{0}};
+    model_each_weight(m, add_type_bytes, &tb);
+    size_t used = 0;
+    out[0] = '\0';
+    for (;;) {
+        int best = -1;
+        for (int t = 0; t < QUANT_TYPE_COUNT; t++)
+            if (tb.bytes[t] && (best < 0 || tb.bytes[t] > tb.bytes[best])) best = t;
+        if (best < 0) break;
+        int n = snprintf(out + used, out_len - used, "%s%s", used ? "+" : "", quant_type_name(best));
+        if (n < 0 || (size_t)n >= out_len - used) break;
+        used += (size_t)n;
+        tb.bytes[best] = 0;
+    }
+}
+
 static void free_weight(struct model *m, float *p)
 {
     if (p) m->be->free(m->be, p);

@@ -73,6 +73,10 @@ void model_free(struct model *m);
 size_t model_weight_bytes(const struct model_file *mf);
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);
 
+/* The types the weight matrices are held in, most bytes first, joined by
+ * '+' (e.g. "Q4_K+Q6_K"), into out. */
+void model_weight_types(const struct model *m, char *out, size_t out_len);
+
 /* Visit every weight matrix with its canonical tensor name (info, tests). */
 void model_each_weight(const struct model *m,
                        void (*fn)(void *ctx, const char *name, const struct weight *w), void *ctx);
