@@ -29,7 +29,7 @@
 
 enum {
     TILE_ROWS = 16,     /* weight rows per tile of the integer path */
-    PANEL_ROWS = 64,    /* weight rows per f32 panel of the sgemm path */
+    PANEL_ROWS = 128,   /* weight rows per f32 panel of the sgemm path */
     ALIGN = 64
 };
 
@@ -192,13 +192,17 @@ static void matmul_panels(struct backend *be, float *y, const float *x, const st
     float beta = bias ? 1.0f : 0.0f;
     int panels = (n + PANEL_ROWS - 1) / PANEL_ROWS;
     float *scratch = im->scratch[1];
+    qdeq_fn deq = im->simd == CPU_SIMD_AVX2 ? qdeq_avx2(w->held) : NULL;
     #pragma omp parallel num_threads(nt) if (nt > 1 && panels > 1)
     {
         float *f = scratch + (size_t)omp_get_thread_num() * panel;
         #pragma omp for schedule(dynamic, 1)
         for (int p = 0; p < panels; p++) {
             int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
-            quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
+            if (deq)
+                for (int r = 0; r < rn; r++) deq(row_of(w, r0 + r), f + (size_t)r * k, k);
+            else
+                quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rn, k, 1.0f, x, k, f, k,
                         beta, y + r0, n);
         }
