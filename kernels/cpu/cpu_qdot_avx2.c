@@ -205,15 +205,37 @@ static float dot_q8_0(int k, const void *wv, const void *xv)
     return hsum(acc);
 }
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block. */
-static void scales_mins_k4(const uint8_t *s, int *sc, int *mn)
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block, as bytes:
+ * scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; scales
+ * and mins 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their
+ * top 2 bits from the top bits of bytes 0-3 and 4-7.  Done on 32-bit words. */
+static void scales_mins_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8])
 {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-    }
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    uint32_t v[4] = {
+        w0 & 0x3f3f3f3fu,
+        (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4,
+        w1 & 0x3f3f3f3fu,
+        ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4,
+    };
+    memcpy(sc, v, 8);
+    memcpy(mn, v + 2, 8);
+}
+
+/* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
+static int mins_dot(const uint8_t mn[8], const int16_t bsums[16])
+{
+    __m128i lo = _mm_loadu_si128((const __m128i *)bsums);
+    __m128i hi = _mm_loadu_si128((const __m128i *)(bsums + 8));
+    __m128i pairs = _mm_hadd_epi16(lo, hi); /* |pair| <= 32 * 127 */
+    __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+    __m128i p = _mm_madd_epi16(m, pairs);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
+    return _mm_cvtsi128_si32(p);
 }
 
 /* Q4_K (qh NULL) and Q5_K: sub-block j of 32 has scale sc[j] and min mn[j]. */
@@ -229,10 +251,9 @@ static float dot_q45_k(int k, const void *wv, const void *xv, int five)
         const uint8_t *blk = base + (size_t)b * bsize;
         /* d, dmin and scales sit at the same offsets in both layouts */
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
-        int sc[8], mn[8];
+        uint8_t sc[8], mn[8];
         scales_mins_k4(blk + 4, sc, mn);
-        int msum = 0;
-        for (int j = 0; j < 8; j++) msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        int msum = mins_dot(mn, x[b].bsums);
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -378,7 +399,7 @@ static void deq_q45_k(const void *src, float *y, int k, int five)
         const uint8_t *blk = base + (size_t)b * bsize;
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
-        int sc[8], mn[8];
+        uint8_t sc[8], mn[8];
         scales_mins_k4(blk + 4, sc, mn);
         float d = f16(blk), dmin = f16(blk + 2);
         for (int c = 0; c < 4; c++) {
