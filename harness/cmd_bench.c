@@ -15,7 +15,8 @@
 
 static void print_help(void)
 {
-    printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n\n"
+    printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n"
+           "                       [--weights native|f32]\n\n"
            "Prints prefill tokens/s for one prompt of --prompt-len tokens (default 512) and\n"
            "decode tokens/s at batch 1, 4 and 16 generating --new tokens each (default 128,\n"
            "EOS ignored), with peak KV bytes and peak RSS.  Default model: smollm2-135m.\n\n"
@@ -23,7 +24,9 @@ static void print_help(void)
            "                       and peak KV vs FullKV for each policy (e.g.\n"
            "                       fullkv,streamingllm,h2o-rkv,snapkv-decode,rkv,h2o)\n"
            "  --budgets LIST       budgets of the policy table (default 256,512,1024)\n"
-           "  --policy-new N       tokens generated per policy row (default 2048)\n");
+           "  --policy-new N       tokens generated per policy row (default 2048)\n"
+           "  --weights W          native: weight matrices stay in the file's type (default);\n"
+           "                       f32: dequantized at load (exact mode)\n");
 }
 
 static double peak_rss_mb(void)
@@ -109,17 +112,22 @@ int cmd_bench(int argc, char **argv)
     const char *model = "smollm2-135m";
     const char *policies = NULL, *budgets = "256,512,1024";
     long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
+    struct model_load_opts load = {.weights = MODEL_WEIGHTS_NATIVE};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
-            strcmp(o, "--policy-new"))
+            strcmp(o, "--policy-new") && strcmp(o, "--weights"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) model = v;
         else if (!strcmp(o, "--policies")) policies = v;
         else if (!strcmp(o, "--budgets")) budgets = v;
+        else if (!strcmp(o, "--weights")) {
+            if (model_weights_parse(v, &load.weights))
+                return cli_errorf("bench: --weights must be native or f32, not '%s'", v);
+        }
         else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(o, "--prompt-len")) { if (cli_int(o, v, 1, 1 << 20, &prompt_len)) return 2; }
@@ -131,7 +139,7 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct backend *be = backend_cpu_create((int)threads);
     if (!be) return cli_error("bench: cannot create the CPU backend");
-    if (model_file_open(model, &mf, &e) || model_load(mf, be, &m, &e)) {
+    if (model_file_open(model, &mf, &e) || model_load_opts(mf, be, &load, &m, &e)) {
         model_file_close(mf);
         be->destroy(be);
         return cli_error(e.msg);
@@ -145,7 +153,7 @@ int cmd_bench(int argc, char **argv)
         be->destroy(be);
         return cli_error(e.msg);
     }
-    model_file_close(mf); /* weights are on the backend */
+    model_file_close(mf); /* the model keeps what it still reads */
 
     int batches[] = {1, 4, 16};
     struct bench_row rows[4];
@@ -160,14 +168,17 @@ int cmd_bench(int argc, char **argv)
         if (run_decode(m, batches[i], (int)n_new, &rows[i + 1], &e)) rc = cli_error(e.msg);
     }
     if (rc == 0) {
-        printf("model %s: %s, %d layers, hidden %d, %d/%d heads; f32 weights %.1f MB; backend %s, "
+        char types[64];
+        model_weight_types(m, types, sizeof types);
+        printf("model %s: %s, %d layers, hidden %d, %d/%d heads; %s weights %.1f MB; backend %s, "
                "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
-               m->cfg.n_head, m->cfg.n_head_kv, m->weight_bytes / 1048576.0, be->name,
-               threads > 0 ? "fixed" : "all");
-        printf("%-18s %12s %16s %14s\n", "test", "tokens/s", "peak KV bytes", "peak RSS MB");
+               m->cfg.n_head, m->cfg.n_head_kv, model_weights_name(m->weights),
+               m->weight_bytes / 1048576.0, be->name, threads > 0 ? "fixed" : "all");
+        printf("%-18s %-20s %12s %16s %14s\n", "test", "weights", "tokens/s", "peak KV bytes",
+               "peak RSS MB");
         for (int i = 0; i < 4; i++)
-            printf("%-18s %12.1f %16zu %14.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
-                   rows[i].rss_mb);
+            printf("%-18s %-20s %12.1f %16zu %14.1f\n", rows[i].name, types, rows[i].tok_s,
+                   rows[i].kv_bytes, rows[i].rss_mb);
         double d1 = rows[1].tok_s;
         printf("decode batch 16 / batch 1: %.2fx (target >= 3x); prefill / decode batch 1: %.1fx "
                "(target >= 10x); %ld new tokens per sequence\n",

@@ -36,6 +36,8 @@ static void print_help(void)
         "                       --prompt: the text still streams, FILE gets its JSONL line)\n"
         "  --stats              print prefill/decode tokens/s and KV bytes to stderr\n"
         "  --threads N          CPU threads (default: all cores)\n"
+        "  --weights W          native: weight matrices stay in the file's type (default);\n"
+        "                       f32: dequantized at load (exact mode)\n"
         "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n"
         "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
@@ -75,6 +77,7 @@ struct gen_cli {
     double temperature, top_p;
     unsigned long long seed;
     int greedy_flag, sampling_flag, stats, no_policy_defaults;
+    struct model_load_opts load;
 };
 
 struct prompt_item {
@@ -131,7 +134,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
             !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget") ||
-            !strcmp(o, "--steer-vector")) {
+            !strcmp(o, "--steer-vector") || !strcmp(o, "--weights")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -143,6 +146,10 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--out")) a->out_path = v;
         else if (!strcmp(o, "--policy")) a->policy = v;
         else if (!strcmp(o, "--steer-vector")) a->steer_vector = v;
+        else if (!strcmp(o, "--weights")) {
+            if (model_weights_parse(v, &a->load.weights))
+                return cli_errorf("--weights: must be native or f32, not '%s'", v), -1;
+        }
         else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
@@ -406,11 +413,11 @@ int cmd_generate(int argc, char **argv)
     opt.n_vocab_valid = tokenizer_n_vocab(tok);
     opt.mem_limit = (size_t)a.mem_limit_mb * 1024 * 1024;
     /* Bad requests and a batch that cannot fit fail before the weights load. */
-    if (generate_check(model_file_config(mf), model_weight_bytes(mf), 0, reqs, n, &opt, &e)) {
+    if (generate_check(model_file_config(mf), model_weight_bytes_opts(mf, &a.load), 0, reqs, n, &opt, &e)) {
         cli_error(e.msg);
         goto done;
     }
-    if (model_load(mf, be, &m, &e)) { cli_error(e.msg); goto done; }
+    if (model_load_opts(mf, be, &a.load, &m, &e)) { cli_error(e.msg); goto done; }
 
     struct stream_ctx sc = {tok, m->cfg.eos_ids, m->cfg.n_eos, {{0}, 0}};
     struct gen_hooks hooks = {0};

@@ -13,6 +13,8 @@
  *    guess, plus the same f32 rounding;
  *  - scalar vs AVX2 on the same activations: both sum exact integers per
  *    block, so they differ only in the order of float additions: 2e-6.
+ * The sgemm panels of large batches dequantize with SIMD code that must equal
+ * kernels/quant.c bit for bit.
  * Random blocks are random bytes with finite random f16 scales. */
 #include "test.h"
 
@@ -265,13 +267,13 @@ static void test_matmul_scalar_forced(void)
     be->destroy(be);
 }
 
-/* Every row of a panel-path product equals the integer path's within the
- * activation bound: checked above; here the batch of 16 must equal 16 batches
- * of one exactly (the same kernel on the same quantized rows). */
+/* Small batches (below the sgemm-panel size, 8) run the integer kernels
+ * tile by tile: a batch of 7 must equal 7 batches of one exactly (the same
+ * kernel on the same quantized rows). */
 static void test_matmul_batch_matches_single(void)
 {
     struct backend *be = backend_cpu_create(2);
-    int n = 70, k = 768, m = 16;
+    int n = 70, k = 768, m = 7;
     for (int i = 0; i < N_TYPES; i++) {
         enum weight_type t = all_types[i];
         if (t == WEIGHT_F32) continue; /* OpenBLAS sums in shape-dependent order */
@@ -321,6 +323,28 @@ static void test_f32_mode_and_embed(void)
     be->destroy(be);
 }
 
+/* The AVX2 dequantizers of the sgemm panels equal kernels/quant.c bit for bit. */
+static void test_simd_dequantize(void)
+{
+    if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU");
+    int k = 1024;
+    float *a = malloc((size_t)k * sizeof *a), *b = malloc((size_t)k * sizeof *b);
+    for (int i = 0; i < N_TYPES; i++) {
+        enum weight_type t = all_types[i];
+        qdeq_fn f = qdeq_avx2(t);
+        if (!f) continue;
+        for (int rep = 0; rep < 8; rep++) {
+            uint8_t *w = random_weights(t, 1, k);
+            CHECK(quant_dequantize((int)t, w, a, k) == 0);
+            f(w, b, k);
+            CHECK_MSG(memcmp(a, b, (size_t)k * sizeof *a) == 0, "%s", quant_type_name(t));
+            free(w);
+        }
+    }
+    free(a);
+    free(b);
+}
+
 static void test_weight_create_rejects(void)
 {
     struct backend *be = backend_cpu_create(1);
@@ -341,6 +365,7 @@ int main(void)
     RUN(test_matmul_scalar_forced);
     RUN(test_matmul_batch_matches_single);
     RUN(test_f32_mode_and_embed);
+    RUN(test_simd_dequantize);
     RUN(test_weight_create_rejects);
     return test_summary("qmatmul");
 }

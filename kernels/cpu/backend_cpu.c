@@ -79,7 +79,7 @@ struct backend *backend_cpu_create(int n_threads)
     impl->simd = cpu_simd_level();
     /* From this batch size on, f32 panels + sgemm beat the integer kernels
      * (measured with `evictbench bench`; see cpu_weight.c). */
-    impl->panel_min_m = 32;
+    impl->panel_min_m = 8;
     const char *pm = getenv("EVICTBENCH_CPU_PANEL_M");
     if (pm && atoi(pm) > 0) impl->panel_min_m = atoi(pm);
     be->name = "cpu";

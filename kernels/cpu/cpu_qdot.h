@@ -43,4 +43,10 @@ qdot_fn qdot_scalar(enum weight_type t);
 qdot_fn qdot_avx2(enum weight_type t);
 qdot_fn qdot_for(enum weight_type t, enum cpu_simd level);
 
+/* Dequantize one row of k values of type t to f32, bitwise as
+ * quant_dequantize does; NULL when there is no SIMD version (use
+ * quant_dequantize). */
+typedef void (*qdeq_fn)(const void *w_row, float *out, int k);
+qdeq_fn qdeq_avx2(enum weight_type t);
+
 #endif

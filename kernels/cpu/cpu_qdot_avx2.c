@@ -205,15 +205,37 @@ static float dot_q8_0(int k, const void *wv, const void *xv)
     return hsum(acc);
 }
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block. */
-static void scales_mins_k4(const uint8_t *s, int *sc, int *mn)
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block, as bytes:
+ * scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; scales
+ * and mins 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their
+ * top 2 bits from the top bits of bytes 0-3 and 4-7.  Done on 32-bit words. */
+static void scales_mins_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8])
 {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 0x0F) | ((s[j] >> 6) << 4);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-    }
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    uint32_t v[4] = {
+        w0 & 0x3f3f3f3fu,
+        (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4,
+        w1 & 0x3f3f3f3fu,
+        ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4,
+    };
+    memcpy(sc, v, 8);
+    memcpy(mn, v + 2, 8);
+}
+
+/* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
+static int mins_dot(const uint8_t mn[8], const int16_t bsums[16])
+{
+    __m128i lo = _mm_loadu_si128((const __m128i *)bsums);
+    __m128i hi = _mm_loadu_si128((const __m128i *)(bsums + 8));
+    __m128i pairs = _mm_hadd_epi16(lo, hi); /* |pair| <= 32 * 127 */
+    __m128i m = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+    __m128i p = _mm_madd_epi16(m, pairs);
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
+    return _mm_cvtsi128_si32(p);
 }
 
 /* Q4_K (qh NULL) and Q5_K: sub-block j of 32 has scale sc[j] and min mn[j]. */
@@ -229,10 +251,9 @@ static float dot_q45_k(int k, const void *wv, const void *xv, int five)
         const uint8_t *blk = base + (size_t)b * bsize;
         /* d, dmin and scales sit at the same offsets in both layouts */
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
-        int sc[8], mn[8];
+        uint8_t sc[8], mn[8];
         scales_mins_k4(blk + 4, sc, mn);
-        int msum = 0;
-        for (int j = 0; j < 8; j++) msum += mn[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+        int msum = mins_dot(mn, x[b].bsums);
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
         __m256i isum = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -315,6 +336,158 @@ static float dot_q6_k(int k, const void *wv, const void *xv)
     return hsum(acc) - offsets;
 }
 
+/* ---- dequantization to f32 (the sgemm panels of large batches) ----
+ * Bitwise equal to kernels/quant.c: the same products and sums in f32, each
+ * rounded on its own (mul then add, never a fused multiply-add). */
+
+/* 32 signed bytes -> scale * q (+ add) into dst[0..31]. */
+static void store_scaled(__m256i q, float scale, float add, float *dst)
+{
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    __m256 s = _mm256_set1_ps(scale), a = _mm256_set1_ps(add);
+    for (int i = 0; i < 4; i++) {
+        __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[i])), s);
+        _mm256_storeu_ps(dst + 8 * i, add != 0.0f ? _mm256_add_ps(v, a) : v);
+    }
+}
+
+static void deq_q4_0(const void *src, float *y, int k)
+{
+    const block_q4_0 *b = src;
+    for (int i = 0; i < k / QK; i++, y += QK)
+        store_scaled(_mm256_sub_epi8(nibbles(b[i].qs), _mm256_set1_epi8(8)), f16(b[i].d), 0.0f, y);
+}
+
+static void deq_q4_1(const void *src, float *y, int k)
+{
+    const block_q4_1 *b = src;
+    for (int i = 0; i < k / QK; i++, y += QK)
+        store_scaled(nibbles(b[i].qs), f16(b[i].d), f16(b[i].m), y);
+}
+
+static void deq_q5_0(const void *src, float *y, int k)
+{
+    const block_q5_0 *b = src;
+    for (int i = 0; i < k / QK; i++, y += QK) {
+        __m256i hi = _mm256_andnot_si256(bits_to_bytes(u32(b[i].qh)), _mm256_set1_epi8((char)0xF0));
+        store_scaled(_mm256_or_si256(nibbles(b[i].qs), hi), f16(b[i].d), 0.0f, y);
+    }
+}
+
+static void deq_q5_1(const void *src, float *y, int k)
+{
+    const block_q5_1 *b = src;
+    for (int i = 0; i < k / QK; i++, y += QK) {
+        __m256i hi = _mm256_and_si256(bits_to_bytes(u32(b[i].qh)), _mm256_set1_epi8(0x10));
+        store_scaled(_mm256_or_si256(nibbles(b[i].qs), hi), f16(b[i].d), f16(b[i].m), y);
+    }
+}
+
+static void deq_q8_0(const void *src, float *y, int k)
+{
+    const block_q8_0 *b = src;
+    for (int i = 0; i < k / QK; i++, y += QK) store_scaled(load32(b[i].qs), f16(b[i].d), 0.0f, y);
+}
+
+static void deq_q45_k(const void *src, float *y, int k, int five)
+{
+    const uint8_t *base = src;
+    size_t bsize = five ? sizeof(block_q5_k) : sizeof(block_q4_k);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int b = 0; b < k / QK_K; b++) {
+        const uint8_t *blk = base + (size_t)b * bsize;
+        const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
+        __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(blk + 4, sc, mn);
+        float d = f16(blk), dmin = f16(blk + 2);
+        for (int c = 0; c < 4; c++) {
+            __m256i q = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if (five) {
+                __m256i m0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+                __m256i m1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, m0), m0), _mm256_set1_epi8(0x10)));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, m1), m1), _mm256_set1_epi8(0x10)));
+            }
+            /* value = (d sc) q - (dmin m): store_scaled adds, so add the negated min */
+            store_scaled(lo, d * (float)sc[2 * c], -(dmin * (float)mn[2 * c]), y);
+            store_scaled(hi, d * (float)sc[2 * c + 1], -(dmin * (float)mn[2 * c + 1]), y + 32);
+            y += 64;
+        }
+    }
+}
+
+static void deq_q4_k(const void *src, float *y, int k)
+{
+    deq_q45_k(src, y, k, 0);
+}
+
+static void deq_q5_k(const void *src, float *y, int k)
+{
+    deq_q45_k(src, y, k, 1);
+}
+
+static void deq_q6_k(const void *src, float *y, int k)
+{
+    const block_q6_k *w = src;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    const __m256i off = _mm256_set1_epi8(32);
+    for (int b = 0; b < k / QK_K; b++) {
+        float d = f16(w[b].d);
+        for (int h = 0; h < 2; h++, y += 128) {
+            __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
+            __m256i qh = load32(w[b].qh + 32 * h);
+            const int8_t *s = w[b].scales + 8 * h;
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
+            };
+            for (int i = 0; i < 4; i++) {
+                /* 16 values per scale: store the 32 with the first, redo the upper 16 */
+                float tmp[32];
+                __m256i v = _mm256_sub_epi8(q[i], off);
+                store_scaled(v, d * (float)s[2 * i], 0.0f, y + 32 * i);
+                store_scaled(v, d * (float)s[2 * i + 1], 0.0f, tmp);
+                memcpy(y + 32 * i + 16, tmp + 16, 16 * sizeof(float));
+            }
+        }
+    }
+}
+
+static void deq_f16(const void *src, float *y, int k)
+{
+    const uint8_t *w = src;
+    int i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))));
+    for (; i < k; i++) y[i] = f16(w + 2 * i);
+}
+
+qdeq_fn qdeq_avx2(enum weight_type t)
+{
+    switch (t) {
+    case WEIGHT_F16: return deq_f16;
+    case WEIGHT_Q4_0: return deq_q4_0;
+    case WEIGHT_Q4_1: return deq_q4_1;
+    case WEIGHT_Q5_0: return deq_q5_0;
+    case WEIGHT_Q5_1: return deq_q5_1;
+    case WEIGHT_Q8_0: return deq_q8_0;
+    case WEIGHT_Q4_K: return deq_q4_k;
+    case WEIGHT_Q5_K: return deq_q5_k;
+    case WEIGHT_Q6_K: return deq_q6_k;
+    default: return NULL;
+    }
+}
+
 #pragma GCC pop_options
 
 qdot_fn qdot_avx2(enum weight_type t)
@@ -338,6 +511,12 @@ qdot_fn qdot_avx2(enum weight_type t)
 #else
 
 qdot_fn qdot_avx2(enum weight_type t)
+{
+    (void)t;
+    return NULL;
+}
+
+qdeq_fn qdeq_avx2(enum weight_type t)
 {
     (void)t;
     return NULL;

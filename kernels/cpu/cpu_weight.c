@@ -29,7 +29,7 @@
 
 enum {
     TILE_ROWS = 16,     /* weight rows per tile of the integer path */
-    PANEL_ROWS = 64,    /* weight rows per f32 panel of the sgemm path */
+    PANEL_ROWS = 128,   /* weight rows per f32 panel of the sgemm path */
     ALIGN = 64
 };
 
@@ -72,7 +72,9 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
     }
     w->held = type;
     w->row_bytes = row_bytes;
-    if (borrow) {
+    /* f32 rows go to OpenBLAS, which wants float-aligned pointers (a
+     * safetensors offset need not be). */
+    if (borrow && (type != WEIGHT_F32 || (uintptr_t)host % sizeof(float) == 0)) {
         w->data = host;
         w->bytes = 0;
         return w;
@@ -118,23 +120,23 @@ static int scratch_reserve(struct cpu_impl *im, int which, size_t bytes)
     return im->scratch[which] ? 0 : -1;
 }
 
-/* Without scratch: dequantize one block at a time and dot in f32. */
+/* Without scratch: dequantize a block (or 256 values of a 16-bit type) at a
+ * time onto the stack and dot in f32. */
 static void matmul_no_scratch(float *y, const float *x, const struct weight *w, const float *bias,
                               int m)
 {
-    int k = w->cols, be_ = quant_block_elems((int)w->held);
-    size_t bb = quant_block_bytes((int)w->held);
+    int k = w->cols, per_block = quant_block_elems((int)w->held);
+    size_t block_bytes = quant_block_bytes((int)w->held);
     float blk[256];
     for (int i = 0; i < m; i++)
         for (int r = 0; r < w->rows; r++) {
-            const uint8_t *src = row_of(w, r);
+            const uint8_t *row = row_of(w, r);
+            const float *xr = x + (size_t)i * k;
             float s = 0.0f;
-            for (int b0 = 0; b0 < k; b0 += be_, src += bb) {
-                int len = be_ > 1 ? be_ : (k - b0 < 256 ? k - b0 : 256);
-                quant_dequantize((int)w->held, src, blk, len);
-                if (be_ == 1) src += (size_t)(len - 1) * bb;
-                for (int j = 0; j < len; j++) s += blk[j] * x[(size_t)i * k + b0 + j];
-                if (be_ == 1) b0 += len - 1;
+            for (int b0 = 0, len; b0 < k; b0 += len) {
+                len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
+                quant_dequantize((int)w->held, row + (size_t)(b0 / per_block) * block_bytes, blk, len);
+                for (int j = 0; j < len; j++) s += blk[j] * xr[b0 + j];
             }
             y[(size_t)i * w->rows + r] = s + (bias ? bias[r] : 0.0f);
         }
@@ -192,13 +194,17 @@ static void matmul_panels(struct backend *be, float *y, const float *x, const st
     float beta = bias ? 1.0f : 0.0f;
     int panels = (n + PANEL_ROWS - 1) / PANEL_ROWS;
     float *scratch = im->scratch[1];
+    qdeq_fn deq = im->simd == CPU_SIMD_AVX2 ? qdeq_avx2(w->held) : NULL;
     #pragma omp parallel num_threads(nt) if (nt > 1 && panels > 1)
     {
         float *f = scratch + (size_t)omp_get_thread_num() * panel;
         #pragma omp for schedule(dynamic, 1)
         for (int p = 0; p < panels; p++) {
             int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
-            quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
+            if (deq)
+                for (int r = 0; r < rn; r++) deq(row_of(w, r0 + r), f + (size_t)r * k, k);
+            else
+                quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rn, k, 1.0f, x, k, f, k,
                         beta, y + r0, n);
         }
