@@ -7,7 +7,10 @@
  *       (decode-sized attention over a growing cache) and as one ragged batch
  *       of all prompts, against the CPU (relative error <= 1e-4: both f32)
  *       and against transformers' golden logits (<= 1e-4, as
- *       tests/test_forward.c).  Exit 1 on any mismatch.
+ *       tests/test_forward.c), all in exact mode (f32 weights); then the
+ *       quantized fixtures (tiny-llama-q, tiny-kquant) held as bf16 on the GPU
+ *       against the CPU's exact mode (logits NMSE <= 1e-3, see
+ *       check_quant_fixture).  Exit 1 on any mismatch.
  *   gpu_check logits --model PATH --ids 1,2,3 --out FILE [--device cpu|cuda[:N]]
  *       Writes the f32 logits of every position of one prompt ([n][vocab],
  *       little-endian) for tools/devcheck/hf_check.py to compare.
@@ -89,11 +92,14 @@ static int backend_failed(struct backend *be, struct eb_err *e)
     return strcmp(be->name, "cuda") == 0 && backend_cuda_status(be, e) != 0;
 }
 
-static int open_model(const char *path, struct backend *be, struct model **m, struct eb_err *e)
+/* weights: MODEL_WEIGHTS_F32 (exact mode, as transformers) or the file's types. */
+static int open_model(const char *path, struct backend *be, enum model_weights weights,
+                      struct model **m, struct eb_err *e)
 {
     struct model_file *mf;
     if (model_file_open(path, &mf, e)) return -1;
-    int rc = model_load(mf, be, m, e);
+    struct model_load_opts o = {.weights = weights};
+    int rc = model_load_opts(mf, be, &o, m, e);
     model_file_close(mf);
     return rc;
 }
@@ -166,7 +172,8 @@ static void check_fixture(struct backend *cpu, struct backend *gpu, const char *
     float *ref = (float *)read_file(path, &ref_bytes);
     snprintf(path, sizeof path, "tests/fixtures/models/%s%s", name, file);
     struct model *mc = NULL, *mg = NULL;
-    if (!json || !ref || open_model(path, cpu, &mc, &e) || open_model(path, gpu, &mg, &e)) {
+    if (!json || !ref || open_model(path, cpu, MODEL_WEIGHTS_F32, &mc, &e) ||
+        open_model(path, gpu, MODEL_WEIGHTS_F32, &mg, &e)) {
         printf("  FAIL %-52s cannot load: %s\n", path, e.msg[0] ? e.msg : "fixtures missing");
         n_bad++;
         goto out;
@@ -233,6 +240,70 @@ out:
 
 /* device < 0: a second CPU backend stands in for the GPU, which checks the
  * checker itself on a machine without one. */
+/* sum (a - b)^2 / sum b^2 over n values. */
+static double nmse(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? num / den : (num > 0 ? INFINITY : 0);
+}
+
+/* A quantized fixture: the GPU holds it as bf16 (dequantized at upload) and
+ * rounds activations to bf16 at each matmul; the reference is the CPU's exact
+ * mode on the same file.  Bound: logits NMSE <= 1e-3.  Each rounding is at
+ * most 2^-9 relative with random sign, so one matmul adds an NMSE of about
+ * 2 (2^-9)^2 ~ 8e-6; the fixtures' 2 layers x 7 matmuls + the head give
+ * ~1.2e-4: the bound leaves 8x room and still catches any layout or scale
+ * error (those give NMSE of order 1).  With a CPU standing in for the GPU
+ * (checking this tool) the native path rounds activations to 8 bits instead,
+ * and tests/test_qmodel.c's bound for that, 5e-3, applies. */
+static void check_quant_fixture(struct backend *cpu, struct backend *gpu, const char *name,
+                                double tol)
+{
+    char path[512], what[160];
+    struct eb_err e = {0};
+    struct model *mc = NULL, *mg = NULL;
+    snprintf(path, sizeof path, "tests/fixtures/models/%s/model.gguf", name);
+    if (open_model(path, cpu, MODEL_WEIGHTS_F32, &mc, &e) ||
+        open_model(path, gpu, MODEL_WEIGHTS_NATIVE, &mg, &e)) {
+        printf("  FAIL %-52s cannot load: %s\n", path, e.msg);
+        n_bad++;
+        if (mc) model_free(mc);
+        return;
+    }
+    enum { N = 40 };
+    int ids[N], V = mc->cfg.n_vocab;
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 11) % V;
+    float *oc = malloc((size_t)N * V * sizeof *oc), *og = malloc((size_t)N * V * sizeof *og);
+    int chunks[2] = {N, 1};
+    if (oc && og && run_chunked(mc, ids, N, N, oc, &e) == 0) {
+        for (int c = 0; c < 2; c++) {
+            snprintf(what, sizeof what, "%s gguf native, chunk %d", name, chunks[c]);
+            if (run_chunked(mg, ids, N, chunks[c], og, &e)) {
+                printf("  FAIL %-52s %s\n", what, e.msg);
+                n_bad++;
+                continue;
+            }
+            double err = nmse(og, oc, (size_t)N * V);
+            int ok = err <= tol;
+            printf("  %-4s %-52s logits NMSE %.3g (tol %.0e)\n", ok ? "ok" : "FAIL", what, err,
+                   tol);
+            ok ? n_ok++ : n_bad++;
+        }
+    } else {
+        printf("  FAIL %-52s CPU reference: %s\n", path, e.msg);
+        n_bad++;
+    }
+    free(oc);
+    free(og);
+    model_free(mc);
+    model_free(mg);
+}
+
 static int cmd_fixtures(int device)
 {
     struct eb_err e = {0};
@@ -246,6 +317,8 @@ static int cmd_fixtures(int device)
         check_fixture(cpu, gpu, TINY[i], "");
         check_fixture(cpu, gpu, TINY[i], "/model.gguf");
     }
+    check_quant_fixture(cpu, gpu, "tiny-llama-q", device < 0 ? 5e-3 : 1e-3);
+    check_quant_fixture(cpu, gpu, "tiny-kquant", device < 0 ? 5e-3 : 1e-3);
     printf("gpu_check fixtures: %d passed, %d failed\n", n_ok, n_bad);
     gpu->destroy(gpu);
     cpu->destroy(cpu);
@@ -295,7 +368,7 @@ static int cmd_logits(int argc, char **argv)
         fprintf(stderr, "gpu_check: %s\n", e.msg[0] ? e.msg : "no backend");
         goto done;
     }
-    if (open_model(model, be, &m, &e)) {
+    if (open_model(model, be, MODEL_WEIGHTS_NATIVE, &m, &e)) {
         fprintf(stderr, "gpu_check: %s: %s\n", model, e.msg);
         goto done;
     }
@@ -344,7 +417,7 @@ static int cmd_decode(int argc, char **argv)
     int *ids = malloc((size_t)batch * plen * sizeof *ids), rc = 1;
     struct gen_request *req = calloc((size_t)batch, sizeof *req);
     struct gen_result *res = calloc((size_t)batch, sizeof *res);
-    if (!be || !ids || !req || !res || open_model(model, be, &m, &e)) {
+    if (!be || !ids || !req || !res || open_model(model, be, MODEL_WEIGHTS_NATIVE, &m, &e)) {
         fprintf(stderr, "gpu_check: %s\n", e.msg[0] ? e.msg : "out of memory");
         goto done;
     }
