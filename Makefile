@@ -9,7 +9,7 @@
 #                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
 #                  the first time): prefill 512 and decode batch 1 on the same GGUFs
 #                  [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
-#   make cuda      build the CUDA backend (nvcc + cuBLAS) and ./evictbench-cuda with it
+#   make cuda      build the CUDA backend (nvcc + cuBLAS) ./evictbench-cuda, gpu_check
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -23,10 +23,11 @@ CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-# harness/ is one folder per subsystem (cli, exp, grade, store, report, and
-# whatever later subsystems add); every harness/*/*.c is library code except the
-# binary's entry point.
-LIB_SRC := $(wildcard util/*.c model/*.c kernels/cpu/*.c policies/*.c datasets/*.c harness/*/*.c)
+# harness/ is one folder per subsystem (cli, exp, grade, store, report, cluster);
+# every harness/*/*.c is library code except the binary's entry point.
+# kernels/cuda/*.c is plain C: the device pool's bookkeeping and the weak
+# stubs a build without CUDA answers `--device cuda` with.
+LIB_SRC := $(wildcard util/*.c model/*.c kernels/*.c kernels/cpu/*.c kernels/cuda/*.c policies/*.c datasets/*.c harness/*/*.c)
 LIB_SRC := $(filter-out harness/cli/main.c,$(LIB_SRC))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -103,15 +104,35 @@ plots: evictbench
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
 
-# The CUDA backend (kernels/cuda) and ./evictbench-cuda: the same binary with
-# backend_cuda.o linked in, so --device cuda reaches it from every command
-# (harness/exp/device.c finds it through a weak reference).
-CUDA_HOME ?= /usr/local/cuda
-cuda: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a
+# The CUDA build: the backend library, its self-test, and ./evictbench-cuda,
+# which links the library whole so its definitions replace the weak stubs of
+# kernels/cuda/backend_cuda_stub.c (nvcc links, with the static CUDA runtime;
+# nvcc moves archives ahead of -Xlinker options, so the whole-archive group
+# names the library inside the option).
+NVCC      ?= nvcc
+CUDA_LIB  := kernels/cuda/build/libevictbench_cuda.a
+cuda:
 	$(MAKE) -C kernels/cuda
-	$(CC) $(LDFLAGS) $(BUILD)/harness/cli/main.o kernels/cuda/build/backend_cuda.o \
-		$(BUILD)/libevictbench.a $(LDLIBS) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-		-lcublas -lcudart -lstdc++ -o evictbench-cuda
+	$(MAKE) evictbench-cuda devcheck-tools
+
+$(CUDA_LIB): FORCE
+	$(MAKE) -C kernels/cuda build/libevictbench_cuda.a
+
+evictbench-cuda: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_LIB)
+	$(NVCC) -o $@ $(BUILD)/harness/cli/main.o \
+		-Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive $(BUILD)/libevictbench.a \
+		-lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
+
+# tools/devcheck.sh's model-level checks (GPU vs CPU vs transformers logits).
+devcheck-tools: build/tools/gpu_check
+
+build/tools/gpu_check: tools/devcheck/gpu_check.c $(BUILD)/libevictbench.a $(CUDA_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@.o
+	$(NVCC) -o $@ $@.o -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
+		$(BUILD)/libevictbench.a -lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
+
+.PHONY: devcheck-tools
 
 clean:
 	rm -rf build build-san evictbench evictbench-cuda

@@ -5,7 +5,10 @@
  * it (offsets in floats) but never dereferences it; data crosses the boundary
  * only through upload/download.  Small metadata arrays (`const int *`
  * positions, ids, lengths; inv_freq) are HOST memory: a GPU backend copies them
- * itself.  All compute is f32.  kernels/ knows nothing of models or policies. */
+ * itself.  All activations are f32.  Weights may also live in a typed form
+ * (struct weight: f16, bf16 or ggml's quantized blocks) that only the
+ * backend reads; see weight_create.  kernels/ knows nothing of models or
+ * policies. */
 #ifndef EB_BACKEND_H
 #define EB_BACKEND_H
 
@@ -14,6 +17,37 @@
 enum rope_pairing {
     ROPE_PAIR_ADJACENT = 0, /* rotate (x[2i], x[2i+1]): llama.cpp NORM, llama-arch GGUF */
     ROPE_PAIR_HALF = 1      /* rotate (x[i], x[i+d/2]): HF rotate_half, qwen2 GGUF (NEOX) */
+};
+
+/* Element types of a weight matrix.  The values are ggml's type ids, so a GGUF
+ * tensor's type maps one to one; the block layouts are ggml's (kernels/quant.h
+ * has their sizes and the dequantizers). */
+enum weight_type {
+    WEIGHT_F32 = 0,
+    WEIGHT_F16 = 1,
+    WEIGHT_Q4_0 = 2,
+    WEIGHT_Q4_1 = 3,
+    WEIGHT_Q5_0 = 6,
+    WEIGHT_Q5_1 = 7,
+    WEIGHT_Q8_0 = 8,
+    WEIGHT_Q4_K = 12,
+    WEIGHT_Q5_K = 13,
+    WEIGHT_Q6_K = 14,
+    WEIGHT_BF16 = 30
+};
+
+/* A weight matrix [rows][cols] (rows = outputs, cols = inputs, row-major as
+ * in HF and GGUF), in its type's block layout: each row is
+ * cols / block_elems blocks.  Created and freed by the backend; model/ reads
+ * only the descriptive fields. */
+struct weight {
+    enum weight_type type;   /* as stored; a backend may compute in another (see `held`) */
+    enum weight_type held;   /* the type the backend keeps in its memory */
+    int rows, cols;
+    size_t row_bytes;        /* bytes of one row in the held type */
+    size_t bytes;            /* resident bytes the backend owns for it (0 when borrowed) */
+    const void *data;        /* backend memory (or the borrowed host bytes), held type */
+    void *impl;              /* backend private */
 };
 
 struct attn_args {
@@ -83,7 +117,8 @@ struct backend {
     void (*fill)(struct backend *be, float *dst, float value, size_t n);
 
     /* y[m][n] = x[m][k] . w[n][k]^T (+ bias[n] if bias != NULL).  Weights are
-     * row-major [out][in] as in HF and GGUF. */
+     * row-major [out][in] as in HF and GGUF.  f32 only: model weights go
+     * through struct weight and matmul. */
     void (*gemm)(struct backend *be, float *y, const float *x, const float *w,
                  const float *bias, int m, int n, int k);
     /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for each of `rows` rows of `dim`. y may equal x. */
@@ -107,6 +142,28 @@ struct backend {
 
     void (*destroy)(struct backend *be);
 
+    /* ---- typed weights ----
+     * weight_create: a weight of `type` [rows][cols] from host bytes in the
+     * type's block layout (rows * row bytes of kernels/quant.h).  borrow = 1
+     * promises the bytes stay valid and unchanged until weight_free (e.g. a
+     * read-only file mapping): a host-memory backend then uses them in place,
+     * without a copy.  as_f32 = 1 asks for f32 in memory whatever the type
+     * (exact mode).  A backend may hold a type it has no kernels for in
+     * another form (w->held says which).  Returns NULL when the type or shape
+     * is unsupported (callers check with quant_row_bytes first) or memory runs
+     * out. */
+    struct weight *(*weight_create)(struct backend *be, enum weight_type type, int rows, int cols,
+                                    const void *host, int borrow, int as_f32);
+    void (*weight_free)(struct backend *be, struct weight *w);
+    /* y[m][rows] = x[m][cols] . W^T (+ bias[rows] if bias != NULL).  Quantized
+     * weights may quantize x on the fly (8-bit blocks, as llama.cpp does), so
+     * the result is close to, not bitwise equal to, the f32 product. */
+    void (*matmul)(struct backend *be, float *y, const float *x, const struct weight *w,
+                   const float *bias, int m);
+    /* y[i] = row ids[i] of W, dequantized to f32, for n ids (host).  */
+    void (*embed_weight)(struct backend *be, float *y, const struct weight *w, const int *ids,
+                         int n);
+
     /* ---- scoring primitives (may be NULL on a backend that lacks them; the
      * policies then fail with a clear error).  Return 0, or -1 on bad
      * arguments or no scratch memory. ---- */
@@ -129,7 +186,9 @@ struct backend {
     int (*row_range)(struct backend *be, float *out, const float *x, int n, int dim);
 };
 
-/* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores. */
+/* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.
+ * Quantized matmul picks AVX-512 / AVX2 / scalar kernels from CPUID;
+ * EVICTBENCH_CPU_SIMD=scalar (or avx2) in the environment caps the choice. */
 struct backend *backend_cpu_create(int n_threads);
 
 #endif

@@ -159,13 +159,13 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     unsigned needs = hooks ? hooks->needs : 0;
     float scale = 1.0f / sqrtf((float)hd);
 
-    be->embed(be, f->x, m->tok_embd, f->ids, T, d);
+    be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < c->n_layer; l++) {
         const struct model_layer_weights *w = &m->layers[l];
         be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
-        be->gemm(be, f->q, f->xb, w->wq, w->bq, T, qd, d);
-        be->gemm(be, f->k, f->xb, w->wk, w->bk, T, kvd, d);
-        be->gemm(be, f->v, f->xb, w->wv, w->bv, T, kvd, d);
+        be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
+        be->matmul(be, f->k, f->xb, w->wk, w->bk, T);
+        be->matmul(be, f->v, f->xb, w->wv, w->bv, T);
         if (w->q_norm) {
             be->rmsnorm(be, f->q, f->q, w->q_norm, T * c->n_head, hd, c->rms_eps);
             be->rmsnorm(be, f->k, f->k, w->k_norm, T * c->n_head_kv, hd, c->rms_eps);
@@ -207,13 +207,13 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
                 hooks->attn_probs(hooks->ctx, b, s, l, probs, q->n_tokens, kc->capacity);
         }
 
-        be->gemm(be, f->xb, f->att, w->wo, NULL, T, d, qd);
+        be->matmul(be, f->xb, f->att, w->wo, NULL, T);
         be->add(be, f->x, f->xb, (size_t)T * d);
         be->rmsnorm(be, f->xb, f->x, w->ffn_norm, T, d, c->rms_eps);
-        be->gemm(be, f->hb, f->xb, w->w_gate, NULL, T, c->n_ff, d);
-        be->gemm(be, f->hb2, f->xb, w->w_up, NULL, T, c->n_ff, d);
+        be->matmul(be, f->hb, f->xb, w->w_gate, NULL, T);
+        be->matmul(be, f->hb2, f->xb, w->w_up, NULL, T);
         be->swiglu(be, f->hb, f->hb, f->hb2, (size_t)T * c->n_ff);
-        be->gemm(be, f->xb, f->hb, w->w_down, NULL, T, d, c->n_ff);
+        be->matmul(be, f->xb, f->hb, w->w_down, NULL, T);
         be->add(be, f->x, f->xb, (size_t)T * d);
         if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
     }
@@ -229,7 +229,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     if (n_rows > 0) {
         be->gather_rows(be, f->xb, f->x, f->rows, n_rows, d);
         be->rmsnorm(be, f->xb, f->xb, m->output_norm, n_rows, d, c->rms_eps);
-        be->gemm(be, f->logits_dev, f->xb, m->output, NULL, n_rows, c->n_vocab, d);
+        be->matmul(be, f->logits_dev, f->xb, m->output, NULL, n_rows);
         be->download(be, f->logits, f->logits_dev, (size_t)n_rows * c->n_vocab);
     }
     return 0;

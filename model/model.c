@@ -1,7 +1,9 @@
-/* model.c - load a model file's weights onto a backend as f32. */
+/* model.c - load a model file's weights onto a backend: matrices as typed
+ * weights (the file's type, or f32 in exact mode), vectors as f32. */
 #include "model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +82,7 @@ static float *load(struct model *m, const struct model_file *mf, const char *nam
     float *d = m->be->alloc(m->be, n);
     if (!d) {
         free(h);
-        eb_fail(e, "%s: out of memory loading %s (%zu bytes)", model_file_path(mf), name,
+        eb_fail_nomem(e, "%s: out of memory loading %s (%zu bytes)", model_file_path(mf), name,
                 n * sizeof(float));
         return NULL;
     }
@@ -90,20 +92,150 @@ static float *load(struct model *m, const struct model_file *mf, const char *nam
     return d;
 }
 
-size_t model_weight_bytes(const struct model_file *mf)
+const char *model_weights_name(enum model_weights w)
 {
+    return w == MODEL_WEIGHTS_F32 ? "f32" : "native";
+}
+
+int model_weights_parse(const char *s, enum model_weights *out)
+{
+    if (strcmp(s, "native") == 0) *out = MODEL_WEIGHTS_NATIVE;
+    else if (strcmp(s, "f32") == 0) *out = MODEL_WEIGHTS_F32;
+    else return -1;
+    return 0;
+}
+
+/* Matrices (2-D tensors) become typed weights; vectors are f32. */
+static int is_matrix(const struct tensor_ref *t)
+{
+    return t->ne[1] > 1 && strcmp(t->name, "rope_freqs.weight") != 0;
+}
+
+/* A matrix stays in its type when asked and a kernel exists for it. */
+static int held_native(const struct tensor_ref *t, enum model_weights w)
+{
+    return w == MODEL_WEIGHTS_NATIVE && t->type != WEIGHT_F32 && quant_type_supported(t->type);
+}
+
+size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts)
+{
+    enum model_weights w = opts ? opts->weights : MODEL_WEIGHTS_NATIVE;
     size_t total = 0;
     for (int i = 0; i < model_file_tensor_count(mf); i++) {
         const struct tensor_ref *t = model_file_tensor_at(mf, i);
-        if (strcmp(t->name, "rope_freqs.weight") != 0)
-            total += (size_t)tensor_nelements(t) * sizeof(float);
+        if (strcmp(t->name, "rope_freqs.weight") == 0) continue;
+        if (is_matrix(t) && held_native(t, w)) total += t->nbytes;
+        else total += (size_t)tensor_nelements(t) * sizeof(float);
     }
     return total;
+}
+
+size_t model_weight_bytes(const struct model_file *mf)
+{
+    return model_weight_bytes_opts(mf, NULL);
+}
+
+/* A matrix [ne1][ne0] as a typed weight; the bytes are borrowed from the
+ * file's mapping (the model retains the file when a backend keeps them). */
+static struct weight *load_weight(struct model *m, const struct model_file *mf, const char *name,
+                                  int64_t ne0, int64_t ne1, int *borrowed, struct eb_err *e)
+{
+    const char *path = model_file_path(mf);
+    const struct tensor_ref *t = model_file_tensor(mf, name);
+    if (!t) {
+        eb_fail(e, "%s: tensor %s is missing", path, name);
+        return NULL;
+    }
+    if (t->ne[0] != ne0 || t->ne[1] * t->ne[2] * t->ne[3] != ne1) {
+        eb_fail(e, "%s: tensor %s has shape [%lld, %lld], expected [%lld, %lld]", path, name,
+                (long long)t->ne[0], (long long)(t->ne[1] * t->ne[2] * t->ne[3]),
+                (long long)ne0, (long long)ne1);
+        return NULL;
+    }
+    if (!quant_type_supported(t->type)) {
+        eb_fail(e, "%s: tensor %s has type %s, which has no kernel or dequantizer", path, name,
+                quant_type_name(t->type));
+        return NULL;
+    }
+    size_t row_bytes = quant_row_bytes(t->type, ne0);
+    if (row_bytes == 0) {
+        eb_fail(e, "%s: tensor %s (%s): rows of %lld values are not whole blocks of %d", path,
+                name, quant_type_name(t->type), (long long)ne0, quant_block_elems(t->type));
+        return NULL;
+    }
+    if (ne1 > INT32_MAX || ne0 > INT32_MAX || t->nbytes != row_bytes * (size_t)ne1 || !t->data) {
+        eb_fail(e, "%s: tensor %s (%s): %zu bytes, expected %zu (truncated or misaligned blocks)",
+                path, name, quant_type_name(t->type), t->nbytes, row_bytes * (size_t)ne1);
+        return NULL;
+    }
+    struct weight *w = m->be->weight_create(m->be, (enum weight_type)t->type, (int)ne1, (int)ne0,
+                                            t->data, 1, m->weights == MODEL_WEIGHTS_F32);
+    if (!w) {
+        eb_fail_nomem(e, "%s: out of memory loading %s (%s, %zu bytes)", path, name,
+                      quant_type_name(t->type), t->nbytes);
+        return NULL;
+    }
+    if (w->data == t->data) *borrowed = 1;
+    m->weight_bytes += w->bytes ? w->bytes : (size_t)w->rows * w->row_bytes;
+    return w;
+}
+
+struct type_bytes {
+    size_t bytes[QUANT_TYPE_COUNT];
+};
+
+static void add_type_bytes(void *ctx, const char *name, const struct weight *w)
+{
+    (void)name;
+    struct type_bytes *tb = ctx;
+    if ((int)w->held >= 0 && (int)w->held < QUANT_TYPE_COUNT)
+        tb->bytes[w->held] += (size_t)w->rows * w->row_bytes;
+}
+
+void model_weight_types(const struct model *m, char *out, size_t out_len)
+{
+    struct type_bytes tb = {{0}};
+    model_each_weight(m, add_type_bytes, &tb);
+    size_t used = 0;
+    out[0] = '\0';
+    for (;;) {
+        int best = -1;
+        for (int t = 0; t < QUANT_TYPE_COUNT; t++)
+            if (tb.bytes[t] && (best < 0 || tb.bytes[t] > tb.bytes[best])) best = t;
+        if (best < 0) break;
+        int n = snprintf(out + used, out_len - used, "%s%s", used ? "+" : "", quant_type_name(best));
+        if (n < 0 || (size_t)n >= out_len - used) break;
+        used += (size_t)n;
+        tb.bytes[best] = 0;
+    }
 }
 
 static void free_weight(struct model *m, float *p)
 {
     if (p) m->be->free(m->be, p);
+}
+
+static void free_matrix(struct model *m, struct weight *w)
+{
+    if (w) m->be->weight_free(m->be, w);
+}
+
+void model_each_weight(const struct model *m,
+                       void (*fn)(void *ctx, const char *name, const struct weight *w), void *ctx)
+{
+    fn(ctx, "token_embd.weight", m->tok_embd);
+    if (m->output != m->tok_embd) fn(ctx, "output.weight", m->output);
+    static const char *const names[] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                        "ffn_gate", "ffn_up", "ffn_down"};
+    char name[96];
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const struct model_layer_weights *w = &m->layers[l];
+        const struct weight *all[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        for (int i = 0; i < 7; i++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, names[i]);
+            fn(ctx, name, all[i]);
+        }
+    }
 }
 
 void model_free(struct model *m)
@@ -112,16 +244,18 @@ void model_free(struct model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layer; l++) {
             struct model_layer_weights *w = &m->layers[l];
-            float *all[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo, w->bq, w->bk, w->bv,
-                            w->q_norm, w->k_norm, w->ffn_norm, w->w_gate, w->w_up, w->w_down};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free_weight(m, all[i]);
+            float *vecs[] = {w->attn_norm, w->bq, w->bk, w->bv, w->q_norm, w->k_norm, w->ffn_norm};
+            for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) free_weight(m, vecs[i]);
+            struct weight *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+            for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) free_matrix(m, mats[i]);
         }
         free(m->layers);
     }
-    if (m->output != m->tok_embd) free_weight(m, m->output);
-    free_weight(m, m->tok_embd);
+    if (m->output != m->tok_embd) free_matrix(m, m->output);
+    free_matrix(m, m->tok_embd);
     free_weight(m, m->output_norm);
     free(m->inv_freq);
+    model_file_close(m->file);
     free(m);
 }
 
@@ -144,6 +278,12 @@ static int check_config(const struct model_config *c, const char *path, struct e
 int model_load(const struct model_file *mf, struct backend *be, struct model **out,
                struct eb_err *e)
 {
+    return model_load_opts(mf, be, NULL, out, e);
+}
+
+int model_load_opts(const struct model_file *mf, struct backend *be,
+                    const struct model_load_opts *opts, struct model **out, struct eb_err *e)
+{
     *out = NULL;
     const struct model_config *c = model_file_config(mf);
     const char *path = model_file_path(mf);
@@ -152,6 +292,8 @@ int model_load(const struct model_file *mf, struct backend *be, struct model **o
     if (!m) return -1;
     m->cfg = *c;
     m->be = be;
+    m->weights = opts ? opts->weights : MODEL_WEIGHTS_NATIVE;
+    int borrowed = 0;
     m->pairing = c->qk_permuted ? ROPE_PAIR_ADJACENT : ROPE_PAIR_HALF;
     int d = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;
     char name[96];
@@ -166,11 +308,12 @@ int model_load(const struct model_file *mf, struct backend *be, struct model **o
     model_rope_inv_freq(c, rope_freqs, m->inv_freq);
     free(rope_freqs);
 
-    if (!(m->tok_embd = load(m, mf, "token_embd.weight", d, c->n_vocab, e))) goto fail;
+    if (!(m->tok_embd = load_weight(m, mf, "token_embd.weight", d, c->n_vocab, &borrowed, e)))
+        goto fail;
     if (!(m->output_norm = load(m, mf, "output_norm.weight", d, 0, e))) goto fail;
     if (c->tied_embeddings || !model_file_tensor(mf, "output.weight")) {
         m->output = m->tok_embd;
-    } else if (!(m->output = load(m, mf, "output.weight", d, c->n_vocab, e))) {
+    } else if (!(m->output = load_weight(m, mf, "output.weight", d, c->n_vocab, &borrowed, e))) {
         goto fail;
     }
 
@@ -183,11 +326,16 @@ int model_load(const struct model_file *mf, struct backend *be, struct model **o
             snprintf(name, sizeof name, "blk.%d.%s", l, suffix);             \
             if (!(w->field = load(m, mf, name, ne0, ne1, e))) goto fail;     \
         } while (0)
+#define MATRIX(field, suffix, ne0, ne1)                                      \
+        do {                                                                 \
+            snprintf(name, sizeof name, "blk.%d.%s", l, suffix);             \
+            if (!(w->field = load_weight(m, mf, name, ne0, ne1, &borrowed, e))) goto fail; \
+        } while (0)
         LOAD(attn_norm, "attn_norm.weight", d, 0);
-        LOAD(wq, "attn_q.weight", d, qd);
-        LOAD(wk, "attn_k.weight", d, kvd);
-        LOAD(wv, "attn_v.weight", d, kvd);
-        LOAD(wo, "attn_output.weight", qd, d);
+        MATRIX(wq, "attn_q.weight", d, qd);
+        MATRIX(wk, "attn_k.weight", d, kvd);
+        MATRIX(wv, "attn_v.weight", d, kvd);
+        MATRIX(wo, "attn_output.weight", qd, d);
         if (c->has_qkv_bias) {
             LOAD(bq, "attn_q.bias", qd, 0);
             LOAD(bk, "attn_k.bias", kvd, 0);
@@ -198,11 +346,13 @@ int model_load(const struct model_file *mf, struct backend *be, struct model **o
             LOAD(k_norm, "attn_k_norm.weight", hd, 0);
         }
         LOAD(ffn_norm, "ffn_norm.weight", d, 0);
-        LOAD(w_gate, "ffn_gate.weight", d, c->n_ff);
-        LOAD(w_up, "ffn_up.weight", d, c->n_ff);
-        LOAD(w_down, "ffn_down.weight", c->n_ff, d);
+        MATRIX(w_gate, "ffn_gate.weight", d, c->n_ff);
+        MATRIX(w_up, "ffn_up.weight", d, c->n_ff);
+        MATRIX(w_down, "ffn_down.weight", c->n_ff, d);
 #undef LOAD
+#undef MATRIX
     }
+    if (borrowed) m->file = model_file_retain(mf);
     *out = m;
     return 0;
 fail:

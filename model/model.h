@@ -1,8 +1,13 @@
 /* model.h - transformer weights on a backend, and the forward pass over a
  * ragged batch.
  *
- * model_load dequantizes every tensor of an open model file to f32 and uploads
- * it; the file can be closed afterwards.  model_forward runs the new tokens of
+ * model_load puts an open model file's weights on a backend.  Weight matrices
+ * stay in the file's type by default (quantized blocks, f16, bf16; the CPU
+ * backend reads them in place from the file mapping, without a copy); with
+ * weights = MODEL_WEIGHTS_F32 (exact mode) every tensor is dequantized to f32
+ * as transformers computes.  Norms, biases and RoPE divisors are always f32.
+ * The model keeps the file open as long as it reads from it, so the caller
+ * may close it after loading either way.  model_forward runs the new tokens of
  * several sequences, concatenated into one [T][n_embd] activation so every
  * GEMM covers all of them, with attention per sequence over its own KV cache.
  *
@@ -20,31 +25,61 @@
 
 struct model_layer_weights {
     float *attn_norm;                /* [n_embd] */
-    float *wq, *wk, *wv, *wo;        /* [out][in] */
+    struct weight *wq, *wk, *wv, *wo; /* [out][in] */
     float *bq, *bk, *bv;             /* qwen2 only, else NULL */
     float *q_norm, *k_norm;          /* qwen3 only: [head_dim], else NULL */
     float *ffn_norm;                 /* [n_embd] */
-    float *w_gate, *w_up, *w_down;
+    struct weight *w_gate, *w_up, *w_down;
 };
+
+/* How weight matrices are held. */
+enum model_weights {
+    MODEL_WEIGHTS_NATIVE = 0, /* the file's type (default) */
+    MODEL_WEIGHTS_F32 = 1     /* dequantized to f32: exact mode */
+};
+
+struct model_load_opts {
+    enum model_weights weights;
+};
+
+/* "native" / "f32"; parse returns -1 for anything else. */
+const char *model_weights_name(enum model_weights w);
+int model_weights_parse(const char *s, enum model_weights *out);
 
 struct model {
     struct model_config cfg;
     struct backend *be;
     enum rope_pairing pairing;       /* from cfg.qk_permuted */
     float *inv_freq;                 /* host [head_dim/2], rope scaling applied */
-    float *tok_embd;                 /* backend [n_vocab][n_embd] */
+    struct weight *tok_embd;         /* [n_vocab][n_embd] */
     float *output_norm;              /* backend [n_embd] */
-    float *output;                   /* backend [n_vocab][n_embd]; == tok_embd when tied */
+    struct weight *output;           /* [n_vocab][n_embd]; == tok_embd when tied */
     struct model_layer_weights *layers;
-    size_t weight_bytes;             /* backend bytes held by the weights */
+    size_t weight_bytes;             /* resident bytes of the weights: backend memory plus
+                                        the file bytes read in place */
+    enum model_weights weights;      /* as loaded */
+    struct model_file *file;         /* retained while weights borrow its mapping, else NULL */
 };
 
+/* Native weights (opts NULL) or as opts say. */
 int model_load(const struct model_file *mf, struct backend *be, struct model **out,
                struct eb_err *e);
+int model_load_opts(const struct model_file *mf, struct backend *be,
+                    const struct model_load_opts *opts, struct model **out, struct eb_err *e);
 void model_free(struct model *m);
 
-/* Bytes model_load will allocate on the backend for this file (f32 weights). */
+/* Resident bytes model_load will hold for this file's weights: native
+ * (model_weight_bytes) or as opts say. */
 size_t model_weight_bytes(const struct model_file *mf);
+size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);
+
+/* The types the weight matrices are held in, most bytes first, joined by
+ * '+' (e.g. "Q4_K+Q6_K"), into out. */
+void model_weight_types(const struct model *m, char *out, size_t out_len);
+
+/* Visit every weight matrix with its canonical tensor name (info, tests). */
+void model_each_weight(const struct model *m,
+                       void (*fn)(void *ctx, const char *name, const struct weight *w), void *ctx);
 
 /* RoPE inverse frequencies for a config: inv_freq[i] = theta^(-2i/d), then
  * Llama-3 or linear scaling from cfg.rope_scaling, then division by

@@ -17,6 +17,7 @@
 #include "safetensors.h"
 
 struct model_file {
+    int refs;                    /* model_file_retain / model_file_close */
     enum model_format format;
     struct model_config cfg;
     char path[PATH_MAX];
@@ -443,6 +444,7 @@ int model_file_open(const char *path_or_name, struct model_file **out, struct eb
     struct model_file *mf = eb_calloc(1, sizeof *mf, e);
     if (!mf) return -1;
     mf->cfg.bos_id = -1;
+    mf->refs = 1;
     int rc = model_resolve(path_or_name, mf->path, sizeof mf->path, e);
     if (rc == 0) {
         struct stat sb;
@@ -465,9 +467,16 @@ int model_file_open(const char *path_or_name, struct model_file **out, struct eb
     return 0;
 }
 
+struct model_file *model_file_retain(const struct model_file *mf)
+{
+    struct model_file *m = (struct model_file *)mf; /* the count is not part of its value */
+    m->refs++;
+    return m;
+}
+
 void model_file_close(struct model_file *mf)
 {
-    if (!mf) return;
+    if (!mf || --mf->refs > 0) return;
     for (int i = 0; i < mf->n_tensors; i++) free((char *)mf->tensors[i].name);
     free(mf->tensors);
     st_checkpoint_close(mf->ck);

@@ -50,7 +50,10 @@ struct model_config {
 struct model_file;
 
 int model_file_open(const char *path_or_name, struct model_file **out, struct eb_err *e);
+/* Closing drops one reference; the file is unmapped when the last goes.
+ * model_load retains the file while its weights read from the mapping. */
 void model_file_close(struct model_file *mf);
+struct model_file *model_file_retain(const struct model_file *mf);
 
 const struct model_config *model_file_config(const struct model_file *mf);
 enum model_format model_file_format(const struct model_file *mf);

@@ -110,9 +110,10 @@ static int open_model(const char *path, struct model **m)
         fprintf(stderr, "  %s\n", e.msg);
         return -1;
     }
-    int rc = model_load(mf, be, m, &e);
+    struct model_load_opts o = {.weights = MODEL_WEIGHTS_F32}; /* exact mode, as transformers */
+    int rc = model_load_opts(mf, be, &o, m, &e);
     if (rc) fprintf(stderr, "  %s\n", e.msg);
-    model_file_close(mf); /* the weights live on the backend now */
+    model_file_close(mf);
     return rc;
 }
 

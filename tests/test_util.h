@@ -64,9 +64,11 @@ static inline int file_exists(const char *path)
     return 1;
 }
 
-/* A model file (GGUF, or a safetensors directory) loaded onto be; NULL,
- * with the reason on stderr, when it cannot be opened or loaded. */
-static inline struct model *open_model_on(struct backend *be, const char *path)
+/* A model file (GGUF, or a safetensors directory) loaded onto be with
+ * weights held as asked; NULL, with the reason on stderr, when it cannot be
+ * opened or loaded. */
+static inline struct model *open_model_weights(struct backend *be, const char *path,
+                                               enum model_weights weights)
 {
     struct model_file *mf;
     struct model *m = NULL;
@@ -75,9 +77,17 @@ static inline struct model *open_model_on(struct backend *be, const char *path)
         fprintf(stderr, "  %s\n", e.msg);
         return NULL;
     }
-    if (model_load(mf, be, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
+    struct model_load_opts o = {.weights = weights};
+    if (model_load_opts(mf, be, &o, &m, &e)) fprintf(stderr, "  %s\n", e.msg);
     model_file_close(mf);
     return m;
+}
+
+/* The same in exact mode (f32 weights): what the golden tests against
+ * transformers compare. */
+static inline struct model *open_model_on(struct backend *be, const char *path)
+{
+    return open_model_weights(be, path, MODEL_WEIGHTS_F32);
 }
 
 static inline int same_ints(const int *a, int na, const int *b, int nb)

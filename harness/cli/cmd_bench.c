@@ -17,7 +17,7 @@
 static void print_help(void)
 {
     printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n"
-           "                       [--batches LIST] [--tsv]\n\n"
+           "                       [--batches LIST] [--tsv] [--weights native|f32]\n\n"
            "Prints prefill tokens/s for one prompt of --prompt-len tokens (default 512) and\n"
            "decode tokens/s at batch 1, 4 and 16 (--batches) generating --new tokens each\n"
            "(default 128, EOS ignored), with peak KV bytes and peak RSS.  Default model:\n"
@@ -27,7 +27,9 @@ static void print_help(void)
            "                       fullkv,streamingllm,h2o-rkv,snapkv-decode,rkv,h2o)\n"
            "  --budgets LIST       budgets of the policy table (default 256,512,1024)\n"
            "  --policy-new N       tokens generated per policy row (default 2048)\n"
-           "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n");
+           "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
+           "  --weights W          native: weight matrices stay in the file's type (default);\n"
+           "                       f32: dequantized at load (exact mode)\n");
 }
 
 static double peak_rss_mb(void)
@@ -163,13 +165,15 @@ int cmd_bench(int argc, char **argv)
     const char *policies = NULL, *budgets = "256,512,1024", *device = NULL;
     int batches[8] = {1, 4, 16}, n_batches = 3, tsv = 0;
     long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
+    struct model_load_opts load = {.weights = MODEL_WEIGHTS_NATIVE};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
         if (!strcmp(o, "--tsv")) { tsv = 1; continue; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
-            strcmp(o, "--policy-new") && strcmp(o, "--device") && strcmp(o, "--batches"))
+            strcmp(o, "--policy-new") && strcmp(o, "--device") && strcmp(o, "--batches") &&
+            strcmp(o, "--weights"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) model = v;
@@ -178,6 +182,10 @@ int cmd_bench(int argc, char **argv)
         else if (!strcmp(o, "--device")) device = v;
         else if (!strcmp(o, "--batches")) {
             if ((n_batches = parse_batches(v, batches, 8)) < 0) return 2;
+        }
+        else if (!strcmp(o, "--weights")) {
+            if (model_weights_parse(v, &load.weights))
+                return cli_errorf("bench: --weights must be native or f32, not '%s'", v);
         }
         else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
@@ -190,7 +198,7 @@ int cmd_bench(int argc, char **argv)
     struct model *m = NULL;
     struct backend *be = NULL;
     if (device_backend(device, (int)threads, &be, &e)) return cli_error(e.msg);
-    if (model_file_open(model, &mf, &e) || model_load(mf, be, &m, &e)) {
+    if (model_file_open(model, &mf, &e) || model_load_opts(mf, be, &load, &m, &e)) {
         model_file_close(mf);
         be->destroy(be);
         return cli_error(e.msg);
@@ -204,7 +212,7 @@ int cmd_bench(int argc, char **argv)
         be->destroy(be);
         return cli_error(e.msg);
     }
-    model_file_close(mf); /* weights are on the backend */
+    model_file_close(mf); /* the model keeps what it still reads */
 
     struct bench_row rows[9];
     char names[9][32];

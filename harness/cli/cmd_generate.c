@@ -39,6 +39,8 @@ static void print_help(void)
         "  --stats              print prefill/decode tokens/s and KV bytes to stderr\n"
         "  --threads N          CPU threads (default: all cores)\n"
         "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
+        "  --weights W          native: weight matrices stay in the file's type (default);\n"
+        "                       f32: dequantized at load (exact mode)\n"
         "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n"
         "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
@@ -79,6 +81,7 @@ struct gen_cli {
     double temperature, top_p;
     unsigned long long seed;
     int greedy_flag, sampling_flag, stats, no_policy_defaults;
+    struct model_load_opts load;
 };
 
 struct prompt_item {
@@ -135,7 +138,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
             !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget") ||
-            !strcmp(o, "--steer-vector") || !strcmp(o, "--device")) {
+            !strcmp(o, "--steer-vector") || !strcmp(o, "--device") || !strcmp(o, "--weights")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -147,6 +150,10 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--out")) a->out_path = v;
         else if (!strcmp(o, "--policy")) a->policy = v;
         else if (!strcmp(o, "--steer-vector")) a->steer_vector = v;
+        else if (!strcmp(o, "--weights")) {
+            if (model_weights_parse(v, &a->load.weights))
+                return cli_errorf("--weights: must be native or f32, not '%s'", v), -1;
+        }
         else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
         else if (!strcmp(o, "--batch")) { if (cli_int(o, v, 1, 1 << 20, &a->batch)) return -1; }
@@ -488,7 +495,8 @@ static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct g
     opt->max_live = (int)a->batch;
     opt->n_vocab_valid = tokenizer_n_vocab(g->tok);
     opt->mem_limit = (size_t)a->mem_limit_mb * 1024 * 1024;
-    return generate_check(model_file_config(g->mf), model_weight_bytes(g->mf), 0, g->reqs, g->n,
+    return generate_check(model_file_config(g->mf), model_weight_bytes_opts(g->mf, &a->load), 0,
+                          g->reqs, g->n,
                           opt, e);
 }
 
@@ -497,7 +505,7 @@ static int gen_run(const struct gen_cli *a, struct gen_state *g, struct gen_opti
                    struct eb_err *e)
 {
     if (device_backend(a->device, (int)a->threads, &g->be, e)) return eb_wrap(e, "generate");
-    if (model_load(g->mf, g->be, &g->m, e)) return -1;
+    if (model_load_opts(g->mf, g->be, &a->load, &g->m, e)) return -1;
     struct stream_ctx sc = {g->tok, g->m->cfg.eos_ids, g->m->cfg.n_eos, {{0}, 0}};
     struct gen_hooks hooks = {0}, policy_hooks;
     if (a->prompt) {

@@ -7,20 +7,32 @@
 #include "model/quant.h"
 #include "harness/cli/cli.h"
 #include "harness/cli/commands.h"
+#include "model/model.h"
 
 static void print_help(void)
 {
-    printf("usage: evictbench info MODEL\n\n"
+    printf("usage: evictbench info MODEL [--tensors]\n\n"
            "MODEL is a registry name (e.g. smollm2-135m), a .gguf file or a Hugging Face\n"
            "directory (config.json + safetensors).  Prints architecture, dimensions,\n"
-           "tensor types and counts, file size and whether embeddings are tied.\n");
+           "tensor types and counts, file size and whether embeddings are tied, and how\n"
+           "the CPU runtime holds the weight matrices (types in memory, resident bytes).\n"
+           "  --tensors   also each weight matrix: file type -> type in memory\n");
+}
+
+static void print_matrix(void *ctx, const char *name, const struct weight *w)
+{
+    (void)ctx;
+    printf("  %-28s %-5s -> %-5s %s\n", name, quant_type_name((int)w->type),
+           quant_type_name((int)w->held), w->bytes ? "copied" : "read in place");
 }
 
 int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
+    int tensors = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { print_help(); return 0; }
+        if (!strcmp(argv[i], "--tensors")) { tensors = 1; continue; }
         if (!strcmp(argv[i], "--model")) {
             if (!(model = cli_value(argc, argv, &i))) return 2;
         } else if (argv[i][0] == '-') {
@@ -75,6 +87,24 @@ int cmd_info(int argc, char **argv)
     for (int t = 0; t < EB_TYPE_COUNT_; t++)
         if (counts[t]) printf(" %s x%d", quant_type_name(t), counts[t]);
     printf("\n");
+
+    /* Loading natively reads nothing yet: the matrices point into the file. */
+    struct backend *be = backend_cpu_create(1);
+    struct model *m = NULL;
+    if (!be || model_load(mf, be, &m, &e)) {
+        if (be) be->destroy(be);
+        model_file_close(mf);
+        return cli_error(be ? e.msg : "info: cannot create the CPU backend");
+    }
+    char types[64];
+    model_weight_types(m, types, sizeof types);
+    printf("in memory       %s (every type has integer kernels; f32 with --weights f32)\n", types);
+    struct model_load_opts exact = {.weights = MODEL_WEIGHTS_F32};
+    printf("weight bytes    %zu resident (%.1f MiB; %zu with --weights f32)\n", m->weight_bytes,
+           m->weight_bytes / (1024.0 * 1024.0), model_weight_bytes_opts(mf, &exact));
+    if (tensors) model_each_weight(m, print_matrix, NULL);
+    model_free(m);
+    be->destroy(be);
     model_file_close(mf);
     return 0;
 }

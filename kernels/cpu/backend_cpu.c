@@ -57,7 +57,12 @@ static void cpu_fill(struct backend *be, float *dst, float value, size_t n)
 static void cpu_destroy(struct backend *be)
 {
     if (!be) return;
-    free(be->impl);
+    struct cpu_impl *im = be->impl;
+    if (im) {
+        free(im->scratch[0]);
+        free(im->scratch[1]);
+    }
+    free(im);
     free(be);
 }
 
@@ -71,6 +76,12 @@ struct backend *backend_cpu_create(int n_threads)
         return NULL;
     }
     impl->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    impl->simd = cpu_simd_level();
+    /* From this batch size on, f32 panels + sgemm beat the integer kernels
+     * (measured with `evictbench bench`; see cpu_weight.c). */
+    impl->panel_min_m = 8;
+    const char *pm = getenv("EVICTBENCH_CPU_PANEL_M");
+    if (pm && atoi(pm) > 0) impl->panel_min_m = atoi(pm);
     be->name = "cpu";
     be->impl = impl;
     be->alloc = cpu_alloc;
@@ -92,5 +103,9 @@ struct backend *backend_cpu_create(int n_threads)
     be->pool1d = cpu_pool1d;
     be->key_redundancy = cpu_key_redundancy;
     be->row_range = cpu_row_range;
+    be->weight_create = cpu_weight_create;
+    be->weight_free = cpu_weight_free;
+    be->matmul = cpu_matmul;
+    be->embed_weight = cpu_embed_weight;
     return be;
 }

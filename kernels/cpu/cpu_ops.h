@@ -6,10 +6,18 @@
 #ifndef EB_CPU_OPS_H
 #define EB_CPU_OPS_H
 
+#include <omp.h>
+#include <stddef.h>
+
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_qdot.h"
 
 struct cpu_impl {
-    int n_threads; /* OpenMP threads per op (OpenBLAS itself runs single-threaded) */
+    int n_threads;      /* OpenMP threads per op (OpenBLAS itself runs single-threaded) */
+    enum cpu_simd simd; /* dot kernels in use */
+    int panel_min_m;    /* matmul with at least this many rows dequantizes panels for sgemm */
+    void *scratch[2];   /* matmul: [0] quantized activations, [1] f32 weight panels */
+    size_t scratch_cap[2];
 };
 
 static inline int cpu_threads(const struct backend *be)
@@ -32,6 +40,13 @@ void cpu_embed(struct backend *be, float *y, const float *table, const int *ids,
 void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
                      int dim);
 void cpu_attention(struct backend *be, const struct attn_args *a);
+/* cpu_weight.c: typed weights */
+struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
+                                 const void *host, int borrow, int as_f32);
+void cpu_weight_free(struct backend *be, struct weight *w);
+void cpu_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
+                const float *bias, int m);
+void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids, int n);
 /* cpu_score.c: scoring primitives for eviction policies */
 int cpu_window_scores(struct backend *be, const struct window_score_args *a);
 int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,

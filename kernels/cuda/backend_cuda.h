@@ -1,22 +1,28 @@
-/* backend_cuda.h - the CUDA backend (cuBLAS + simple kernels), built by
- * `make cuda` into kernels/cuda/build/libevictbench_cuda.a.
+/* backend_cuda.h - the CUDA backend (cuBLAS + kernels), built by `make cuda`
+ * into kernels/cuda/build/libevictbench_cuda.a.
  *
  * It implements struct backend exactly as the CPU backend does: float*
  * tensors live in device memory, int* metadata and inv_freq stay on the host
- * (the backend copies them over itself). */
+ * (the backend stages them over itself, asynchronously).
+ *
+ * A build without CUDA links backend_cuda_stub.c instead (weak definitions in
+ * libevictbench.a): every entry point below then fails with one clear line,
+ * so `--device cuda` on a CPU build is an error, not a link failure. */
 #ifndef EB_BACKEND_CUDA_H
 #define EB_BACKEND_CUDA_H
 
-/* backend.h has no C++ guards; its backend_cpu_create is a C function. */
+/* backend.h and err.h have no C++ guards; their functions are C functions. */
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #include "kernels/backend.h"
+#include "kernels/cuda/cuda_pool.h"
+#include "util/err.h"
 
-/* A backend on CUDA device `device`; NULL when there is no such device or
- * cuBLAS cannot start (call backend_cuda_probe for the reason). */
-struct backend *backend_cuda_create(int device);
+/* A backend on CUDA device `device`; NULL with e set (one line: no driver,
+ * no such device, cuBLAS cannot start, or a build without CUDA). */
+struct backend *backend_cuda_create(int device, struct eb_err *e);
 
 /* Why backend_cuda_create(device) would fail, as one line written into msg;
  * returns 0 when the device is usable, -1 otherwise. */
@@ -26,6 +32,53 @@ int backend_cuda_probe(int device, char *msg, size_t msg_size);
  * (sticky) and can be read here: NULL while everything has succeeded.
  * (alloc failing for lack of memory returns NULL and is not recorded.) */
 const char *backend_cuda_error(const struct backend *be);
+
+/* cudaMemGetInfo of the backend's device: free and total bytes. */
+int backend_cuda_mem_info(struct backend *be, size_t *free_bytes, size_t *total_bytes,
+                          struct eb_err *e);
+
+/* Plans (kv_pool_plan, from the device's free memory now) and reserves the
+ * run's device pool; from then on every be->alloc is served from the pool
+ * and returns NULL when it is full (an 'oom' upstream).  Call once, after
+ * the weights are uploaded and before the KV caches are created.  Fails with
+ * EB_ERR_NOMEM when the batch does not fit (plan->max_batch says what does). */
+int backend_cuda_reserve_pool(struct backend *be, const struct kv_pool_need *need,
+                              struct kv_pool_plan *plan, struct eb_err *e);
+
+/* Bytes of the pool in use now and at most (0 without a pool). */
+void backend_cuda_pool_usage(const struct backend *be, size_t *used, size_t *peak);
+
+/* ---- 16-bit KV caches (until backend.h carries a KV element type) ----
+ * A cache stored in bf16 is allocated with be->alloc for half the floats and
+ * addressed in bf16 elements: the float* in attn_args then points at bf16
+ * data.  kv_store converts f32 rows into it; attention_bf16 reads it (the
+ * same semantics as be->attention, f32 accumulation). */
+int backend_cuda_kv_store_bf16(struct backend *be, void *dst_bf16, const float *src,
+                               size_t n);
+int backend_cuda_kv_load_bf16(struct backend *be, float *dst, const void *src_bf16, size_t n);
+int backend_cuda_attention_bf16(struct backend *be, const struct attn_args *a);
+
+/* ---- batched attention ----
+ * The n problems a[0..n) (n be->attention calls: one per sequence of a
+ * forward, each over its own cache) in at most two launches (decode-sized
+ * sequences and prefill chunks), where the shapes allow the flash kernel
+ * (same n_head, n_kv, head_dim and scale; no probabilities); otherwise one
+ * sequence at a time.  kv_bf16: the caches are bf16.  0, or -1 for bad
+ * arguments or a CUDA failure. */
+int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n,
+                                 int kv_bf16);
+
+/* ---- sampling on the device ----
+ * Greedy: tokens[r] (host) = the id of the largest logit of row r of
+ * logits [n_rows][n_vocab] (device memory), ties to the lowest id as the
+ * CPU sampler; only n_rows ints cross to the host instead of the logits. */
+int backend_cuda_argmax(struct backend *be, int *tokens, const float *logits, int n_rows,
+                        int n_vocab);
+
+/* 0 while every op has succeeded; else -1 with e set to the first failure,
+ * of kind EB_ERR_NOMEM when the device ran out of memory.  The ops return
+ * nothing, so the model must ask after each step (see kernels/cuda/README.md). */
+int backend_cuda_status(const struct backend *be, struct eb_err *e);
 
 #ifdef __cplusplus
 }

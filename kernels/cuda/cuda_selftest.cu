@@ -10,8 +10,42 @@
  * primitives: window scores |gpu - cpu| <= 1e-7 + 2e-4 |cpu|, key redundancy
  * 1e-7 + 1e-4 |cpu| (both are small probabilities, so relative); pool1d max
  * and row_range exact, pool1d avg 1e-6 * (1 + |cpu|); bad arguments must give
- * -1 on both backends and leave no CUDA error. */
+ * -1 on both backends and leave no CUDA error.
+ *
+ * Attention runs both kernels (flash: no probabilities, head_dim 64/128/256,
+ * GQA up to 8:1, split-K for long caches; general: the rest) with per-head
+ * lengths and pad masks, at the same f32 tolerance, one sequence per call and
+ * many sequences (decode rows and prefill chunks mixed) in one batched call.  The bf16 cache is
+ * checked twice: against the CPU on the same bf16-rounded K and V, where
+ * only the summation order differs (1e-4, as f32), and against the CPU on
+ * the unrounded f32 cache, which bounds what bf16 storage costs.  A bf16
+ * value has 8 significant bits, so each K and V entry moves by at most
+ * 2^-9 relative; with |q|,|k| entries in [-1, 1] and head_dim d the logit
+ * q.k/sqrt(d) moves by at most sqrt(d) 2^-9 (0.02 at d = 128) in the worst
+ * case and ~2^-9 typically (errors of random sign), the softmax weights by
+ * that relative amount, and the output (a convex combination of rows of V)
+ * by |V| 2^-9 + |V| x that: 2e-2 of (1 + |out|) bounds it with room, and
+ * 4e-3 is what random-sign errors give; the check uses 2e-2.  Then the device
+ * pool (allocations served from it, NULL when full, freed blocks reused),
+ * greedy sampling (exact, ties to the lowest id), and the metadata staging
+ * ring across a wrap.
+ *
+ * Typed weights: the GPU holds F32 as f32, F16 as f16, BF16 as bf16 and a
+ * quantized type dequantized to bf16, and a 16-bit matmul rounds the
+ * activations to the weight's type.  The reference is the CPU's exact mode
+ * (weight_create as_f32: the weight dequantized to f32, an f32 product).
+ * Rounding to bf16 moves a value by at most 2^-9 of itself (unit roundoff of
+ * 8 significant bits), f16 by 2^-11, so each term x_k w_k of an output moves
+ * by at most (2^-9 + 2^-9 + 2^-18) |x_k w_k| and the output by at most
+ * 2^-8 sum_k |x_k w_k| (+ f32 summation, k 2^-24 of the same sum): that
+ * bound is computed per output and checked, with 1e-5 (1 + |y|) for the f32
+ * order of summation.  embed_weight is exact for F32/F16/BF16 (a 16-bit
+ * value is exact in f32) and within 2^-8 |value| for a quantized type. */
 #include "kernels/cuda/backend_cuda.h"
+
+extern "C" {
+#include "kernels/quant.h"
+}
 
 #include <math.h>
 #include <stdint.h>
@@ -158,25 +192,326 @@ static void test_embed_gather(void)
 }
 
 static void test_attention(int n_head, int n_kv, int hd, int n_new, int cap,
-                           std::vector<int> kv_len, bool probs)
+                           std::vector<int> kv_len, bool probs, bool masked = false)
 {
     pair q = make(random_vec((size_t)n_new * n_head * hd, 1));
     pair k = make(random_vec((size_t)n_kv * cap * hd, 1)), v = make(random_vec((size_t)n_kv * cap * hd, 1));
     pair out = make_empty((size_t)n_new * n_head * hd);
     pair p = make(std::vector<float>((size_t)n_head * n_new * cap, 7.0f));
+    std::vector<unsigned char> mask((size_t)n_kv * cap, 0);
+    for (int h = 0; h < n_kv; h++) /* left pads, as padded batching stores them, and a few more */
+        for (int j = 0; j < cap; j++) mask[(size_t)h * cap + j] = j < 5 + h || j % 17 == 3;
     struct attn_args a = {};
     a.cap = cap, a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.n_new = n_new;
     a.kv_len = kv_len.data(), a.scale = 1.0f / sqrtf((float)hd);
+    a.slot_mask = masked ? mask.data() : NULL;
     a.out = out.c, a.q = q.c, a.k_cache = k.c, a.v_cache = v.c, a.probs = probs ? p.c : NULL;
     cpu->attention(cpu, &a);
     a.out = out.g, a.q = q.g, a.k_cache = k.g, a.v_cache = v.g, a.probs = probs ? p.g : NULL;
     gpu->attention(gpu, &a);
     char what[80];
-    snprintf(what, sizeof what, "attention %d:%d hd%d new%d%s", n_head, n_kv, hd, n_new,
-             probs ? " out" : "");
+    snprintf(what, sizeof what, "attention %d:%d hd%d new%d cap%d%s%s", n_head, n_kv, hd, n_new,
+             cap, probs ? " out" : "", masked ? " mask" : "");
     compare(what, out, 1e-4);
     if (probs) compare("  probs", p, 1e-5);
     drop(q), drop(k), drop(v), drop(out), drop(p);
+}
+
+/* Several sequences' attention in one call (backend_cuda_attention_batch):
+ * each sequence its own cache, length per head, new-token count and pads;
+ * every output must equal the CPU's attention of that sequence alone. */
+static void test_attention_batch(int n_head, int n_kv, int hd, std::vector<int> n_new,
+                                 std::vector<int> cap)
+{
+    int n = (int)n_new.size();
+    std::vector<pair> q, k, v, out;
+    std::vector<std::vector<int>> len(n);
+    std::vector<std::vector<unsigned char>> mask(n);
+    std::vector<struct attn_args> a(n);
+    for (int s = 0; s < n; s++) {
+        q.push_back(make(random_vec((size_t)n_new[s] * n_head * hd, 1)));
+        k.push_back(make(random_vec((size_t)n_kv * cap[s] * hd, 1)));
+        v.push_back(make(random_vec((size_t)n_kv * cap[s] * hd, 1)));
+        out.push_back(make_empty((size_t)n_new[s] * n_head * hd));
+        for (int h = 0; h < n_kv; h++) { /* compacted heads: any length from n_new to cap */
+            int l = n_new[s] + (int)((rnd() + 1) * 0.5f * (cap[s] - n_new[s]));
+            len[s].push_back(l > cap[s] ? cap[s] : l);
+        }
+        mask[s].assign((size_t)n_kv * cap[s], 0);
+        for (size_t j = 0; j < mask[s].size(); j++) mask[s][j] = s % 3 == 1 && j % 11 < 3;
+        struct attn_args &x = a[s];
+        x = {};
+        x.cap = cap[s], x.n_head = n_head, x.n_kv = n_kv, x.head_dim = hd, x.n_new = n_new[s];
+        x.kv_len = len[s].data(), x.scale = 1.0f / sqrtf((float)hd);
+        x.slot_mask = s % 3 == 1 ? mask[s].data() : NULL;
+        x.out = out[s].c, x.q = q[s].c, x.k_cache = k[s].c, x.v_cache = v[s].c;
+        cpu->attention(cpu, &x);
+        x.out = out[s].g, x.q = q[s].g, x.k_cache = k[s].g, x.v_cache = v[s].g;
+    }
+    int rc = backend_cuda_attention_batch(gpu, a.data(), n, 0);
+    char what[80];
+    snprintf(what, sizeof what, "attention batch of %d %d:%d hd%d", n, n_head, n_kv, hd);
+    if (rc != 0) {
+        printf("  FAIL %-28s returned %d: %s\n", what, rc, backend_cuda_error(gpu));
+        n_failed++;
+    } else {
+        std::vector<float> all_c, all_g; /* one comparison over every sequence */
+        for (int s = 0; s < n; s++) {
+            std::vector<float> hc(out[s].n), hg(out[s].n);
+            cpu->download(cpu, hc.data(), out[s].c, out[s].n);
+            gpu->download(gpu, hg.data(), out[s].g, out[s].n);
+            all_c.insert(all_c.end(), hc.begin(), hc.end());
+            all_g.insert(all_g.end(), hg.begin(), hg.end());
+        }
+        pair all = make(all_c);
+        gpu->upload(gpu, all.g, all_g.data(), all.n);
+        compare(what, all, 1e-4);
+        drop(all);
+    }
+    for (int s = 0; s < n; s++) drop(q[s]), drop(k[s]), drop(v[s]), drop(out[s]);
+}
+
+/* The same attention over a bf16 cache: the CPU reference attends the
+ * cache rounded to bf16 (exact comparison but for summation order) and the
+ * unrounded one (what bf16 storage costs; see the file comment). */
+static void test_attention_bf16(int n_head, int n_kv, int hd, int n_new, int cap,
+                                std::vector<int> kv_len, bool masked)
+{
+    size_t kv_n = (size_t)n_kv * cap * hd;
+    pair q = make(random_vec((size_t)n_new * n_head * hd, 1));
+    pair k = make(random_vec(kv_n, 1)), v = make(random_vec(kv_n, 1));
+    pair out = make_empty((size_t)n_new * n_head * hd), exact = make_empty(out.n);
+    std::vector<unsigned char> mask((size_t)n_kv * cap, 0);
+    for (size_t j = 0; j < mask.size(); j++) mask[j] = j % 13 == 1;
+    /* bf16 copies on the GPU (half the floats each), and their f32 values on the CPU */
+    float *k16 = gpu->alloc(gpu, (kv_n + 1) / 2), *v16 = gpu->alloc(gpu, (kv_n + 1) / 2);
+    pair kr = make_empty(kv_n), vr = make_empty(kv_n);
+    backend_cuda_kv_store_bf16(gpu, k16, k.g, kv_n);
+    backend_cuda_kv_store_bf16(gpu, v16, v.g, kv_n);
+    backend_cuda_kv_load_bf16(gpu, kr.g, k16, kv_n);
+    backend_cuda_kv_load_bf16(gpu, vr.g, v16, kv_n);
+    std::vector<float> h(kv_n);
+    gpu->download(gpu, h.data(), kr.g, kv_n);
+    cpu->upload(cpu, kr.c, h.data(), kv_n);
+    gpu->download(gpu, h.data(), vr.g, kv_n);
+    cpu->upload(cpu, vr.c, h.data(), kv_n);
+
+    struct attn_args a = {};
+    a.cap = cap, a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.n_new = n_new;
+    a.kv_len = kv_len.data(), a.scale = 1.0f / sqrtf((float)hd);
+    a.slot_mask = masked ? mask.data() : NULL;
+    a.q = q.c, a.out = out.c, a.k_cache = kr.c, a.v_cache = vr.c;
+    cpu->attention(cpu, &a);
+    a.out = exact.c, a.k_cache = k.c, a.v_cache = v.c;
+    cpu->attention(cpu, &a);
+    a.q = q.g, a.out = out.g, a.k_cache = k16, a.v_cache = v16;
+    int rc = backend_cuda_attention_bf16(gpu, &a);
+    std::vector<float> g(out.n);
+    gpu->download(gpu, g.data(), out.g, out.n);
+    gpu->upload(gpu, exact.g, g.data(), out.n);
+    char what[96];
+    snprintf(what, sizeof what, "bf16 attention %d:%d hd%d new%d%s", n_head, n_kv, hd, n_new,
+             masked ? " mask" : "");
+    if (rc != 0) {
+        printf("  FAIL %-28s returned %d: %s\n", what, rc, backend_cuda_error(gpu));
+        n_failed++;
+    } else {
+        compare(what, out, 1e-4);
+        snprintf(what, sizeof what, "  vs f32 cache %d:%d hd%d", n_head, n_kv, hd);
+        compare(what, exact, 2e-2);
+    }
+    gpu->free(gpu, k16), gpu->free(gpu, v16);
+    drop(q), drop(k), drop(v), drop(out), drop(exact), drop(kr), drop(vr);
+}
+
+static void result(const char *what, bool ok, const char *detail)
+{
+    const char *err = backend_cuda_error(gpu);
+    ok = ok && !err;
+    printf("  %-4s %-28s %s%s\n", ok ? "ok" : "FAIL", what, detail, err ? err : "");
+    ok ? n_passed++ : n_failed++;
+}
+
+/* Greedy ids on the device equal the CPU's argmax (lowest id on ties). */
+static void test_argmax(int rows, int vocab)
+{
+    std::vector<float> h = random_vec((size_t)rows * vocab, 10);
+    for (int r = 0; r < rows; r++) { /* a tie at the top in every other row */
+        float *row = h.data() + (size_t)r * vocab;
+        if (r % 2) row[vocab - 1] = row[r % vocab] = 11.0f;
+    }
+    pair x = make(h);
+    std::vector<int> ids(rows, -1);
+    int rc = backend_cuda_argmax(gpu, ids.data(), x.g, rows, vocab);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *row = h.data() + (size_t)r * vocab;
+        int best = 0;
+        for (int j = 1; j < vocab; j++)
+            if (row[j] > row[best]) best = j;
+        bad += ids[r] != best;
+    }
+    char what[64], detail[64];
+    snprintf(what, sizeof what, "argmax %dx%d", rows, vocab);
+    snprintf(detail, sizeof detail, "%d rows differ ", bad);
+    result(what, rc == 0 && bad == 0, detail);
+    drop(x);
+}
+
+/* More rope calls than the staging ring holds: every call's positions
+ * arrive intact across the wraps. */
+static void test_staging_wrap(void)
+{
+    int rows = 4096, heads = 1, hd = 8; /* 16 KiB of positions per call */
+    std::vector<float> inv_freq(hd / 2, 0.001f);
+    pair x = make(random_vec((size_t)rows * heads * hd, 1));
+    std::vector<int> pos(rows);
+    for (int call = 0; call < 1200; call++) { /* ~19 MiB staged: two wraps of 8 MiB */
+        for (int r = 0; r < rows; r++) pos[r] = (r * 31 + call) % 5000;
+        cpu->rope(cpu, x.c, rows, heads, hd, pos.data(), inv_freq.data(), ROPE_PAIR_HALF);
+        gpu->rope(gpu, x.g, rows, heads, hd, pos.data(), inv_freq.data(), ROPE_PAIR_HALF);
+    }
+    compare("staging ring wraps (rope)", x, 1e-3); /* 1200 rotations compound f32 rounding */
+    drop(x);
+    /* Positions larger than the whole ring: it grows, and both arrays of the
+     * op (positions, inv_freq) arrive intact. */
+    rows = 2200000, hd = 2;
+    std::vector<float> one_freq(1, 0.01f);
+    pair y = make(random_vec((size_t)rows * hd, 1));
+    pos.assign(rows, 0);
+    for (int r = 0; r < rows; r++) pos[r] = r % 7919;
+    cpu->rope(cpu, y.c, rows, 1, hd, pos.data(), one_freq.data(), ROPE_PAIR_ADJACENT);
+    gpu->rope(gpu, y.g, rows, 1, hd, pos.data(), one_freq.data(), ROPE_PAIR_ADJACENT);
+    compare("staging ring grows (rope)", y, 1e-4);
+    drop(y);
+}
+
+static void compare_rel(const char *what, pair p, double atol, double rtol);
+
+static uint16_t to_bf16_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (finite inputs) */
+    return (uint16_t)(u >> 16);
+}
+
+/* Host bytes of a random [rows][cols] weight of `type`; quantized blocks get
+ * random codes with small, finite scales. */
+static std::vector<uint8_t> random_weight(enum weight_type type, int rows, int cols)
+{
+    size_t rb = quant_row_bytes((int)type, cols), bb = quant_block_bytes((int)type);
+    std::vector<uint8_t> h(rb * rows);
+    if (type == WEIGHT_F32 || type == WEIGHT_F16 || type == WEIGHT_BF16) {
+        for (size_t i = 0; i < (size_t)rows * cols; i++) {
+            float f = rnd() * 0.5f;
+            if (type == WEIGHT_F32) memcpy(&h[i * 4], &f, 4);
+            uint16_t b = type == WEIGHT_F16 ? quant_f32_to_f16(f) : to_bf16_bits(f);
+            if (type != WEIGHT_F32) memcpy(&h[i * 2], &b, 2);
+        }
+        return h;
+    }
+    for (auto &b : h) b = (uint8_t)((rnd() + 1) * 127.9f);
+    uint16_t d = quant_f32_to_f16(0.02f), dmin = quant_f32_to_f16(0.01f);
+    for (size_t blk = 0; blk < h.size() / bb; blk++) {
+        uint8_t *p = &h[blk * bb];
+        if (type == WEIGHT_Q6_K) {
+            memcpy(p + 208, &d, 2); /* ql[128] qh[64] scales[16] d */
+        } else {
+            memcpy(p, &d, 2);
+            if (type == WEIGHT_Q4_K || type == WEIGHT_Q4_1) memcpy(p + 2, &dmin, 2);
+        }
+    }
+    return h;
+}
+
+static void test_matmul_typed(enum weight_type type, enum weight_type want_held, int m, int n,
+                              int k, bool bias)
+{
+    std::vector<uint8_t> host = random_weight(type, n, k);
+    struct weight *wc = cpu->weight_create(cpu, type, n, k, host.data(), 0, 1);
+    struct weight *wg = gpu->weight_create(gpu, type, n, k, host.data(), 0, 0);
+    char what[80];
+    snprintf(what, sizeof what, "matmul %s %dx%dx%d%s", quant_type_name((int)type), m, n, k,
+             bias ? " +bias" : "");
+    if (!wc || !wg || wg->held != want_held) {
+        printf("  FAIL %-28s weight_create: cpu %p, gpu %p, held %d (want %d) %s\n", what,
+               (void *)wc, (void *)wg, wg ? (int)wg->held : -1, (int)want_held,
+               backend_cuda_error(gpu) ? backend_cuda_error(gpu) : "");
+        n_failed++;
+        if (wc) cpu->weight_free(cpu, wc);
+        if (wg) gpu->weight_free(gpu, wg);
+        return;
+    }
+    std::vector<float> xh = random_vec((size_t)m * k, 1), wf((size_t)n * k);
+    quant_dequantize((int)type, host.data(), wf.data(), (int64_t)n * k);
+    pair x = make(xh), b = make(random_vec(n, 1)), y = make_empty((size_t)m * n);
+    cpu->matmul(cpu, y.c, x.c, wc, bias ? b.c : NULL, m);
+    gpu->matmul(gpu, y.g, x.g, wg, bias ? b.g : NULL, m);
+    std::vector<float> yc(y.n), yg(y.n);
+    cpu->download(cpu, yc.data(), y.c, y.n);
+    gpu->download(gpu, yg.data(), y.g, y.n);
+    double worst = 0;
+    size_t bad = 0;
+    bool exact = want_held == WEIGHT_F32;
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++) {
+            double mag = 0;
+            for (int t = 0; t < k; t++) mag += fabs((double)xh[(size_t)r * k + t] * wf[(size_t)j * k + t]);
+            size_t i = (size_t)r * n + j;
+            double allowed = (exact ? 0 : ldexp(mag, -8)) + 1e-5 * (1 + fabs(yc[i])) + k * ldexp(mag, -24);
+            double d = fabs((double)yc[i] - yg[i]) / allowed;
+            if (!(d <= 1.0)) bad++;
+            if (d > worst || d != d) worst = d;
+        }
+    char detail[64];
+    snprintf(detail, sizeof detail, "max diff %.3g of the bound ", worst);
+    result(what, bad == 0, detail);
+    /* embed_weight: rows of the held weight, in f32 */
+    int ids[5] = {0, n - 1, n / 2, 3 % n, n - 1};
+    pair e = make_empty((size_t)5 * k);
+    cpu->embed_weight(cpu, e.c, wc, ids, 5);
+    gpu->embed_weight(gpu, e.g, wg, ids, 5);
+    snprintf(what, sizeof what, "embed_weight %s", quant_type_name((int)type));
+    bool quantized = type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_BF16;
+    if (quantized) compare_rel(what, e, 1e-30, ldexp(1.0, -8));
+    else compare(what, e, 0);
+    cpu->weight_free(cpu, wc);
+    gpu->weight_free(gpu, wg);
+    drop(x), drop(b), drop(y), drop(e);
+}
+
+/* Run last: once the pool is reserved, every allocation comes from it. */
+static void test_pool(void)
+{
+    struct eb_err e = {};
+    size_t free0, total;
+    if (backend_cuda_mem_info(gpu, &free0, &total, &e)) {
+        result("mem_info", false, e.msg);
+        return;
+    }
+    struct kv_pool_need too_big = {total, 0, 2};
+    struct kv_pool_plan plan;
+    int rc = backend_cuda_reserve_pool(gpu, &too_big, &plan, &e);
+    result("pool: a batch that cannot fit", rc == -1 && e.kind == EB_ERR_NOMEM, e.msg);
+    struct kv_pool_need need = {(size_t)64 << 20, (size_t)32 << 20, 4}; /* 4 x 64 MiB + 32 MiB */
+    rc = backend_cuda_reserve_pool(gpu, &need, &plan, &e);
+    char detail[160];
+    snprintf(detail, sizeof detail, "%.0f MiB pool, max batch %d ", plan.pool_bytes / 1048576.0,
+             plan.max_batch);
+    result("pool reserved", rc == 0 && plan.pool_bytes >= 4 * need.kv_bytes_per_seq, detail);
+    if (rc) return;
+    size_t used, peak;
+    std::vector<float *> blocks;
+    for (float *p; (p = gpu->alloc(gpu, (16 << 20) / sizeof(float))) != NULL;) blocks.push_back(p);
+    backend_cuda_pool_usage(gpu, &used, &peak);
+    snprintf(detail, sizeof detail, "%zu blocks of 16 MiB, %zu bytes used ", blocks.size(), used);
+    result("pool: full pool gives NULL", blocks.size() >= 16 && used <= plan.pool_bytes, detail);
+    for (float *p : blocks) gpu->free(gpu, p);
+    backend_cuda_pool_usage(gpu, &used, &peak);
+    /* Freed blocks are reused: a test that computes in pool memory still agrees. */
+    result("pool: freed blocks coalesce", used == 0 && peak >= (size_t)16 << 24, "");
+    test_attention(28, 4, 128, 1, 4096, {4000, 4096, 1, 2500}, false, true);
 }
 
 /* Relative check for scores (probabilities are small, so the scaled diff of
@@ -334,15 +669,11 @@ static void test_score_bad_args(void)
 int main(int argc, char **argv)
 {
     int device = argc > 1 ? atoi(argv[1]) : 0;
-    char why[256];
-    if (backend_cuda_probe(device, why, sizeof why) != 0) {
-        fprintf(stderr, "cuda_selftest: %s\n", why);
-        return 1;
-    }
+    struct eb_err e = {};
     cpu = backend_cpu_create(0);
-    gpu = backend_cuda_create(device);
+    gpu = backend_cuda_create(device, &e);
     if (!cpu || !gpu) {
-        fprintf(stderr, "cuda_selftest: cannot create the %s backend\n", cpu ? "cuda" : "cpu");
+        fprintf(stderr, "cuda_selftest: %s\n", cpu ? e.msg : "cannot create the cpu backend");
         return 1;
     }
     test_gemm(1, 1536, 576, false);
@@ -360,6 +691,41 @@ int main(int argc, char **argv)
     test_attention(4, 2, 32, 7, 40, {20, 7}, true);
     test_attention(4, 2, 128, 33, 64, {50, 40}, false);
     test_attention(14, 2, 64, 512, 600, {512, 530}, false);
+    /* flash kernels: decode with split-K (7:1 and 4:1 GQA as R1-Distill-Qwen-7B
+     * and -Llama-8B, per-head compacted lengths, pads), prefill, head sizes */
+    test_attention(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, false);
+    test_attention(28, 4, 128, 1, 4096, {4096, 700, 33, 2049}, false, true);
+    test_attention(32, 8, 128, 1, 600, {512, 513, 511, 1, 2, 300, 600, 0}, false);
+    test_attention(32, 8, 128, 3, 9000, {8999, 4000, 3, 9000, 128, 129, 7000, 5}, false, true);
+    test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false);
+    test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false, true);
+    test_attention(16, 16, 64, 1, 1000, std::vector<int>(16, 999), false, true);
+    test_attention(8, 2, 256, 37, 333, {333, 40}, false, true);
+    test_attention(9, 3, 64, 4, 300, {257, 100, 3}, true, true); /* general kernel, masked */
+    test_attention(36, 4, 128, 1, 200, {200, 100, 50, 25}, false); /* 9:1: general kernel */
+    /* batched: decode rows and prefill chunks of many sequences together */
+    test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300, 4, 5}, {600, 4096, 50, 1, 900, 2000,
+                                                                      812, 4, 77});
+    test_attention_batch(28, 4, 128, std::vector<int>(64, 1), std::vector<int>(64, 1500));
+    test_attention_batch(32, 8, 128, {2, 9, 1}, {3000, 64, 9000});
+    test_attention_batch(9, 3, 64, {1, 2}, {300, 40}); /* hd 64 */
+    test_attention_batch(4, 2, 32, {1, 3}, {40, 20});  /* hd 32: one sequence at a time */
+    test_attention_bf16(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
+    test_attention_bf16(32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
+    test_attention_bf16(9, 3, 64, 1, 300, {257, 100, 3}, false);
+    test_attention_bf16(4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: general kernel on bf16 */
+    test_matmul_typed(WEIGHT_F32, WEIGHT_F32, 7, 33, 64, true);
+    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 1, 3584, 512, false);
+    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 64, 1024, 3584, true);
+    test_matmul_typed(WEIGHT_F16, WEIGHT_F16, 16, 4096, 256, false);
+    test_matmul_typed(WEIGHT_Q8_0, WEIGHT_BF16, 3, 512, 1024, true);
+    test_matmul_typed(WEIGHT_Q4_0, WEIGHT_BF16, 1, 300, 576, false);
+    test_matmul_typed(WEIGHT_Q4_K, WEIGHT_BF16, 5, 256, 512, false);
+    test_matmul_typed(WEIGHT_Q6_K, WEIGHT_BF16, 64, 128, 768, false);
+    test_argmax(1, 151936);
+    test_argmax(64, 128256);
+    test_argmax(3, 5);
+    test_staging_wrap();
     /* scoring primitives: GQA 1:1, 3:1 and 7:1; lengths off the 256-thread blocks */
     test_window_scores(4, 4, 2, 64, 8, 300, 292, 0, SCORE_GQA_MAX, false);
     test_window_scores(4, 4, 3, 64, 8, 300, 292, 1, SCORE_GQA_MEAN, true);
@@ -388,6 +754,7 @@ int main(int argc, char **argv)
     test_row_range(1000, 128);
     test_row_range(333, 129);
     test_score_bad_args();
+    test_pool();
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);
     gpu->destroy(gpu);
     cpu->destroy(cpu);

@@ -10,46 +10,12 @@
  * the quant, and "d*q + m" is a product rounded to f32 and then a sum.  Each
  * step is its own statement so a compiler that contracts a*b+c into a fused
  * multiply-add within one expression cannot change the result. */
-#include "quant.h"
+#include "kernels/quant.h"
 
 #include <string.h>
 
-#include "tensor.h"
-
-#define QK 32   /* elements per block of the 32-element formats */
-#define QK_K 256 /* elements per super-block of the K-quants */
-
-typedef struct { uint8_t d[2]; uint8_t qs[QK / 2]; } block_q4_0;
-typedef struct { uint8_t d[2]; uint8_t m[2]; uint8_t qs[QK / 2]; } block_q4_1;
-typedef struct { uint8_t d[2]; uint8_t qh[4]; uint8_t qs[QK / 2]; } block_q5_0;
-typedef struct { uint8_t d[2]; uint8_t m[2]; uint8_t qh[4]; uint8_t qs[QK / 2]; } block_q5_1;
-typedef struct { uint8_t d[2]; int8_t qs[QK]; } block_q8_0;
-typedef struct {
-    uint8_t d[2], dmin[2];
-    uint8_t scales[12];  /* 8 x (6-bit scale, 6-bit min), packed */
-    uint8_t qs[QK_K / 2];
-} block_q4_k;
-typedef struct {
-    uint8_t d[2], dmin[2];
-    uint8_t scales[12];
-    uint8_t qh[QK_K / 8];
-    uint8_t qs[QK_K / 2];
-} block_q5_k;
-typedef struct {
-    uint8_t ql[QK_K / 2];
-    uint8_t qh[QK_K / 4];
-    int8_t scales[QK_K / 16];
-    uint8_t d[2];        /* d is last in Q6_K */
-} block_q6_k;
-
-_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
-_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
-_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
-_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 size");
-_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
-_Static_assert(sizeof(block_q4_k) == 144, "block_q4_k size");
-_Static_assert(sizeof(block_q5_k) == 176, "block_q5_k size");
-_Static_assert(sizeof(block_q6_k) == 210, "block_q6_k size");
+#include "kernels/backend.h"
+#include "kernels/quant_blocks.h"
 
 struct type_info {
     const char *name;
@@ -60,7 +26,7 @@ struct type_info {
 
 /* Sizes of every type a GGUF file may name, so the reader can validate and
  * describe tensors it cannot dequantize.  Q8_1 is ggml's current 36-byte block. */
-static const struct type_info types[EB_TYPE_COUNT_] = {
+static const struct type_info types[QUANT_TYPE_COUNT] = {
     [0] = {"F32", 1, 4, 1},        [1] = {"F16", 1, 2, 1},
     [2] = {"Q4_0", 32, 18, 1},     [3] = {"Q4_1", 32, 20, 1},
     [6] = {"Q5_0", 32, 22, 1},     [7] = {"Q5_1", 32, 24, 1},
@@ -81,7 +47,7 @@ static const struct type_info types[EB_TYPE_COUNT_] = {
 
 static const struct type_info *type_get(int type)
 {
-    if (type < 0 || type >= EB_TYPE_COUNT_ || types[type].block_elems == 0) return NULL;
+    if (type < 0 || type >= QUANT_TYPE_COUNT || types[type].block_elems == 0) return NULL;
     return &types[type];
 }
 
@@ -368,17 +334,17 @@ int quant_dequantize(int type, const void *src, float *dst, int64_t n)
     int64_t nb = n / t->block_elems;
     const uint8_t *s = src;
     switch (type) {
-    case EB_TYPE_F32: deq_f32(s, dst, n); break;
-    case EB_TYPE_F16: deq_f16(s, dst, n); break;
-    case EB_TYPE_BF16: deq_bf16(s, dst, n); break;
-    case EB_TYPE_Q8_0: deq_q8_0((const block_q8_0 *)src, dst, nb); break;
-    case EB_TYPE_Q4_0: deq_q4_0((const block_q4_0 *)src, dst, nb); break;
-    case EB_TYPE_Q4_1: deq_q4_1((const block_q4_1 *)src, dst, nb); break;
-    case EB_TYPE_Q5_0: deq_q5_0((const block_q5_0 *)src, dst, nb); break;
-    case EB_TYPE_Q5_1: deq_q5_1((const block_q5_1 *)src, dst, nb); break;
-    case EB_TYPE_Q4_K: deq_q4_k((const block_q4_k *)src, dst, nb); break;
-    case EB_TYPE_Q5_K: deq_q5_k((const block_q5_k *)src, dst, nb); break;
-    case EB_TYPE_Q6_K: deq_q6_k((const block_q6_k *)src, dst, nb); break;
+    case WEIGHT_F32: deq_f32(s, dst, n); break;
+    case WEIGHT_F16: deq_f16(s, dst, n); break;
+    case WEIGHT_BF16: deq_bf16(s, dst, n); break;
+    case WEIGHT_Q8_0: deq_q8_0((const block_q8_0 *)src, dst, nb); break;
+    case WEIGHT_Q4_0: deq_q4_0((const block_q4_0 *)src, dst, nb); break;
+    case WEIGHT_Q4_1: deq_q4_1((const block_q4_1 *)src, dst, nb); break;
+    case WEIGHT_Q5_0: deq_q5_0((const block_q5_0 *)src, dst, nb); break;
+    case WEIGHT_Q5_1: deq_q5_1((const block_q5_1 *)src, dst, nb); break;
+    case WEIGHT_Q4_K: deq_q4_k((const block_q4_k *)src, dst, nb); break;
+    case WEIGHT_Q5_K: deq_q5_k((const block_q5_k *)src, dst, nb); break;
+    case WEIGHT_Q6_K: deq_q6_k((const block_q6_k *)src, dst, nb); break;
     default: return -1;
     }
     return 0;

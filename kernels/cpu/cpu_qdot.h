@@ -1,0 +1,52 @@
+/* cpu_qdot.h - dot products of a weight row in its stored type with an
+ * activation row, for the CPU backend's matmul (not a public header).
+ *
+ * Quantized weights meet activations quantized per block to 8 bits (as
+ * llama.cpp does): the 32-element formats (Q4_0 .. Q8_0) pair with
+ * block_q8_32, the k-quants (Q4_K, Q5_K, Q6_K) with block_q8_256; the products
+ * are then integer sums scaled once per block.  F16 and BF16 weights meet
+ * the f32 activations directly (f32 accumulation).
+ *
+ * Every type has a scalar kernel and an AVX2 one; which runs is chosen once
+ * from CPUID (cpu_simd_level), and tests call both. */
+#ifndef EB_CPU_QDOT_H
+#define EB_CPU_QDOT_H
+
+#include <stddef.h>
+
+#include "kernels/backend.h"
+
+enum cpu_simd { CPU_SIMD_SCALAR = 0, CPU_SIMD_AVX2 = 1 };
+
+/* What this CPU runs, capped by EVICTBENCH_CPU_SIMD=scalar|avx2 when set. */
+enum cpu_simd cpu_simd_level(void);
+const char *cpu_simd_name(enum cpu_simd s);
+
+/* How a type's activation row is prepared. */
+enum qact_kind {
+    QACT_F32 = 0,   /* f32 as is (F16, BF16, F32 weights) */
+    QACT_Q8_32 = 1, /* block_q8_32 per 32 values */
+    QACT_Q8_256 = 2 /* block_q8_256 per 256 values */
+};
+
+/* -1 when the type has no dot kernel. */
+int qact_kind_of(enum weight_type t);
+/* Bytes of one prepared activation row of k values (k a multiple of the block). */
+size_t qact_row_bytes(enum qact_kind kind, int k);
+/* Quantize x[k] into a prepared row (no-op copy for QACT_F32). */
+void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k);
+
+/* Dot of one weight row (k values of type t) with one prepared activation
+ * row.  NULL when the type has no kernel at this level. */
+typedef float (*qdot_fn)(int k, const void *w_row, const void *act_row);
+qdot_fn qdot_scalar(enum weight_type t);
+qdot_fn qdot_avx2(enum weight_type t);
+qdot_fn qdot_for(enum weight_type t, enum cpu_simd level);
+
+/* Dequantize one row of k values of type t to f32, bitwise as
+ * quant_dequantize does; NULL when there is no SIMD version (use
+ * quant_dequantize). */
+typedef void (*qdeq_fn)(const void *w_row, float *out, int k);
+qdeq_fn qdeq_avx2(enum weight_type t);
+
+#endif

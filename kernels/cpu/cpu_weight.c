@@ -1,0 +1,227 @@
+/* cpu_weight.c - typed weights on the CPU: creation (in place on borrowed
+ * bytes, zero copy), embedding rows, and the matmul driver.
+ *
+ * matmul y[m][n] = x[m][k] . W^T picks one of two paths by m:
+ *  - small m (decode, small batches): x is quantized once per call to 8-bit
+ *    blocks, then every weight row is dotted with every x row by the integer
+ *    kernels of cpu_qdot_*.c.  Threads split the weight rows into tiles; a
+ *    tile's rows are read from memory once and reused from cache for all m
+ *    rows of x, so a batch of 16 costs about one pass over the weights.
+ *  - large m (prefill): a tile of weight rows is dequantized to an f32 panel
+ *    in per-thread scratch, then OpenBLAS sgemm multiplies it with all of x.
+ *    Dequantizing is O(n k), the product O(m n k), so for large m this is
+ *    sgemm speed, which beats the integer kernels on these CPUs.
+ * Both are exact to the weights; the first also rounds x to 8 bits per block,
+ * the error llama.cpp accepts (tests bound it).
+ *
+ * Scratch (the quantized x, the f32 panels) grows on demand and stays with the
+ * backend, so a step allocates nothing once warm.  If it cannot grow, the
+ * call falls back to dequantizing one block at a time on the stack. */
+#include "kernels/cpu/cpu_ops.h"
+
+#include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_qdot.h"
+#include "kernels/quant.h"
+
+enum {
+    TILE_ROWS = 16,     /* weight rows per tile of the integer path */
+    PANEL_ROWS = 128,   /* weight rows per f32 panel of the sgemm path */
+    ALIGN = 64
+};
+
+static void *aligned_bytes(size_t bytes)
+{
+    bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    return aligned_alloc(ALIGN, bytes ? bytes : ALIGN);
+}
+
+struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
+                                 const void *host, int borrow, int as_f32)
+{
+    (void)be;
+    if (rows <= 0 || cols <= 0 || !host || !quant_type_supported((int)type)) return NULL;
+    size_t row_bytes = quant_row_bytes((int)type, cols);
+    if (row_bytes == 0 || (size_t)rows > SIZE_MAX / row_bytes) return NULL;
+    struct weight *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->type = type;
+    w->rows = rows;
+    w->cols = cols;
+    if (as_f32 || !qdot_scalar(type)) {
+        size_t n = (size_t)rows * (size_t)cols;
+        float *f = aligned_bytes(n * sizeof(float));
+        if (!f) goto fail;
+        int bad = 0;
+        #pragma omp parallel for schedule(static) reduction(|: bad) if (n >= (1u << 20))
+        for (int r = 0; r < rows; r++)
+            bad |= quant_dequantize((int)type, (const uint8_t *)host + (size_t)r * row_bytes,
+                                    f + (size_t)r * cols, cols) != 0;
+        if (bad) {
+            free(f);
+            goto fail;
+        }
+        w->held = WEIGHT_F32;
+        w->row_bytes = (size_t)cols * sizeof(float);
+        w->bytes = n * sizeof(float);
+        w->data = f;
+        return w;
+    }
+    w->held = type;
+    w->row_bytes = row_bytes;
+    /* f32 rows go to OpenBLAS, which wants float-aligned pointers (a
+     * safetensors offset need not be). */
+    if (borrow && (type != WEIGHT_F32 || (uintptr_t)host % sizeof(float) == 0)) {
+        w->data = host;
+        w->bytes = 0;
+        return w;
+    }
+    void *copy = aligned_bytes(rows * row_bytes);
+    if (!copy) goto fail;
+    memcpy(copy, host, rows * row_bytes);
+    w->data = copy;
+    w->bytes = rows * row_bytes;
+    return w;
+fail:
+    free(w);
+    return NULL;
+}
+
+void cpu_weight_free(struct backend *be, struct weight *w)
+{
+    (void)be;
+    if (!w) return;
+    if (w->bytes) free((void *)w->data);
+    free(w);
+}
+
+static const uint8_t *row_of(const struct weight *w, int r)
+{
+    return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+}
+
+void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids, int n)
+{
+    (void)be;
+    for (int i = 0; i < n; i++)
+        quant_dequantize((int)w->held, row_of(w, ids[i]), y + (size_t)i * w->cols, w->cols);
+}
+
+/* Grow impl scratch to at least `bytes`; 0 or -1. */
+static int scratch_reserve(struct cpu_impl *im, int which, size_t bytes)
+{
+    if (im->scratch_cap[which] >= bytes) return 0;
+    free(im->scratch[which]);
+    im->scratch[which] = aligned_bytes(bytes);
+    im->scratch_cap[which] = im->scratch[which] ? bytes : 0;
+    return im->scratch[which] ? 0 : -1;
+}
+
+/* Without scratch: dequantize a block (or 256 values of a 16-bit type) at a
+ * time onto the stack and dot in f32. */
+static void matmul_no_scratch(float *y, const float *x, const struct weight *w, const float *bias,
+                              int m)
+{
+    int k = w->cols, per_block = quant_block_elems((int)w->held);
+    size_t block_bytes = quant_block_bytes((int)w->held);
+    float blk[256];
+    for (int i = 0; i < m; i++)
+        for (int r = 0; r < w->rows; r++) {
+            const uint8_t *row = row_of(w, r);
+            const float *xr = x + (size_t)i * k;
+            float s = 0.0f;
+            for (int b0 = 0, len; b0 < k; b0 += len) {
+                len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
+                quant_dequantize((int)w->held, row + (size_t)(b0 / per_block) * block_bytes, blk, len);
+                for (int j = 0; j < len; j++) s += blk[j] * xr[b0 + j];
+            }
+            y[(size_t)i * w->rows + r] = s + (bias ? bias[r] : 0.0f);
+        }
+}
+
+static void matmul_qdot(struct backend *be, float *y, const float *x, const struct weight *w,
+                        const float *bias, int m)
+{
+    struct cpu_impl *im = be->impl;
+    int n = w->rows, k = w->cols;
+    enum qact_kind kind = (enum qact_kind)qact_kind_of(w->held);
+    qdot_fn dot = qdot_for(w->held, im->simd);
+    size_t act_bytes = qact_row_bytes(kind, k);
+    const uint8_t *act = (const uint8_t *)x;
+    int nt = cpu_threads(be);
+    if (kind != QACT_F32) {
+        if (scratch_reserve(im, 0, (size_t)m * act_bytes)) {
+            matmul_no_scratch(y, x, w, bias, m);
+            return;
+        }
+        uint8_t *q = im->scratch[0];
+        #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && m >= 8)
+        for (int i = 0; i < m; i++)
+            qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
+        act = q;
+    }
+    int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
+    double work = (double)m * n * k;
+    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) \
+        if (nt > 1 && tiles > 1 && work >= CPU_PARALLEL_MIN * 8.0)
+    for (int t = 0; t < tiles; t++) {
+        int r0 = t * TILE_ROWS, r1 = r0 + TILE_ROWS < n ? r0 + TILE_ROWS : n;
+        for (int r = r0; r < r1; r++) {
+            const uint8_t *wr = row_of(w, r);
+            float b = bias ? bias[r] : 0.0f;
+            for (int i = 0; i < m; i++)
+                y[(size_t)i * n + r] = dot(k, wr, act + (size_t)i * act_bytes) + b;
+        }
+    }
+}
+
+static void matmul_panels(struct backend *be, float *y, const float *x, const struct weight *w,
+                          const float *bias, int m)
+{
+    struct cpu_impl *im = be->impl;
+    int n = w->rows, k = w->cols, nt = cpu_threads(be);
+    size_t panel = (size_t)PANEL_ROWS * k;
+    if (scratch_reserve(im, 1, (size_t)nt * panel * sizeof(float))) {
+        matmul_qdot(be, y, x, w, bias, m);
+        return;
+    }
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    if (bias)
+        for (int i = 0; i < m; i++) memcpy(y + (size_t)i * n, bias, (size_t)n * sizeof(float));
+    float beta = bias ? 1.0f : 0.0f;
+    int panels = (n + PANEL_ROWS - 1) / PANEL_ROWS;
+    float *scratch = im->scratch[1];
+    qdeq_fn deq = im->simd == CPU_SIMD_AVX2 ? qdeq_avx2(w->held) : NULL;
+    #pragma omp parallel num_threads(nt) if (nt > 1 && panels > 1)
+    {
+        float *f = scratch + (size_t)omp_get_thread_num() * panel;
+        #pragma omp for schedule(dynamic, 1)
+        for (int p = 0; p < panels; p++) {
+            int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
+            if (deq)
+                for (int r = 0; r < rn; r++) deq(row_of(w, r0 + r), f + (size_t)r * k, k);
+            else
+                quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rn, k, 1.0f, x, k, f, k,
+                        beta, y + r0, n);
+        }
+    }
+}
+
+void cpu_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
+                const float *bias, int m)
+{
+    if (m <= 0) return;
+    struct cpu_impl *im = be->impl;
+    if (w->held == WEIGHT_F32) {
+        cpu_gemm(be, y, x, w->data, bias, m, w->rows, w->cols);
+        return;
+    }
+    if (m >= im->panel_min_m)
+        matmul_panels(be, y, x, w, bias, m);
+    else
+        matmul_qdot(be, y, x, w, bias, m);
+}

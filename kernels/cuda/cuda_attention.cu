@@ -1,0 +1,527 @@
+/* cuda_attention.cu - causal GQA attention of new queries over one
+ * sequence's cache, for caches stored in f32 or bf16 (f32 arithmetic).
+ *
+ * The flash kernel (no probabilities asked for; head_dim 64, 128 or 256;
+ * at most 8 query heads per kv head) keeps every score in registers: a warp
+ * scores 32 keys at a time, one key per lane, for all the query heads of a
+ * kv head at once (so each key and value is read once per GQA group, not once
+ * per query head), keeps an online softmax per head, and accumulates the
+ * values with lanes over head_dim.  Nothing of size L x L exists anywhere.
+ *   - Decode (at most 4 queries): the 4 warps of a block share one query
+ *     and split its keys; blocks split the keys further (split-K, flash-
+ *     decoding), each writing (max, sum, unnormalised output) partials that
+ *     k_flash_combine merges, so a batch-1 step still fills the GPU.
+ *   - Prefill: each warp owns one query and the block's 4 consecutive
+ *     queries walk the same keys (one L2-resident stream per block).
+ * Per-head lengths (compacted caches) and the pad slot mask are honoured as
+ * in struct attn_args: query i of n_new sees slots [0, kv_len - n_new + i],
+ * masked slots get no weight, a query that sees nothing outputs zeros.
+ *
+ * The general kernel covers the rest (probabilities requested, other head
+ * sizes or groups): scores in a [n_head][n_new][cap] plane (the probs array
+ * itself, or scratch), as the probabilities must be written anyway. */
+#include "kernels/cuda/cuda_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    FLASH_WARPS = 4,
+    FLASH_TILE = 32,       /* keys per warp step: one per lane */
+    FLASH_MAX_GROUP = 8,   /* query heads per kv head held in registers */
+    FLASH_MAX_KV = 64,     /* kv lengths passed by value: no copy, no wait */
+    FLASH_MAX_SPLITS = 64,
+    FLASH_DECODE_MAX_NEW = 4
+};
+
+/* One sequence of a launch (device memory, staged per call). */
+struct flash_seq {
+    float *out;                 /* [n_new][n_head][HD] */
+    const float *q;             /* [n_new][n_head][HD] */
+    const void *k, *v;          /* [n_kv][cap][HD] of T */
+    const unsigned char *mask;  /* device [n_kv][cap] or NULL */
+    int cap, n_new;
+    int z0;                     /* its first block along grid z */
+    int row0;                   /* its first row of partials (rows: queries of the launch) */
+    int kv_len[FLASH_MAX_KV];
+};
+
+struct flash_params {
+    const flash_seq *seqs;      /* device [n_seq] */
+    const int *zmap;            /* device: the sequence of each block along z */
+    float *part;                /* [rows][n_head][n_split][HD + 2] when n_split > 1 */
+    int n_head, group, n_split, keys_per_split;
+    float scale;
+};
+
+/* The result of (query i of sequence sq, head h, split) for dimension d: the
+ * output when there is one split, else the partial (O unnormalised, M, L). */
+__device__ static inline void flash_write(const flash_params &p, const flash_seq &sq, int i, int h,
+                                          int split, int d, int hd, float M, float L, float O)
+{
+    if (p.n_split == 1) {
+        sq.out[((size_t)i * p.n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+        return;
+    }
+    float *pp = p.part + (((size_t)(sq.row0 + i) * p.n_head + h) * p.n_split + split) * (hd + 2);
+    pp[d] = O;
+    if (d == 0) {
+        pp[hd] = M;
+        pp[hd + 1] = L;
+    }
+}
+
+/* grid (n_kv, n_split, blocks of all sequences), FLASH_WARPS warps; block z
+ * belongs to sequence zmap[z] and covers its queries from (z - z0) * Q on.
+ * Q = 1: the warps share one query and take turns over 32-key tiles; Q =
+ * FLASH_WARPS: warp w owns the block's query w. */
+template <typename T, int HD, int Q>
+__global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_params p)
+{
+    constexpr int E = HD / 32; /* output dimensions per lane */
+    constexpr int MG = FLASH_MAX_GROUP;
+    extern __shared__ float sm[];
+    const int kvh = blockIdx.x, split = blockIdx.y;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int G = p.group, h0 = kvh * G;
+    const flash_seq &sq = p.seqs[p.zmap[blockIdx.z]];
+    const int n_new = sq.n_new, cap = sq.cap, q_first = (blockIdx.z - sq.z0) * Q;
+    const int qslot = Q == 1 ? 0 : warp;
+    const int i = q_first + qslot;
+
+    for (int t = threadIdx.x; t < Q * G * HD; t += blockDim.x) {
+        int qs = t / (G * HD), r = t % (G * HD), qi = q_first + qs;
+        sm[qs * MG * HD + r] =
+            qi < n_new ? sq.q[(size_t)qi * p.n_head * HD + (size_t)h0 * HD + r] : 0.0f;
+    }
+    __syncthreads();
+    const float *qsm = sm + qslot * MG * HD;
+
+    int n_vis = 0;
+    if (i < n_new) {
+        n_vis = sq.kv_len[kvh] - n_new + i + 1;
+        n_vis = n_vis < 0 ? 0 : (n_vis > cap ? cap : n_vis);
+    }
+    const int s0 = split * p.keys_per_split;
+    const int s1 = min(s0 + p.keys_per_split, n_vis);
+    float m[MG], l[MG], o[MG][E];
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < E; e++) o[g][e] = 0.0f;
+    }
+    const T *K = (const T *)sq.k + (size_t)kvh * cap * HD;
+    const T *V = (const T *)sq.v + (size_t)kvh * cap * HD;
+    const unsigned char *mk = sq.mask ? sq.mask + (size_t)kvh * cap : nullptr;
+    const int first = s0 + (Q == 1 ? warp * FLASH_TILE : 0);
+    const int step = Q == 1 ? FLASH_WARPS * FLASH_TILE : FLASH_TILE;
+
+    for (int j0 = first; j0 < s1; j0 += step) { /* uniform over the warp */
+        const int j = j0 + lane;
+        const bool valid = j < s1 && !(mk && mk[j]);
+        float s[MG];
+#pragma unroll
+        for (int g = 0; g < MG; g++) s[g] = 0.0f;
+        if (valid) {
+            const T *kj = K + (size_t)j * HD;
+            for (int d = 0; d < HD; d += 8) {
+                float kf[8];
+                kv_load8(kj + d, kf);
+#pragma unroll
+                for (int g = 0; g < MG; g++) {
+                    if (g >= G) break;
+                    const float *qg = qsm + g * HD + d; /* one address for the warp: broadcast */
+#pragma unroll
+                    for (int e = 0; e < 8; e++) s[g] += qg[e] * kf[e];
+                }
+            }
+        }
+        float pr[MG];
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            pr[g] = 0.0f;
+            if (g >= G) continue;
+            float sc = valid ? s[g] * p.scale : -INFINITY;
+            float tmax = warp_max_all(sc);
+            if (tmax == -INFINITY) continue; /* nothing visible in this tile */
+            float mnew = fmaxf(m[g], tmax);
+            float corr = expf(m[g] - mnew); /* 0 while nothing was seen */
+            pr[g] = valid ? expf(sc - mnew) : 0.0f;
+            l[g] = l[g] * corr + warp_sum_all(pr[g]);
+#pragma unroll
+            for (int e = 0; e < E; e++) o[g][e] *= corr;
+            m[g] = mnew;
+        }
+        const int nt = min(FLASH_TILE, s1 - j0);
+        for (int jj = 0; jj < nt; jj++) {
+            const T *vj = V + (size_t)(j0 + jj) * HD + lane * E;
+            float vv[E];
+#pragma unroll
+            for (int e = 0; e < E; e++) vv[e] = kv_to_float(vj[e]);
+#pragma unroll
+            for (int g = 0; g < MG; g++) {
+                if (g >= G) break;
+                float pj = __shfl_sync(0xffffffffu, pr[g], jj);
+                if (pj == 0.0f) continue; /* a masked slot: skipped, as on the CPU (0 * inf) */
+#pragma unroll
+                for (int e = 0; e < E; e++) o[g][e] += pj * vv[e];
+            }
+        }
+    }
+
+    if (Q != 1) { /* the warp holds its query's whole result */
+        if (i >= n_new) return;
+        for (int g = 0; g < G; g++)
+#pragma unroll
+            for (int e = 0; e < E; e++)
+                flash_write(p, sq, i, h0 + g, split, lane * E + e, HD, m[g], l[g], o[g][e]);
+        return;
+    }
+    /* Merge the warps' online softmaxes: rescale each to the common max. */
+    __syncthreads(); /* the queries in sm are no longer read */
+    float *cm = sm;  /* [FLASH_WARPS][MG][HD + 2] */
+    for (int g = 0; g < G; g++) {
+        float *row = cm + ((size_t)warp * MG + g) * (HD + 2);
+#pragma unroll
+        for (int e = 0; e < E; e++) row[lane * E + e] = o[g][e];
+        if (lane == 0) {
+            row[HD] = m[g];
+            row[HD + 1] = l[g];
+        }
+    }
+    __syncthreads();
+    for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
+        int g = t / HD, d = t % HD;
+        float M = -INFINITY, L = 0.0f, O = 0.0f;
+        for (int w = 0; w < FLASH_WARPS; w++) M = fmaxf(M, cm[((size_t)w * MG + g) * (HD + 2) + HD]);
+        if (M != -INFINITY)
+            for (int w = 0; w < FLASH_WARPS; w++) {
+                const float *row = cm + ((size_t)w * MG + g) * (HD + 2);
+                float c = expf(row[HD] - M);
+                L += row[HD + 1] * c;
+                O += row[d] * c;
+            }
+        flash_write(p, sq, i, h0 + g, split, d, HD, M, L, O);
+    }
+}
+
+/* grid (n_head, rows), head_dim threads: merges the splits of one row
+ * (query) of the launch; rowmap gives its sequence. */
+__global__ static void k_flash_combine(const flash_seq *seqs, const int *rowmap, const float *part,
+                                       int n_head, int n_split, int hd)
+{
+    int h = blockIdx.x, r = blockIdx.y, d = threadIdx.x;
+    const flash_seq &sq = seqs[rowmap[r]];
+    const float *pp = part + ((size_t)r * n_head + h) * n_split * (hd + 2);
+    float M = -INFINITY, L = 0.0f, O = 0.0f;
+    for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
+    if (M != -INFINITY)
+        for (int s = 0; s < n_split; s++) {
+            const float *ps = pp + (size_t)s * (hd + 2);
+            float c = expf(ps[hd] - M);
+            L += ps[hd + 1] * c;
+            O += ps[d] * c;
+        }
+    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+}
+
+/* The general kernel: one block per (head, query q0 + blockIdx.y).  Scores
+ * go to a row of `scores`, laid out [n_head][sc_queries][cap] from query
+ * sc_q0 on (the probs array itself, or scratch for this launch's queries),
+ * are turned into probabilities there, and weight the values. */
+template <typename T>
+__global__ static void k_attention(struct attn_args a, const T *kc, const T *vc,
+                                   const int *kv_len, const unsigned char *mask, int q0,
+                                   float *scores, int sc_queries, int sc_q0)
+{
+    extern __shared__ float q_sh[]; /* head_dim floats */
+    __shared__ float red[32];
+    int h = blockIdx.x, i = q0 + blockIdx.y, hd = a.head_dim;
+    int g = h / (a.n_head / a.n_kv);
+    int n_vis = kv_len[g] - a.n_new + i + 1;
+    n_vis = n_vis < 0 ? 0 : (n_vis > a.cap ? a.cap : n_vis);
+    size_t row = ((size_t)i * a.n_head + h) * hd;
+    const T *k = kc + (size_t)g * a.cap * hd;
+    const T *v = vc + (size_t)g * a.cap * hd;
+    float *sc = scores + ((size_t)h * sc_queries + (i - sc_q0)) * a.cap;
+    const unsigned char *m = mask ? mask + (size_t)g * a.cap : NULL; /* 1: never attended */
+
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) q_sh[d] = a.q[row + d];
+    __syncthreads();
+
+    float max = -INFINITY;
+    for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+        const T *kj = k + (size_t)j * hd;
+        float s = 0.0f;
+        for (int d = 0; d < hd; d++) s += q_sh[d] * kv_to_float(kj[d]);
+        s *= a.scale;
+        if (m && m[j]) s = -INFINITY;
+        sc[j] = s;
+        max = fmaxf(max, s);
+    }
+    max = block_reduce(max, red, true);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n_vis; j += blockDim.x) {
+        float e = sc[j] == -INFINITY ? 0.0f : expf(sc[j] - max); /* masked (or all masked) */
+        sc[j] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, red, false); /* its barriers also publish sc[] to the block */
+
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int j = 0; j < n_vis; j++) acc += sc[j] * kv_to_float(v[(size_t)j * hd + d]);
+        a.out[row + d] = sum > 0.0f ? acc / sum : 0.0f;
+    }
+    if (!a.probs) return;
+    __syncthreads(); /* every thread is done reading sc[] as weights */
+    for (int j = threadIdx.x; j < a.cap; j += blockDim.x)
+        sc[j] = j < n_vis && sum > 0.0f ? sc[j] / sum : 0.0f;
+}
+
+/* Scratch scores of the general kernel are bounded: queries are launched in
+ * chunks that fit. */
+static const size_t SCORE_SCRATCH_MAX = (size_t)64 << 20; /* floats */
+
+template <typename T>
+static int attention_general(struct backend *be, const struct attn_args *a)
+{
+    struct cuda_impl *im = impl_of(be);
+    size_t mask_bytes = a->slot_mask ? (size_t)a->n_kv * a->cap : 0;
+    if (!stage_reserve(be, (size_t)a->n_kv * sizeof(int) + mask_bytes, 2)) return -1;
+    const int *d_len = (const int *)stage(be, a->kv_len, (size_t)a->n_kv * sizeof(int));
+    if (!d_len) return -1;
+    const unsigned char *d_mask = NULL;
+    if (a->slot_mask) {
+        d_mask = (const unsigned char *)stage(be, a->slot_mask, (size_t)a->n_kv * a->cap);
+        if (!d_mask) return -1;
+    }
+    size_t per_query = (size_t)a->n_head * a->cap;
+    int chunk = a->n_new < 65535 ? a->n_new : 65535; /* grid.y limit */
+    if (!a->probs) {
+        size_t fit = SCORE_SCRATCH_MAX / per_query;
+        if (fit < 1) fit = 1;
+        if ((size_t)chunk > fit) chunk = (int)fit;
+        if (!grow(be, (void **)&im->d_scores, &im->d_scores_cap, per_query * chunk,
+                  sizeof(float), "attention scratch"))
+            return -1;
+    }
+    size_t shared = (size_t)a->head_dim * sizeof(float);
+    const T *kc = (const T *)(const void *)a->k_cache, *vc = (const T *)(const void *)a->v_cache;
+    for (int q0 = 0; q0 < a->n_new; q0 += chunk) {
+        int nq = a->n_new - q0 < chunk ? a->n_new - q0 : chunk;
+        dim3 grid((unsigned)a->n_head, (unsigned)nq);
+        if (a->probs)
+            k_attention<T><<<grid, 128, shared>>>(*a, kc, vc, d_len, d_mask, q0, a->probs,
+                                                  a->n_new, 0);
+        else
+            k_attention<T><<<grid, 128, shared>>>(*a, kc, vc, d_len, d_mask, q0, im->d_scores,
+                                                  nq, q0);
+        if (!launched(be, "attention")) return -1;
+    }
+    return 0;
+}
+
+static int div_up(long a, long b)
+{
+    return (int)((a + b - 1) / b);
+}
+
+/* Host scratch that grows (the descriptors and block maps of a launch). */
+static void *host_scratch(struct backend *be, size_t bytes)
+{
+    struct cuda_impl *im = impl_of(be);
+    if (bytes <= im->h_scratch_cap) return im->h_scratch;
+    void *p = realloc(im->h_scratch, bytes * 2);
+    if (!p) {
+        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: out of host memory");
+        im->err_nomem = 1;
+        return NULL;
+    }
+    im->h_scratch = (char *)p;
+    im->h_scratch_cap = bytes * 2;
+    return p;
+}
+
+/* One launch over the sequences a[idx[0..n)] (all decode-sized when Q = 1). */
+template <typename T, int HD, int Q>
+static int launch_flash(struct backend *be, const struct attn_args *a, const int *idx, int n)
+{
+    struct cuda_impl *im = impl_of(be);
+    const int n_kv = a[idx[0]].n_kv, n_head = a[idx[0]].n_head;
+    int n_z = 0, rows = 0, max_vis = 0;
+    size_t mask_bytes = 0;
+    for (int j = 0; j < n; j++) {
+        const struct attn_args *x = &a[idx[j]];
+        n_z += div_up(x->n_new, Q);
+        rows += x->n_new;
+        for (int h = 0; h < n_kv; h++) {
+            int len = x->kv_len[h] < x->cap ? x->kv_len[h] : x->cap;
+            if (len > max_vis) max_vis = len;
+        }
+        if (x->slot_mask) mask_bytes += (size_t)n_kv * x->cap;
+    }
+    /* Enough blocks for two waves over the GPU, but no split under one
+     * round of tiles for the block's warps. */
+    const int keys_min = Q == 1 ? FLASH_WARPS * FLASH_TILE : 8 * FLASH_TILE;
+    const int vis = max_vis > 0 ? max_vis : 1;
+    int n_split = div_up(2L * im->n_sm, (long)n_kv * n_z);
+    int most = div_up(vis, keys_min);
+    if (n_split > most) n_split = most;
+    if (n_split > FLASH_MAX_SPLITS) n_split = FLASH_MAX_SPLITS;
+    if (n_split < 1) n_split = 1;
+    int kps = div_up(div_up(vis, n_split), keys_min) * keys_min;
+    n_split = div_up(vis, kps);
+
+    size_t desc_bytes = (size_t)n * sizeof(flash_seq);
+    size_t map_bytes = ((size_t)n_z + (size_t)rows) * sizeof(int);
+    char *h = (char *)host_scratch(be, desc_bytes + map_bytes);
+    if (!h || !stage_reserve(be, desc_bytes + map_bytes + mask_bytes, 3 + n)) return -1;
+    flash_seq *desc = (flash_seq *)h;
+    int *zmap = (int *)(h + desc_bytes), *rowmap = zmap + n_z;
+    int z = 0, r = 0;
+    for (int j = 0; j < n; j++) {
+        const struct attn_args *x = &a[idx[j]];
+        flash_seq *d = &desc[j];
+        memset(d, 0, sizeof *d);
+        d->out = x->out;
+        d->q = x->q;
+        d->k = x->k_cache;
+        d->v = x->v_cache;
+        d->cap = x->cap;
+        d->n_new = x->n_new;
+        d->z0 = z;
+        d->row0 = r;
+        for (int hh = 0; hh < n_kv; hh++) d->kv_len[hh] = x->kv_len[hh];
+        if (x->slot_mask &&
+            !(d->mask = (const unsigned char *)stage(be, x->slot_mask, (size_t)n_kv * x->cap)))
+            return -1;
+        for (int t = div_up(x->n_new, Q); t > 0; t--) zmap[z++] = j;
+        for (int t = 0; t < x->n_new; t++) rowmap[r++] = j;
+    }
+    flash_params p = {};
+    p.seqs = (const flash_seq *)stage(be, desc, desc_bytes);
+    p.zmap = (const int *)stage(be, zmap, (size_t)n_z * sizeof(int));
+    const int *d_rowmap = n_split > 1 ? (const int *)stage(be, rowmap, (size_t)rows * sizeof(int))
+                                      : NULL;
+    if (!p.seqs || !p.zmap || (n_split > 1 && !d_rowmap)) return -1;
+    p.n_head = n_head;
+    p.group = n_head / n_kv;
+    p.n_split = n_split;
+    p.keys_per_split = kps;
+    p.scale = a[idx[0]].scale;
+    if (n_split > 1) {
+        size_t need = (size_t)rows * n_head * n_split * (HD + 2);
+        if (!grow(be, (void **)&im->d_part, &im->d_part_cap, need, sizeof(float),
+                  "attention splits"))
+            return -1;
+        p.part = im->d_part;
+    }
+    size_t q_floats = (size_t)Q * FLASH_MAX_GROUP * HD;
+    size_t merge_floats = Q == 1 ? (size_t)FLASH_WARPS * FLASH_MAX_GROUP * (HD + 2) : 0;
+    size_t shared = (q_floats > merge_floats ? q_floats : merge_floats) * sizeof(float);
+    k_flash<T, HD, Q><<<dim3((unsigned)n_kv, (unsigned)n_split, (unsigned)n_z),
+                        FLASH_WARPS * 32, shared>>>(p);
+    if (!launched(be, "flash attention")) return -1;
+    if (n_split > 1) {
+        k_flash_combine<<<dim3((unsigned)n_head, (unsigned)rows), HD>>>(p.seqs, d_rowmap, p.part,
+                                                                       n_head, n_split, HD);
+        if (!launched(be, "flash combine")) return -1;
+    }
+    return 0;
+}
+
+/* Decode-sized sequences (at most FLASH_DECODE_MAX_NEW queries) in one
+ * launch, the others (prefill chunks) in another. */
+template <typename T, int HD>
+static int attention_flash(struct backend *be, const struct attn_args *a, int n, int *idx)
+{
+    int n_dec = 0, n_pre = 0;
+    for (int j = 0; j < n; j++)
+        if (a[j].n_new <= FLASH_DECODE_MAX_NEW) idx[n_dec++] = j;
+    for (int j = 0; j < n; j++)
+        if (a[j].n_new > FLASH_DECODE_MAX_NEW) idx[n_dec + n_pre++] = j;
+    if (n_dec && launch_flash<T, HD, 1>(be, a, idx, n_dec)) return -1;
+    if (n_pre && launch_flash<T, HD, FLASH_WARPS>(be, a, idx + n_dec, n_pre)) return -1;
+    return 0;
+}
+
+/* The flash kernels' conditions: see the file comment.  The cache rows are
+ * read 8 values at a time, so its base must be 16-byte aligned (backend
+ * allocations are 256-byte aligned; head_dim keeps every row aligned). */
+static bool flash_fits(const struct attn_args *a)
+{
+    int hd = a->head_dim;
+    return !a->probs && (hd == 64 || hd == 128 || hd == 256) &&
+           a->n_head / a->n_kv <= FLASH_MAX_GROUP && a->n_kv <= FLASH_MAX_KV &&
+           ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
+}
+
+static bool args_ok(const struct attn_args *a)
+{
+    return a->n_head > 0 && a->n_kv > 0 && a->n_head % a->n_kv == 0 && a->n_new > 0 &&
+           a->head_dim > 0 && a->cap > 0 && a->kv_len && a->out && a->q && a->k_cache &&
+           a->v_cache;
+}
+
+/* Launch limits of one batched launch: blocks along z, rows of the combine. */
+static const long FLASH_MAX_Z = 65535;
+
+int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, int n, bool bf16)
+{
+    if (n < 1 || !a) return -1;
+    bool flash = true;
+    long z = 0;
+    for (int j = 0; j < n; j++) {
+        if (!args_ok(&a[j])) return -1;
+        flash = flash && flash_fits(&a[j]) && a[j].n_head == a[0].n_head &&
+                a[j].n_kv == a[0].n_kv && a[j].head_dim == a[0].head_dim &&
+                a[j].scale == a[0].scale;
+        z += a[j].n_new; /* rows: an upper bound on the blocks too */
+    }
+    if (failed(be)) return -1;
+    if (!flash || z > FLASH_MAX_Z) { /* one sequence at a time */
+        for (int j = 0; j < n; j++) {
+            int rc;
+            if (flash_fits(&a[j]) && a[j].n_new <= FLASH_MAX_Z)
+                rc = cuda_attention_batch_typed(be, &a[j], 1, bf16);
+            else
+                rc = bf16 ? attention_general<__nv_bfloat16>(be, &a[j])
+                          : attention_general<float>(be, &a[j]);
+            if (rc) return -1;
+        }
+        return 0;
+    }
+    int *idx = (int *)malloc((size_t)n * sizeof *idx);
+    if (!idx) return -1;
+    int rc;
+    switch (a[0].head_dim) {
+    case 64:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 64>(be, a, n, idx)
+                  : attention_flash<float, 64>(be, a, n, idx);
+        break;
+    case 128:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 128>(be, a, n, idx)
+                  : attention_flash<float, 128>(be, a, n, idx);
+        break;
+    default:
+        rc = bf16 ? attention_flash<__nv_bfloat16, 256>(be, a, n, idx)
+                  : attention_flash<float, 256>(be, a, n, idx);
+    }
+    free(idx);
+    return rc;
+}
+
+int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16)
+{
+    return cuda_attention_batch_typed(be, a, 1, bf16);
+}
+
+void cuda_attention(struct backend *be, const struct attn_args *a)
+{
+    cuda_attention_typed(be, a, false);
+}

@@ -1,0 +1,55 @@
+/* quant_blocks.h - ggml's block layouts, for the files of kernels/ that read
+ * quantized weights (not a public header).
+ *
+ * Block structs hold every field as bytes (fp16 values as uint8_t[2]) so a
+ * block may sit at any address: GGUF data is only as aligned as the file says.
+ * Sizes are pinned by the static asserts below. */
+#ifndef EB_QUANT_BLOCKS_H
+#define EB_QUANT_BLOCKS_H
+
+#include <stdint.h>
+
+#define QK 32   /* elements per block of the 32-element formats */
+#define QK_K 256 /* elements per super-block of the K-quants */
+
+typedef struct { uint8_t d[2]; uint8_t qs[QK / 2]; } block_q4_0;
+typedef struct { uint8_t d[2]; uint8_t m[2]; uint8_t qs[QK / 2]; } block_q4_1;
+typedef struct { uint8_t d[2]; uint8_t qh[4]; uint8_t qs[QK / 2]; } block_q5_0;
+typedef struct { uint8_t d[2]; uint8_t m[2]; uint8_t qh[4]; uint8_t qs[QK / 2]; } block_q5_1;
+typedef struct { uint8_t d[2]; int8_t qs[QK]; } block_q8_0;
+typedef struct {
+    uint8_t d[2], dmin[2];
+    uint8_t scales[12];  /* 8 x (6-bit scale, 6-bit min), packed */
+    uint8_t qs[QK_K / 2];
+} block_q4_k;
+typedef struct {
+    uint8_t d[2], dmin[2];
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_k;
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint8_t d[2];        /* d is last in Q6_K */
+} block_q6_k;
+
+_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
+_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
+_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");
+_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 size");
+_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 size");
+_Static_assert(sizeof(block_q4_k) == 144, "block_q4_k size");
+_Static_assert(sizeof(block_q5_k) == 176, "block_q5_k size");
+_Static_assert(sizeof(block_q6_k) == 210, "block_q6_k size");
+
+
+/* Activations quantized to 8 bits for the integer dot products:
+ * q8_32 pairs with the 32-element formats (one f32 scale per 32 values plus
+ * the block sum d*sum(q), used by the formats with a min), q8_256 with the
+ * k-quants (one scale per 256 values and the sum of every 16 quants). */
+typedef struct { float d, s; int8_t qs[QK]; } block_q8_32;
+typedef struct { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; } block_q8_256;
+
+#endif

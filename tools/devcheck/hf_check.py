@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The transformers side of tools/devcheck.sh (run on the GPU machine; nothing
+is downloaded: torch and transformers are installed there, the tokenizers come
+from the repository's fixtures).
+
+  hf_check.py make-ckpt --shape qwen7b|llama8b --out DIR
+      A random-weight checkpoint shaped exactly like DeepSeek-R1-Distill-Qwen-7B
+      or -Llama-8B (their config.json values), written by transformers as bf16
+      safetensors shards, with the real tokenizer (tests/fixtures/tok/*.xz) so
+      evictbench's sentence-aware policies see real text.  Writes
+      DIR/devcheck.json {"params", "weight_bytes"}.  Skips the work when DIR
+      already holds a checkpoint this script wrote for the same shape.
+  hf_check.py logits --model DIR --ids 1,2,3 --out FILE
+      transformers' logits of every position (f32 reference: the bf16 weights
+      upcast to f32, f32 arithmetic, eager attention), f32 little-endian [n][V].
+  hf_check.py compare --ours FILE --ref FILE --vocab V [--rel TOL] [--cos TOL]
+      Exit 1 unless, at every position, max|ours - ref| / max|ref| <= rel and the
+      cosine similarity >= cos.  Defaults (rel 0.05, cos 0.999) are for ours
+      with bf16 weights against the f32 reference: our matmul rounds weights
+      (they are bf16 already, so exactly) and activations to bf16 at every
+      projection input (relative 2^-9 per element, random sign), i.e. ~7
+      roundings per layer; as a random walk over 28-32 layers that is about
+      sqrt(224) * 2^-9 ~ 3% of a logit's scale in the worst position of random
+      weights, where logits are small and flat.  A wrong kernel (layout, RoPE,
+      mask) moves logits by their own scale and cosines far below 0.99.
+  hf_check.py generate --model DIR --batch B --prompt-len L --new N
+      Times transformers `generate` (greedy, bf16, the model's default
+      attention, EOS ignored via min_new_tokens): prefill tokens/s from a
+      separate timed forward of the prompts, decode tokens/s from the rest.
+      Prints one JSON line.
+"""
+import argparse
+import json
+import lzma
+import os
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+SHAPES = {
+    # deepseek-ai/DeepSeek-R1-Distill-Qwen-7B config.json
+    "qwen7b": dict(
+        arch="qwen2", tokenizer="r1-qwen",
+        config=dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=3584,
+                    intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+                    num_key_value_heads=4, vocab_size=152064, max_position_embeddings=131072,
+                    rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                    use_sliding_window=False, sliding_window=4096, max_window_layers=28,
+                    bos_token_id=151646, eos_token_id=151643, hidden_act="silu",
+                    initializer_range=0.02, torch_dtype="bfloat16")),
+    # deepseek-ai/DeepSeek-R1-Distill-Llama-8B config.json
+    "llama8b": dict(
+        arch="llama", tokenizer="llama3",
+        config=dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=4096,
+                    intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                    num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072,
+                    rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                    rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0,
+                                  "original_max_position_embeddings": 8192},
+                    bos_token_id=128000, eos_token_id=128001, hidden_act="silu",
+                    initializer_range=0.02, torch_dtype="bfloat16")),
+}
+# The same, tiny: tests this script and the comparison on a machine without a GPU.
+SHAPES["tiny-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
+    SHAPES["qwen7b"]["config"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2))
+
+
+def fail(msg):
+    print(f"hf_check: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def make_ckpt(args):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    shape = SHAPES[args.shape]
+    marker = os.path.join(args.out, "devcheck.json")
+    if os.path.exists(marker):
+        with open(marker) as f:
+            info = json.load(f)
+        if info.get("shape") == args.shape:
+            print(f"hf_check: {args.out} already holds the random {args.shape} checkpoint")
+            return
+    if os.path.exists(os.path.join(args.out, "config.json")) and not os.path.exists(marker):
+        fail(f"{args.out} holds a checkpoint this script did not write; refusing to overwrite it")
+    os.makedirs(args.out, exist_ok=True)
+    cfg = dict(shape["config"])
+    model_type = cfg.pop("model_type")
+    config = AutoConfig.for_model(model_type, **cfg)
+    torch.manual_seed(0)
+    t0 = time.time()
+    with torch.device(args.device):
+        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.bfloat16)
+    params = sum(p.numel() for p in model.parameters())
+    model.save_pretrained(args.out, safe_serialization=True, max_shard_size="5GB")
+    del model
+    torch.cuda.empty_cache()
+    tok = shape["tokenizer"]
+    with lzma.open(os.path.join(ROOT, "tests", "fixtures", "tok", f"{tok}.tokenizer.json.xz")) as f:
+        data = f.read()
+    with open(os.path.join(args.out, "tokenizer.json"), "wb") as f:
+        f.write(data)
+    with open(os.path.join(ROOT, "tests", "fixtures", "tok", f"{tok}.tokenizer_config.json")) as f:
+        tcfg = f.read()
+    with open(os.path.join(args.out, "tokenizer_config.json"), "w") as f:
+        f.write(tcfg)
+    with open(marker, "w") as f:
+        json.dump({"shape": args.shape, "params": params, "weight_bytes": params * 2}, f)
+    print(f"hf_check: wrote {args.out}: {params / 1e9:.2f}B parameters, "
+          f"{params * 2 / 1e9:.2f} GB bf16, {time.time() - t0:.1f} s")
+
+
+def parse_ids(s):
+    ids = [int(x) for x in s.split(",") if x]
+    if not ids:
+        fail("--ids is empty")
+    return ids
+
+
+def logits(args):
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32,
+                                                 attn_implementation="eager").to(args.device)
+    model.eval()
+    ids = torch.tensor([parse_ids(args.ids)], device=args.device)
+    with torch.no_grad():
+        out = model(ids).logits[0].float().cpu().numpy()
+    out.astype("<f4").tofile(args.out)
+    print(f"hf_check: {out.shape[0]} positions x {out.shape[1]} logits of {args.model} -> {args.out}")
+
+
+def compare(args):
+    import numpy as np
+    ours = np.fromfile(args.ours, dtype="<f4")
+    ref = np.fromfile(args.ref, dtype="<f4")
+    if ours.size != ref.size or ours.size % args.vocab:
+        fail(f"compare: {ours.size} vs {ref.size} values (vocab {args.vocab})")
+    ours = ours.reshape(-1, args.vocab).astype(np.float64)
+    ref = ref.reshape(-1, args.vocab).astype(np.float64)
+    worst_rel, worst_cos = 0.0, 1.0
+    for o, r in zip(ours, ref):
+        if not np.all(np.isfinite(o)):
+            fail("compare: our logits hold NaN or inf")
+        rel = np.max(np.abs(o - r)) / max(np.max(np.abs(r)), 1e-30)
+        cos = float(o @ r / max(np.linalg.norm(o) * np.linalg.norm(r), 1e-30))
+        worst_rel, worst_cos = max(worst_rel, rel), min(worst_cos, cos)
+    top1 = float(np.mean(ours.argmax(1) == ref.argmax(1)))
+    ok = worst_rel <= args.rel and worst_cos >= args.cos
+    print(f"  {'ok' if ok else 'FAIL'}   {args.label}: worst relative error {worst_rel:.3g} "
+          f"(tol {args.rel}), worst cosine {worst_cos:.6f} (tol {args.cos}), "
+          f"top-1 agreement {top1:.2f} over {ours.shape[0]} positions")
+    sys.exit(0 if ok else 1)
+
+
+def generate(args):
+    import torch
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.bfloat16).to("cuda")
+    model.eval()
+    vocab = model.config.vocab_size
+    g = torch.Generator().manual_seed(0)
+    # Ordinary-text-like ids (the low range of the vocabulary), as evictbench bench does.
+    ids = torch.randint(32, 1032, (args.batch, args.prompt_len), generator=g).to("cuda")
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        model(ids[:, :16])  # warm-up: kernels load
+        torch.cuda.synchronize()
+        t0 = time.time()
+        model(ids, attention_mask=mask, use_cache=True)
+        torch.cuda.synchronize()
+        prefill_s = time.time() - t0
+        t0 = time.time()
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=args.new,
+                             min_new_tokens=args.new, do_sample=False, pad_token_id=0)
+        torch.cuda.synchronize()
+        total_s = time.time() - t0
+    new = out.shape[1] - ids.shape[1]
+    decode_s = max(total_s - prefill_s, 1e-9)  # generate's own prefill costs what ours did
+    print(json.dumps({"engine": "transformers", "batch": args.batch, "prompt_len": args.prompt_len,
+                      "new": int(new), "prefill_tok_s": args.batch * args.prompt_len / prefill_s,
+                      "decode_tok_s": args.batch * (new - 1) / decode_s,
+                      "peak_mem_bytes": torch.cuda.max_memory_allocated(), "vocab": vocab}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("make-ckpt")
+    p.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cuda")
+    p = sub.add_parser("logits")
+    p.add_argument("--model", required=True)
+    p.add_argument("--ids", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--device", default="cuda")
+    p = sub.add_parser("compare")
+    p.add_argument("--ours", required=True)
+    p.add_argument("--ref", required=True)
+    p.add_argument("--vocab", type=int, required=True)
+    p.add_argument("--rel", type=float, default=0.05)
+    p.add_argument("--cos", type=float, default=0.999)
+    p.add_argument("--label", default="logits")
+    p = sub.add_parser("generate")
+    p.add_argument("--model", required=True)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--new", type=int, default=256)
+    args = ap.parse_args()
+    {"make-ckpt": make_ckpt, "logits": logits, "compare": compare, "generate": generate}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
