@@ -157,7 +157,8 @@ static void check_fixture(const char *dir)
     }
     struct model *q = NULL, *f = NULL;
     struct model_load_opts exact = {.weights = MODEL_WEIGHTS_F32};
-    CHECK(model_load(mf, be, &q, &e) == 0);
+    struct model_load_opts native = {.weights = MODEL_WEIGHTS_NATIVE};
+    CHECK(model_load_opts(mf, be, &native, &q, &e) == 0);
     CHECK(model_load_opts(mf, be, &exact, &f, &e) == 0);
     if (!q || !f) goto done;
     struct held_check h = {.mf = mf};
@@ -165,8 +166,8 @@ static void check_fixture(const char *dir)
     CHECK(h.wrong == 0 && h.quantized >= 5 && h.in_place == 2 + 7 * q->cfg.n_layer);
     CHECK(q->file != NULL && f->file == NULL); /* only the borrowing model keeps the file */
     CHECK(q->weight_bytes < f->weight_bytes / 2);
-    CHECK(q->weight_bytes == model_weight_bytes(mf));
-    CHECK(f->weight_bytes == model_weight_bytes_opts(mf, &exact));
+    CHECK(q->weight_bytes == model_weight_bytes_opts(mf, &native));
+    CHECK(f->weight_bytes == model_weight_bytes(mf));
 
     struct agreement a = {0}, prefill = {0};
     int V = q->cfg.n_vocab;
