@@ -119,7 +119,7 @@ static int held_native(const struct tensor_ref *t, enum model_weights w)
 
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts)
 {
-    enum model_weights w = opts ? opts->weights : MODEL_WEIGHTS_NATIVE;
+    enum model_weights w = opts ? opts->weights : MODEL_WEIGHTS_F32;
     size_t total = 0;
     for (int i = 0; i < model_file_tensor_count(mf); i++) {
         const struct tensor_ref *t = model_file_tensor_at(mf, i);
@@ -292,7 +292,7 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
     if (!m) return -1;
     m->cfg = *c;
     m->be = be;
-    m->weights = opts ? opts->weights : MODEL_WEIGHTS_NATIVE;
+    m->weights = opts ? opts->weights : MODEL_WEIGHTS_F32;
     int borrowed = 0;
     m->pairing = c->qk_permuted ? ROPE_PAIR_ADJACENT : ROPE_PAIR_HALF;
     int d = c->n_embd, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_head_kv * hd;

@@ -2,7 +2,7 @@
  * ragged batch.
  *
  * model_load puts an open model file's weights on a backend.  Weight matrices
- * stay in the file's type by default (quantized blocks, f16, bf16; the CPU
+ * stay in the file's type with MODEL_WEIGHTS_NATIVE (quantized blocks, f16, bf16; the CPU
  * backend reads them in place from the file mapping, without a copy); with
  * weights = MODEL_WEIGHTS_F32 (exact mode) every tensor is dequantized to f32
  * as transformers computes.  Norms, biases and RoPE divisors are always f32.
@@ -33,9 +33,12 @@ struct model_layer_weights {
 };
 
 /* How weight matrices are held. */
+/* Exact mode stays the default (zeroed options, model_load) until runs record
+ * the weight mode and decoding with 8-bit activations is batch-invariant:
+ * bench, generate --weights native and model_load_opts ask for native. */
 enum model_weights {
-    MODEL_WEIGHTS_NATIVE = 0, /* the file's type (default) */
-    MODEL_WEIGHTS_F32 = 1     /* dequantized to f32: exact mode */
+    MODEL_WEIGHTS_F32 = 0,   /* dequantized to f32: exact mode (default) */
+    MODEL_WEIGHTS_NATIVE = 1 /* the file's type */
 };
 
 struct model_load_opts {
@@ -61,14 +64,14 @@ struct model {
     struct model_file *file;         /* retained while weights borrow its mapping, else NULL */
 };
 
-/* Native weights (opts NULL) or as opts say. */
+/* Exact mode (f32 weights; also opts NULL), or as opts say. */
 int model_load(const struct model_file *mf, struct backend *be, struct model **out,
                struct eb_err *e);
 int model_load_opts(const struct model_file *mf, struct backend *be,
                     const struct model_load_opts *opts, struct model **out, struct eb_err *e);
 void model_free(struct model *m);
 
-/* Resident bytes model_load will hold for this file's weights: native
+/* Resident bytes model_load will hold for this file's weights: exact mode
  * (model_weight_bytes) or as opts say. */
 size_t model_weight_bytes(const struct model_file *mf);
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);

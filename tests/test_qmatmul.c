@@ -289,6 +289,21 @@ static void test_matmul_batch_matches_single(void)
             CHECK_MSG(memcmp(y1, y + (size_t)r * n, sizeof y1) == 0, "%s row %d",
                       quant_type_name(t), r);
         }
+        /* 16 rows take the sgemm panels: the same values, summed in another order */
+        float *y16 = malloc((size_t)16 * n * sizeof *y16), *x16 = malloc((size_t)16 * k * sizeof *x16);
+        for (size_t j = 0; j < (size_t)16 * k; j++) x16[j] = rnd_f();
+        be->matmul(be, y16, x16, wt, NULL, 16);
+        for (int r = 0; r < 16; r++) {
+            be->matmul(be, y1, x16 + (size_t)r * k, wt, NULL, 1);
+            double err = 0, mag = 0;
+            for (int c = 0; c < n; c++) {
+                err = fmax(err, fabs(y1[c] - y16[(size_t)r * n + c]));
+                mag = fmax(mag, fabs(y1[c]));
+            }
+            CHECK_MSG(err <= 1e-5 * mag, "%s panel row %d: %g of %g", quant_type_name(t), r, err, mag);
+        }
+        free(y16);
+        free(x16);
         be->weight_free(be, wt);
         free(w); free(x); free(y);
     }

@@ -91,7 +91,8 @@ int cmd_info(int argc, char **argv)
     /* Loading natively reads nothing yet: the matrices point into the file. */
     struct backend *be = backend_cpu_create(1);
     struct model *m = NULL;
-    if (!be || model_load(mf, be, &m, &e)) {
+    struct model_load_opts native = {.weights = MODEL_WEIGHTS_NATIVE};
+    if (!be || model_load_opts(mf, be, &native, &m, &e)) {
         if (be) be->destroy(be);
         model_file_close(mf);
         return cli_error(be ? e.msg : "info: cannot create the CPU backend");

@@ -97,6 +97,19 @@ void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k)
     }
 }
 
+void qact_dequantize_row(enum qact_kind kind, const void *act, float *out, int k)
+{
+    if (kind == QACT_F32) {
+        memcpy(out, act, (size_t)k * sizeof(float));
+    } else if (kind == QACT_Q8_32) {
+        const block_q8_32 *b = act;
+        for (int i = 0; i < k; i++) out[i] = b[i / QK].d * (float)b[i / QK].qs[i % QK];
+    } else {
+        const block_q8_256 *b = act;
+        for (int i = 0; i < k; i++) out[i] = b[i / QK_K].d * (float)b[i / QK_K].qs[i % QK_K];
+    }
+}
+
 const char *cpu_simd_name(enum cpu_simd s)
 {
     return s == CPU_SIMD_AVX2 ? "avx2" : "scalar";

@@ -36,6 +36,9 @@ size_t qact_row_bytes(enum qact_kind kind, int k);
 /* Quantize x[k] into a prepared row (no-op copy for QACT_F32). */
 void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k);
 
+/* The f32 values a prepared row stands for (d * q per value). */
+void qact_dequantize_row(enum qact_kind kind, const void *act, float *out, int k);
+
 /* Dot of one weight row (k values of type t) with one prepared activation
  * row.  NULL when the type has no kernel at this level. */
 typedef float (*qdot_fn)(int k, const void *w_row, const void *act_row);

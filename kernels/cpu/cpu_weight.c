@@ -11,8 +11,10 @@
  *    in per-thread scratch, then OpenBLAS sgemm multiplies it with all of x.
  *    Dequantizing is O(n k), the product O(m n k), so for large m this is
  *    sgemm speed, which beats the integer kernels on these CPUs.
- * Both are exact to the weights; the first also rounds x to 8 bits per block,
- * the error llama.cpp accepts (tests bound it).
+ * Both round x to 8 bits per block first (the error llama.cpp accepts; tests
+ * bound it) and multiply the same values, so a row's result does not depend
+ * on which path its batch took, up to the order of f32 sums: a sequence
+ * decodes the same alone or in a batch.
  *
  * Scratch (the quantized x, the f32 panels) grows on demand and stays with the
  * backend, so a step allocates nothing once warm.  If it cannot grow, the
@@ -184,9 +186,23 @@ static void matmul_panels(struct backend *be, float *y, const float *x, const st
     struct cpu_impl *im = be->impl;
     int n = w->rows, k = w->cols, nt = cpu_threads(be);
     size_t panel = (size_t)PANEL_ROWS * k;
-    if (scratch_reserve(im, 1, (size_t)nt * panel * sizeof(float))) {
+    enum qact_kind kind = (enum qact_kind)qact_kind_of(w->held);
+    size_t act_bytes = qact_row_bytes(kind, k);
+    if (scratch_reserve(im, 1, (size_t)nt * panel * sizeof(float) + (size_t)m * k * sizeof(float)) ||
+        (kind != QACT_F32 && scratch_reserve(im, 0, (size_t)m * act_bytes))) {
         matmul_qdot(be, y, x, w, bias, m);
         return;
+    }
+    /* x rounded as the integer kernels round it: quantized, then back to f32 */
+    float *xr = (float *)im->scratch[1] + (size_t)nt * panel;
+    if (kind != QACT_F32) {
+        uint8_t *q = im->scratch[0];
+        #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
+        for (int i = 0; i < m; i++) {
+            qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
+            qact_dequantize_row(kind, q + (size_t)i * act_bytes, xr + (size_t)i * k, k);
+        }
+        x = xr;
     }
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     if (bias)

@@ -51,9 +51,10 @@ expect_error "unwritable --out" "--out $TMP/nodir/x.jsonl: cannot write" generat
 [ -s "$TMP/out" ] && { echo "FAIL unwritable --out: generated before failing"; fail=1; }
 expect_error "--out a directory" "not a regular file" generate --model smollm2-135m --prompt hi --max-new 4 --out "$TMP"
 
-# The chat answer equals transformers' greedy output (tools/golden/gen_models.py).
+# The chat answer equals transformers' greedy output (tools/golden/gen_models.py) in
+# exact mode (--weights f32: weights dequantized as transformers computes).
 want=$(cat tests/fixtures/models/smollm2-chat-answer.txt)
-got=$("$BIN" generate --model smollm2-135m --chat chatml --prompt "What is 12*7? Answer briefly." --greedy --max-new 40 2>"$TMP/err")
+got=$("$BIN" generate --model smollm2-135m --weights f32 --chat chatml --prompt "What is 12*7? Answer briefly." --greedy --max-new 40 2>"$TMP/err")
 if [ "$got" = "$want" ]; then echo "ok   chat answer: $got"
 else echo "FAIL chat answer: got '$got', want '$want'"; cat "$TMP/err"; fail=1; fi
 
