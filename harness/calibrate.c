@@ -357,14 +357,10 @@ int cmd_calibrate(int argc, char **argv)
             char *user = malloc(ql);
             if (!user) { cli_error("calibrate: out of memory"); goto done; }
             snprintf(user, ql, "%s%s", SEAL_PROMPT, q);
-            char *rendered = chat_render(tpl, user, &e);
-            free(user);
-            if (!rendered) { cli_error(e.msg); goto done; }
             free(prompts[i]);
             prompts[i] = NULL;
-            int erc = tokenizer_encode(tok, rendered, strlen(rendered), tpl != CHAT_RAW,
-                                       &prompts[i], &n_prompt[i], &e);
-            free(rendered);
+            int erc = chat_encode(tok, tpl, user, &prompts[i], &n_prompt[i], &e);
+            free(user);
             if (erc) { cli_errorf("calibrate: problem %s: %s", ds.items[start + i].id, e.msg); goto done; }
             reqs[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = n_prompt[i],
                                            .max_new = (int)a.max_new,
