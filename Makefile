@@ -1,6 +1,6 @@
 # evictbench - build, test, bench.  See README.md.
 #
-#   make deps      install build/runtime dependencies and the default model
+#   make deps      install build/runtime dependencies and the models (MODELS="a b")
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan)
 #   make bench     tokens/s, policy overhead, KV memory table
@@ -56,8 +56,9 @@ BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
 
+# MODELS: registry names to fetch (default: the quickstart's and the tests' models)
 deps:
-	tools/deps.sh
+	tools/deps.sh $(MODELS)
 
 fuzz:
 	tools/fuzz/build.sh
