@@ -7,7 +7,7 @@
 
 #include "../model/modelfile.h"
 #include "policy_defaults.h"
-#include "sha256.h"
+#include "../util/sha256.h"
 #include "sweep.h"
 
 int sweep_model_id(const char *model, char **out, struct eb_err *e)

@@ -40,7 +40,7 @@ static void test_errors_have_paths(void)
                  "prompt policies budgets batch_sizes batching sampling max_new_tokens "
                  "max_total_tokens max_kv_bytes seed steer_vector)");
     expect_error("{\"models\": \"m\", \"datasets\": [{\"name\": \"gsm8k\", \"limt\": 5}]}",
-                 "x.json: $.datasets[0].limt: unknown key (known: name limit offset fallback)");
+                 "x.json: $.datasets[0].limt: unknown key (known: name limit offset)");
     expect_error("{\"models\": \"m\", \"datasets\": [\"gsm8k\", {\"name\": \"gsm8k\", \"limit\": 0}]}",
                  "x.json: $.datasets[1].limit: expected an integer in [1, 1000000000], got 0");
     expect_error("{\"datasets\": \"gsm8k\"}", "x.json: $: missing key \"models\"");
