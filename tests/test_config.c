@@ -56,7 +56,7 @@ static void test_errors_have_paths(void)
                  "x.json: $.sampling.temprature: unknown key (known: greedy temperature top_p top_k "
                  "n_samples seed)");
     expect_error("{" BASE ", \"prompt\": \"r2\"}",
-                 "x.json: $.prompt: unknown template \"r2\" (known: r1-boxed chatml-boxed qwen3-boxed seal chatml-seal rkv)");
+                 "x.json: $.prompt: unknown template \"r2\" (known: r1-boxed chatml-boxed qwen3-boxed qwen2.5-boxed seal chatml-seal rkv)");
     expect_error("{" BASE ", \"max_new_tokens\": 0}",
                  "x.json: $.max_new_tokens: expected an integer in [1, 16777216], got 0");
     expect_error("{" BASE ", \"policies\": [{\"budget\": 5}]}", "x.json: $.policies[0].name: missing");
