@@ -1,6 +1,6 @@
 # evictbench - build, test, bench.  See README.md.
 #
-#   make deps      install build/runtime dependencies and the default model
+#   make deps      install build/runtime dependencies and the models (MODELS="a b")
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan), after make lint
 #   make lint      size limits of harness/ files and functions
@@ -82,8 +82,9 @@ PEER_MODELS ?=
 bench-peer: evictbench
 	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_peer.sh $(PEER_MODELS)
 
+# MODELS: registry names to fetch (default: the quickstart's and the tests' models)
 deps:
-	tools/deps.sh
+	tools/deps.sh $(MODELS)
 
 # Build every fuzzer (tools/fuzz/fuzz_*.c: gguf, safetensors, tokenizer,
 # config, grade) and run each a few seconds from its corpus.

@@ -10,7 +10,12 @@
  * copy (tools/fetch_data.sh).
  *
  * "synthetic" (or "synthetic:N" / "synthetic:N:SEED") needs no file: the
- * problems are generated from the seed by synthetic.c. */
+ * problems are generated from the seed by synthetic.c.  It is a unit-test
+ * fixture (the tests' configs use it), not a benchmark: no shipped experiment
+ * uses it, and nothing ever substitutes it for a missing dataset.
+ *
+ * dataset_load checks a file's SHA-256 before reading it (dataset_verify_file);
+ * dataset_load_file reads any file unchecked. */
 #ifndef EB_DATASET_H
 #define EB_DATASET_H
 
@@ -74,11 +79,19 @@ int dataset_file_path(const struct dataset_spec *spec, const char *data_dir, cha
 int dataset_available(const char *name, const char *data_dir);
 
 /* Load `name`, keeping rows [offset, offset + limit) (limit <= 0: all from
- * offset).  The whole file is validated first; a malformed line, a missing
+ * offset).  The file's checksum is verified first (dataset_verify_file),
+ * then the whole file is validated; a malformed line, a missing
  * or empty required field or a duplicate id fails with "<file>:<line>: <what>"
  * and leaves *out empty.  data_dir NULL: see dataset_default_data_dir. */
 int dataset_load(const char *name, const char *data_dir, int offset, int limit,
                  struct dataset *out, struct eb_err *e);
+
+/* The file at `path` (spec's file in data_dir) must have the SHA-256 that
+ * <data_dir>/SHA256SUMS lists for it when the directory has that file (it
+ * must then list it), else the registry's spec->sha256; no checksum anywhere:
+ * not checked.  0, or -1 with e saying which checksum differs. */
+int dataset_verify_file(const struct dataset_spec *spec, const char *data_dir, const char *path,
+                        struct eb_err *e);
 
 /* Read one JSONL file with the field mapping of `spec` (used by dataset_load;
  * public for tests and for `evictbench grade`-style tools). */

@@ -1,7 +1,8 @@
 /* load.c - dataset_load: a registry name to its rows, from the built-in
  * synthetic generator (synthetic.c) or a JSON Lines file (jsonl.c) found
- * through the registry (registry.c).  Kept apart from both sources so that
- * neither depends on the other. */
+ * through the registry (registry.c) and checked against its checksum
+ * (checksum.c).  Kept apart from both sources so that neither depends on the
+ * other. */
 #include "dataset.h"
 
 #include <string.h>
@@ -32,5 +33,6 @@ int dataset_load(const char *name, const char *data_dir, int offset, int limit,
     }
     char path[4096];
     if (dataset_file_path(spec, data_dir, path, sizeof path, e)) return -1;
+    if (dataset_verify_file(spec, data_dir, path, e)) return -1;
     return dataset_load_file(spec, path, offset, limit, out, e);
 }

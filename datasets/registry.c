@@ -80,7 +80,7 @@ static const struct dataset_spec specs[] = {
         .problem_keys = {"problem"}, .answer_keys = {"answer"}, .id_keys = {"id"},
         .grader = "gsm8k", .rows = 0,
         .source_url = NULL, .source_sha256 = NULL, .sha256 = NULL,
-        .about = "built-in multi-step arithmetic word problems (synthetic:N:SEED)",
+        .about = "unit-test fixture: generated arithmetic word problems (synthetic:N:SEED)",
     },
 };
 

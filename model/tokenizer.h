@@ -65,8 +65,8 @@ size_t utf8_stream_feed(struct utf8_stream *s, const char *bytes, size_t len, ch
 size_t utf8_stream_finish(struct utf8_stream *s, char *out, size_t cap);
 
 /* Chat templates. */
-enum chat_template { CHAT_RAW = 0, CHAT_R1 = 1, CHAT_CHATML = 2, CHAT_QWEN3 = 3 };
-/* "raw" | "r1" | "chatml" | "qwen3" -> template; -1 (with e set) if unknown. */
+enum chat_template { CHAT_RAW = 0, CHAT_R1 = 1, CHAT_CHATML = 2, CHAT_QWEN3 = 3, CHAT_QWEN25 = 4 };
+/* "raw" | "r1" | "chatml" | "qwen3" | "qwen2.5" -> template; -1 (with e set) if unknown. */
 int chat_template_parse(const char *name, enum chat_template *out, struct eb_err *e);
 /* Render one user message with the generation prompt, as text to encode with
  * parse_special=1:  r1: "<｜begin▁of▁sentence｜><｜User｜>U<｜Assistant｜><think>\n"
@@ -74,7 +74,15 @@ int chat_template_parse(const char *name, enum chat_template *out, struct eb_err
  * (SmolLM2's: the system line exactly as its own template writes it when absent, see chat.c)
  * qwen3:  "<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n" (ChatML with no system
  * message, as Qwen3's template writes one user turn in thinking mode).
+ * qwen2.5: chatml with Qwen2.5's default system line "You are Qwen, created by
+ * Alibaba Cloud. You are a helpful assistant." (its template's, when absent).
+ * raw: U as it is.
  * Returns a malloc'd string. */
 char *chat_render(enum chat_template tpl, const char *user_text, struct eb_err *e);
+/* chat_render, then tokenizer_encode with parse_special=1: special tokens in
+ * the rendered text, the user's included (raw: "<|im_start|>" is one token),
+ * are matched for every template.  *ids is malloc'd; 0 or -1 (e set). */
+int chat_encode(const struct tokenizer *tok, enum chat_template tpl, const char *user_text,
+                int **ids, int *n, struct eb_err *e);
 
 #endif

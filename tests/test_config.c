@@ -43,7 +43,7 @@ static void test_errors_have_paths(void)
                  "prompt policies budgets batch_sizes batching sampling max_new_tokens "
                  "max_total_tokens max_kv_bytes seed steer_vector)");
     expect_error("{\"models\": \"m\", \"datasets\": [{\"name\": \"gsm8k\", \"limt\": 5}]}",
-                 "x.json: $.datasets[0].limt: unknown key (known: name limit offset fallback)");
+                 "x.json: $.datasets[0].limt: unknown key (known: name limit offset)");
     expect_error("{\"models\": \"m\", \"datasets\": [\"gsm8k\", {\"name\": \"gsm8k\", \"limit\": 0}]}",
                  "x.json: $.datasets[1].limit: expected an integer in [1, 1000000000], got 0");
     expect_error("{\"datasets\": \"gsm8k\"}", "x.json: $: missing key \"models\"");
@@ -59,7 +59,7 @@ static void test_errors_have_paths(void)
                  "x.json: $.sampling.temprature: unknown key (known: greedy temperature top_p top_k "
                  "n_samples seed)");
     expect_error("{" BASE ", \"prompt\": \"r2\"}",
-                 "x.json: $.prompt: unknown template \"r2\" (known: r1-boxed chatml-boxed qwen3-boxed seal chatml-seal rkv)");
+                 "x.json: $.prompt: unknown template \"r2\" (known: r1-boxed chatml-boxed qwen3-boxed qwen2.5-boxed seal chatml-seal rkv)");
     expect_error("{" BASE ", \"max_new_tokens\": 0}",
                  "x.json: $.max_new_tokens: expected an integer in [1, 16777216], got 0");
     expect_error("{" BASE ", \"policies\": [{\"budget\": 5}]}", "x.json: $.policies[0].name: missing");

@@ -1,11 +1,15 @@
-/* test_datasets.c - registry, JSONL loader, data directory, synthetic set. */
+/* test_datasets.c - registry, JSONL loader, data directory, checksums, the
+ * shipped data (datasets/data) and the configs that use it, synthetic set. */
 #include "test.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include "datasets/dataset.h"
+#include "harness/config.h"
 
 #define GOOD "tests/fixtures/datasets/good"
 #define BAD "tests/fixtures/datasets/bad/"
@@ -235,14 +239,150 @@ static void test_livecodebench_fixture(void)
     dataset_free(&d);
 }
 
-/* ---- the shared data files ---------------------------------------------- */
+/* ---- checksums ---------------------------------------------------------- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK_MSG(f != NULL, "%s", path);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECK(a && b);
+    char buf[4096];
+    size_t n;
+    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0) fwrite(buf, 1, n, b);
+    if (a) fclose(a);
+    if (b) fclose(b);
+}
+
+static void test_checksums(void)
+{
+    char dir[] = "/tmp/evictbench-sums-XXXXXX", file[128], sums[128];
+    if (!mkdtemp(dir)) SKIP("mkdtemp: %s", strerror(errno));
+    snprintf(file, sizeof file, "%s/gsm8k_test.jsonl", dir);
+    snprintf(sums, sizeof sums, "%s/SHA256SUMS", dir);
+    copy_file(GOOD "/gsm8k_test.jsonl", file);
+    struct eb_err e;
+    struct dataset d;
+
+    /* no SHA256SUMS: the file must be the official one the registry names */
+    CHECK(dataset_load("gsm8k", dir, 0, 0, &d, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "gsm8k_test.jsonl: sha256 caa6139e695b3aa33e4485b5c754402031bcdccd1d1f68"
+                            "5614c401185b9b3e3d, but the dataset registry") != NULL, "%s", e.msg);
+    CHECK(strstr(e.msg, dataset_find("gsm8k", NULL)->sha256) != NULL);
+    CHECK(d.n == 0 && d.items == NULL);
+
+    /* a SHA256SUMS that lists it (sha256sum's format, text and binary mode) */
+    write_text(sums, "bc1a22cbc4059d1b62d14114232fa235815aa691a104e464f4fae8041f305839  aime24.jsonl\n"
+                     "caa6139e695b3aa33e4485b5c754402031bcdccd1d1f685614c401185b9b3e3d *gsm8k_test.jsonl\n");
+    CHECK_MSG(dataset_load("gsm8k", dir, 0, 0, &d, &e) == 0, "%s", e.msg);
+    CHECK(d.n == 5);
+    dataset_free(&d);
+
+    /* one changed byte in the file */
+    FILE *f = fopen(file, "r+b");
+    CHECK(f != NULL);
+    if (f) { fseek(f, 10, SEEK_SET); fputc('#', f); fclose(f); }
+    CHECK(dataset_load("gsm8k", dir, 0, 0, &d, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "/SHA256SUMS says caa6139e") != NULL &&
+              strstr(e.msg, "the file was changed") != NULL, "%s", e.msg);
+
+    /* a SHA256SUMS that does not list the file, or is malformed */
+    write_text(sums, "bc1a22cbc4059d1b62d14114232fa235815aa691a104e464f4fae8041f305839  aime24.jsonl\n");
+    CHECK(dataset_load("gsm8k", dir, 0, 0, &d, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "SHA256SUMS does not list gsm8k_test.jsonl") != NULL, "%s", e.msg);
+    write_text(sums, "xyz  gsm8k_test.jsonl\n");
+    CHECK(dataset_load("gsm8k", dir, 0, 0, &d, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "SHA256SUMS:1: expected") != NULL, "%s", e.msg);
+
+    /* dataset_load_file reads any file unchecked */
+    CHECK(dataset_load_file(dataset_find("gsm8k", NULL), GOOD "/gsm8k_test.jsonl", 0, 0, &d, &e) == 0);
+    dataset_free(&d);
+    remove(file);
+    remove(sums);
+    rmdir(dir);
+}
+
+/* ---- the shipped data files (datasets/data) ----------------------------- */
+
+#define SHIPPED "datasets/data"
+
+/* datasets/data/SHA256SUMS lists every registry file with the registry's sum. */
+static void test_shipped_checksums(void)
+{
+    FILE *f = fopen(SHIPPED "/SHA256SUMS", "r");
+    CHECK_MSG(f != NULL, "%s/SHA256SUMS missing", SHIPPED);
+    if (!f) return;
+    char line[512];
+    int listed = 0, n;
+    const struct dataset_spec *specs = dataset_specs(&n);
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        int known = 0;
+        for (int i = 0; i < n; i++) {
+            if (!specs[i].file || strcmp(line + 66, specs[i].file)) continue;
+            known = 1;
+            CHECK_MSG(specs[i].sha256 && strncmp(line, specs[i].sha256, 64) == 0,
+                      "%s: SHA256SUMS and the registry differ", specs[i].file);
+        }
+        CHECK_MSG(known, "SHA256SUMS lists a file the registry does not know: %s", line + 66);
+        listed++;
+    }
+    fclose(f);
+    CHECK_MSG(listed == 5, "%d files listed", listed);
+    for (int i = 0; i < n; i++)   /* every file with a checksum ships */
+        if (specs[i].file && specs[i].sha256) CHECK_MSG(dataset_available(specs[i].name, SHIPPED),
+                                                        "%s does not ship", specs[i].name);
+}
+
+/* Every config in experiments/ loads its datasets from datasets/data, offline,
+ * with as many rows as it asks for, and none is the synthetic test fixture. */
+static void test_configs_load_offline(void)
+{
+    DIR *dir = opendir("experiments");
+    CHECK_MSG(dir != NULL, "experiments/: %s", strerror(errno));
+    if (!dir) return;
+    struct dirent *de;
+    int configs = 0;
+    while ((de = readdir(dir))) {
+        size_t len = strlen(de->d_name);
+        if (len < 6 || strcmp(de->d_name + len - 5, ".json")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "experiments/%s", de->d_name);
+        struct exp_config cfg;
+        struct eb_err e;
+        int rc = exp_config_load(path, &cfg, &e);
+        CHECK_MSG(rc == 0, "%s", e.msg);
+        if (rc) continue;
+        configs++;
+        for (int i = 0; i < cfg.n_datasets; i++) {
+            const struct exp_dataset *x = &cfg.datasets[i];
+            CHECK_MSG(strncmp(x->name, "synthetic", 9) != 0, "%s uses the synthetic fixture", path);
+            struct dataset d;
+            rc = dataset_load(x->name, SHIPPED, x->offset, x->limit > 0 ? x->limit : 0, &d, &e);
+            CHECK_MSG(rc == 0, "%s: %s", path, e.msg);
+            if (rc) continue;
+            CHECK_MSG(x->limit <= 0 || d.n == x->limit, "%s: %s: %d rows, asks for %d", path,
+                      x->name, d.n, x->limit);
+            dataset_free(&d);
+        }
+        exp_config_free(&cfg);
+    }
+    closedir(dir);
+    CHECK_MSG(configs >= 10, "only %d configs found", configs);
+}
 
 static const char *shared_dir(void)
 {
     const char *env = getenv("EVICTBENCH_DATA");
     if (env && env[0]) return env;
-    if (access("../shared/datasets/gsm8k_test.jsonl", R_OK) == 0) return "../shared/datasets";
-    return NULL;
+    return SHIPPED;
 }
 
 static void test_shared_datasets(void)
@@ -485,6 +625,9 @@ int main(void)
     RUN(test_offset_limit);
     RUN(test_malformed_lines);
     RUN(test_livecodebench_fixture);
+    RUN(test_checksums);
+    RUN(test_shipped_checksums);
+    RUN(test_configs_load_offline);
     RUN(test_shared_datasets);
     RUN(test_synthetic_answers);
     RUN(test_synthetic_deterministic);

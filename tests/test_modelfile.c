@@ -448,7 +448,7 @@ static void test_registry(void)
     /* an unknown name lists the known ones */
     CHECK(model_resolve("nope-1b", out, sizeof out, &e) == -1);
     CHECK_MSG(strstr(e.msg, "nope-1b: no such file and not a known model name (known: smollm2-135m, "
-                            "deepseek-r1-distill-qwen-1.5b") != NULL, "%s", e.msg);
+                            "qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, deepseek-r1-distill-qwen-1.5b") != NULL, "%s", e.msg);
     CHECK(strstr(e.msg, "deepseek-r1-distill-llama-8b") != NULL);
     CHECK(model_resolve("", out, sizeof out, &e) == -1);
 
@@ -464,6 +464,10 @@ static void test_registry(void)
     CHECK_STR(chat, "chatml");
     CHECK(model_registry_chat("qwen3-8b", chat, sizeof chat) == 0);
     CHECK_STR(chat, "qwen3");
+    CHECK(model_registry_chat("qwen2.5-coder-1.5b", chat, sizeof chat) == 0);
+    CHECK_STR(chat, "qwen2.5");
+    CHECK(model_registry_chat("/x/models/qwen2.5-coder-0.5b-instruct.gguf", chat, sizeof chat) == 0);
+    CHECK_STR(chat, "qwen2.5");
     CHECK(model_registry_chat("nope-1b", chat, sizeof chat) == -1);
 
     /* registry names of names and of paths to entries' files */

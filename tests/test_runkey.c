@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness/exp/runkey.h"
-#include "harness/exp/sha256.h"
+#include "util/sha256.h"
 
 static void hex_of(const char *s, size_t n, char out[65]) { sha256_hex(s, n, out); }
 

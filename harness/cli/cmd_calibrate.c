@@ -388,14 +388,10 @@ static int encode_round(const struct cal_cli *a, struct cal_state *g, int start,
         char *user = malloc(ql);
         if (!user) return eb_fail(e, "calibrate: out of memory");
         snprintf(user, ql, "%s%s", SEAL_PROMPT, it->problem);
-        char *rendered = chat_render(g->tpl, user, e);
-        free(user);
-        if (!rendered) return -1;
         free(g->prompts[i]);
         g->prompts[i] = NULL;
-        int erc = tokenizer_encode(g->tok, rendered, strlen(rendered), g->tpl != CHAT_RAW,
-                                   &g->prompts[i], &g->n_prompt[i], e);
-        free(rendered);
+        int erc = chat_encode(g->tok, g->tpl, user, &g->prompts[i], &g->n_prompt[i], e);
+        free(user);
         if (erc) {
             char what[160];
             snprintf(what, sizeof what, "calibrate: problem %.100s", it->id);

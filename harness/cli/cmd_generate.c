@@ -23,10 +23,13 @@
 static void print_help(void)
 {
     printf(
-        "usage: evictbench generate --model M (--prompt TEXT | --prompts FILE.jsonl) [options]\n\n"
+        "usage: evictbench generate --model M (--prompt TEXT | --prompts FILE.jsonl) [options]\n"
+        "       evictbench generate --model M [options] -- TEXT\n\n"
         "  --model M            registry name (e.g. smollm2-135m), GGUF file or HF directory\n"
-        "  --chat r1|chatml|qwen3|raw  chat template (default: the registry's, else raw)\n"
+        "  --chat r1|chatml|qwen3|qwen2.5|raw  chat template (default: the registry's, else raw);\n"
+        "                       special tokens in the text are matched (raw: as given)\n"
         "  --prompt TEXT        one prompt; the generated text streams to stdout\n"
+        "  -- TEXT              the end of options: TEXT is the prompt (may start with '-')\n"
         "  --prompts FILE       JSONL lines {\"id\": ..., \"prompt\": \"...\"}; writes lines\n"
         "                       {\"id\", \"text\", \"prompt_tokens\", \"gen_tokens\", \"finish\"}\n"
         "  --max-new N          tokens to generate at most (default 256)\n"
@@ -132,6 +135,13 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
         if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
         if (!strcmp(o, "--no-policy-defaults")) { a->no_policy_defaults = 1; continue; }
+        if (!strcmp(o, "--")) {  /* the end of options: what follows is the prompt text */
+            if (i + 2 != argc)
+                return cli_error("generate: '--' must be followed by exactly one argument, the prompt text"), -1;
+            if (a->prompt) return cli_error("generate: the prompt is given twice (--prompt and after '--')"), -1;
+            a->prompt = argv[++i];
+            continue;
+        }
         if (strncmp(o, "--", 2) != 0) return cli_errorf("generate: unexpected argument '%s'", o), -1;
         if (!strcmp(o, "--model") || !strcmp(o, "--chat") || !strcmp(o, "--prompt") ||
             !strcmp(o, "--prompts") || !strcmp(o, "--out") || !strcmp(o, "--max-new") ||
@@ -145,7 +155,10 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         }
         if (!strcmp(o, "--model")) a->model = v;
         else if (!strcmp(o, "--chat")) a->chat = v;
-        else if (!strcmp(o, "--prompt")) a->prompt = v;
+        else if (!strcmp(o, "--prompt")) {
+            if (a->prompt) return cli_error("generate: the prompt is given twice"), -1;
+            a->prompt = v;
+        }
         else if (!strcmp(o, "--prompts")) a->prompts_path = v;
         else if (!strcmp(o, "--out")) a->out_path = v;
         else if (!strcmp(o, "--policy")) a->policy = v;
@@ -202,11 +215,7 @@ static int encode_prompt(const struct tokenizer *tok, enum chat_template tpl, co
         return eb_fail(e, "the prompt is not valid UTF-8 (byte %zu)",
                        utf8_validate((const unsigned char *)text, len));
     if (memchr(text, '\0', len)) return eb_fail(e, "the prompt contains a NUL character");
-    char *rendered = chat_render(tpl, text, e);
-    if (!rendered) return -1;
-    int rc = tokenizer_encode(tok, rendered, strlen(rendered), tpl != CHAT_RAW, ids, n, e);
-    free(rendered);
-    return rc;
+    return chat_encode(tok, tpl, text, ids, n, e);
 }
 
 static char *read_whole(const char *path, size_t *len, struct eb_err *e)

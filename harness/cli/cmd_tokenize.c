@@ -9,10 +9,11 @@
 
 static void print_help(void)
 {
-    printf("usage: evictbench tokenize --model M [--chat r1|chatml|qwen3|raw] [--no-special] TEXT\n\n"
+    printf("usage: evictbench tokenize --model M [--chat r1|chatml|qwen3|qwen2.5|raw] [--no-special] [--] TEXT\n\n"
            "Prints the token ids of TEXT (wrapped in the chat template when --chat is\n"
            "given), one token per line with its text, then the decoded round trip.\n"
-           "Special tokens written in TEXT are matched unless --no-special.\n");
+           "Special tokens written in TEXT are matched unless --no-special.\n"
+           "'--' ends the options: the argument after it is TEXT, even if it starts with '-'.\n");
 }
 
 int cmd_tokenize(int argc, char **argv)
@@ -27,6 +28,10 @@ int cmd_tokenize(int argc, char **argv)
             if (!(chat = cli_value(argc, argv, &i))) return 2;
         } else if (!strcmp(argv[i], "--no-special")) {
             parse_special = 0;
+        } else if (!strcmp(argv[i], "--")) {  /* the end of options: TEXT follows */
+            if (i + 2 != argc || text)
+                return cli_error("tokenize: '--' must be followed by exactly one argument, TEXT");
+            text = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             return cli_errorf("tokenize: unknown option '%s'", argv[i]);
         } else if (!text) {

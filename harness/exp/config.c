@@ -124,7 +124,7 @@ static int get_string_list(struct ctx *c, const cJSON *v, const char *path, char
 
 static int parse_datasets(struct ctx *c, const cJSON *v, struct exp_config *cfg)
 {
-    static const char *const keys[] = {"name", "limit", "offset", "fallback", NULL};
+    static const char *const keys[] = {"name", "limit", "offset", NULL};
     const char *path = "$.datasets";
     int cnt = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 1;
     if (!v) return bad(c, "$", "missing key \"datasets\"");
@@ -160,13 +160,8 @@ static int parse_datasets(struct ctx *c, const cJSON *v, struct exp_config *cfg)
                 if (get_int(c, f, q, 0, 1e9, &n)) return -1;
                 d->offset = (int)n;
             }
-            if ((f = cJSON_GetObjectItemCaseSensitive(x, "fallback"))) {
-                child(q, sizeof q, p, "fallback");
-                if (get_string(c, f, q, &d->fallback)) return -1;
-                if (!dataset_find(d->fallback, NULL)) return bad(c, q, "unknown dataset");
-            }
         } else {
-            return bad(c, p, "expected a dataset name or an object {name, limit, offset, fallback}");
+            return bad(c, p, "expected a dataset name or an object {name, limit, offset}");
         }
         child(q, sizeof q, p, "name");
         struct eb_err de = {0};
@@ -553,7 +548,6 @@ void exp_config_free(struct exp_config *c)
     free(c->models);
     for (int i = 0; c->datasets && i < c->n_datasets; i++) {
         free(c->datasets[i].name);
-        free(c->datasets[i].fallback);
     }
     free(c->datasets);
     for (int i = 0; c->policies && i < c->n_policies; i++) {

@@ -12,8 +12,8 @@
  *   description     string; ignored
  *   mode            "generate" | "fidelity"; "generate"
  *   models          string or [string]: registry names or paths   (required)
- *   datasets        string or [string | {name, limit, offset, fallback}]  (required)
- *                   fallback: the dataset used when name's data file is absent
+ *   datasets        string or [string | {name, limit, offset}]  (required); a dataset
+ *                   whose file is missing is an error (nothing is substituted)
  *   prompt          template name, see prompt_templates(); "r1-boxed"
  *   policies        string or [string | {name, budget(s), PARAM: value or [values]}];
  *                   ["fullkv"]
@@ -52,7 +52,6 @@ struct prompt_template {
 
 struct exp_dataset {
     char *name;         /* registry name, e.g. "gsm8k" or "synthetic:20:1" */
-    char *fallback;     /* NULL: none */
     int offset;
     int limit;          /* -1: every item from offset */
 };
@@ -121,14 +120,13 @@ int exp_config_load(const char *path_or_name, struct exp_config *out, struct eb_
 
 void exp_config_free(struct exp_config *c);
 
-/* Check before running that every model file and dataset (or its fallback)
- * exists; the message says which one is missing and how to get it.  (Policy
+/* Check before running that every model file and dataset exists; the message says which one is missing and how to get it.  (Policy
  * names and parameters are checked by sweep_expand.) */
 int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
                                struct eb_err *e);
 
-/* The dataset a config entry resolves to in data_dir: name when available,
- * else fallback when given and available, else NULL. */
+/* The dataset a config entry resolves to in data_dir: its name when
+ * available, else NULL. */
 const char *exp_dataset_resolve(const struct exp_dataset *d, const char *data_dir);
 
 #endif

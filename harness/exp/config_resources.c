@@ -1,5 +1,5 @@
 /* config_resources.c - does what a config names exist here: model files,
- * datasets (or their fallbacks).  See config.h. */
+ * datasets.  See config.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,6 @@
 const char *exp_dataset_resolve(const struct exp_dataset *d, const char *data_dir)
 {
     if (dataset_available(d->name, data_dir)) return d->name;
-    if (d->fallback && dataset_available(d->fallback, data_dir)) return d->fallback;
     return NULL;
 }
 
@@ -42,7 +41,8 @@ int exp_config_check_resources(const struct exp_config *c, const char *data_dir,
         if (!spec || dataset_file_path(spec, data_dir, file, sizeof file, &de))
             snprintf(file, sizeof file, "%s/%s", dir, d->name);
         return eb_fail(e, "%s: $.datasets[%d]: dataset \"%.60s\" is not available: %.600s not found "
-                          "(run `make data` when online, or pass --data-dir DIR / set EVICTBENCH_DATA)",
+                          "(datasets/data/ ships with the repository: restore it from git, or pass "
+                          "--data-dir DIR / set EVICTBENCH_DATA)",
                        c->source, i, d->name, file);
     }
     return 0;

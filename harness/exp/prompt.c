@@ -15,6 +15,8 @@ static const struct prompt_template TEMPLATES[] = {
      "ChatML (SmolLM2-style) template with the same user text"},
     {"qwen3-boxed", "qwen3", 0, "{problem}\n" BOXED,
      "Qwen3 template (ChatML, no system message, thinking mode) with the same user text"},
+    {"qwen2.5-boxed", "qwen2.5", 0, "{problem}\n" BOXED,
+     "Qwen2.5-Instruct template (ChatML, its default system line) with the same user text"},
     {"seal", "r1", 0, SEAL_PREFIX "{problem}",
      "R1 chat template with the SEAL / SkipKV user message"},
     {"chatml-seal", "chatml", 0, SEAL_PREFIX "{problem}",

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/exp/sha256.h"
+#include "util/sha256.h"
 
 /* A growable string; `failed` latches the first allocation failure. */
 struct sbuf {

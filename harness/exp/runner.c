@@ -414,16 +414,14 @@ static int load_items(struct runner *r, const struct exp_config *cfg, const stru
     int bos = tokenizer_bos(r->tok);
     for (int i = 0; i < r->ds.n; i++) {
         char *user = prompt_user_text(cfg->prompt, r->ds.items[i].problem);
-        char *text = user ? chat_render(tpl, user, e) : NULL;
-        free(user);
         int *ids = NULL, nids = 0;
-        if (!text || tokenizer_encode(r->tok, text, strlen(text), tpl != CHAT_RAW, &ids, &nids, e)) {
-            free(text);
-            if (!text && e->msg[0] == '\0') eb_fail(e, "out of memory");
+        if (!user || chat_encode(r->tok, tpl, user, &ids, &nids, e)) {
+            if (!user) eb_fail(e, "out of memory");
+            free(user);
             drop_items(r);
             return -1;
         }
-        free(text);
+        free(user);
         if (cfg->prompt->add_bos && bos >= 0) {
             int *nb = realloc(ids, (size_t)(nids + 1) * sizeof *nb);
             if (!nb) { free(ids); drop_items(r); return eb_fail(e, "out of memory"); }

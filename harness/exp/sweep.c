@@ -9,7 +9,7 @@
 #include "model/modelfile.h"
 #include "harness/exp/code_hash.h"
 #include "harness/exp/policy_defaults.h"
-#include "harness/exp/sha256.h"
+#include "util/sha256.h"
 #include "harness/exp/sweep.h"
 
 int sweep_model_id(const char *model, char **out, struct eb_err *e)

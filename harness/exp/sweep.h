@@ -26,7 +26,7 @@ struct sweep_point {
     int index;                  /* 0-based position in the sweep */
     const char *model;          /* as the config names it (borrowed) */
     char *model_id;             /* "name@<bytes>" ("name@absent" when the file is missing) */
-    char *dataset;              /* resolved name (a fallback applied) */
+    char *dataset;              /* registry name */
     int data_offset;
     int data_limit;             /* -1: all */
     char data_hash[65];         /* sweep_data_hash of the slice */

@@ -1,5 +1,5 @@
 /* sha256.c - SHA-256 as specified in FIPS 180-4, section 6.2. */
-#include "harness/exp/sha256.h"
+#include "util/sha256.h"
 
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* sha256.h - SHA-256 (FIPS 180-4), used for run keys.  One-shot and streaming. */
+/* sha256.h - SHA-256 (FIPS 180-4): run keys, dataset checksums.  One-shot and streaming. */
 #ifndef EB_SHA256_H
 #define EB_SHA256_H
 
