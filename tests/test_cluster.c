@@ -11,9 +11,9 @@
 #include "harness/cluster/merge.h"
 #include "harness/cluster/shard.h"
 #include "harness/cluster/slurm.h"
-#include "harness/config.h"
-#include "harness/store.h"
-#include "harness/sweep.h"
+#include "harness/exp/config.h"
+#include "harness/store/store.h"
+#include "harness/exp/sweep.h"
 
 static char tmp_root[256];
 

@@ -9,7 +9,7 @@
 #include <dirent.h>
 
 #include "datasets/dataset.h"
-#include "harness/config.h"
+#include "harness/exp/config.h"
 
 #define GOOD "tests/fixtures/datasets/good"
 #define BAD "tests/fixtures/datasets/bad/"

@@ -129,8 +129,9 @@ static int run_prefill(const struct model *m, int len, struct bench_row *row, st
     return 0;
 }
 
-/* The runtime table: prefill and decode rows and the two speed-up ratios; with
- * tsv, only the rows, tab-separated, for tools/bench_peer.sh. */
+/* The runtime table: prefill and decode rows, the weight types they multiply
+ * and the two speed-up ratios; with tsv, only the rows, tab-separated, for
+ * tools/bench_peer.sh. */
 static void print_table(const struct model *m, const struct backend *be, const char *model,
                         long threads, const struct bench_row *rows, long n_new,
                         const int *batches, int n_batches, int tsv)
@@ -143,14 +144,17 @@ static void print_table(const struct model *m, const struct backend *be, const c
         fflush(stdout);
         return;
     }
-    printf("model %s: %s, %d layers, hidden %d, %d/%d heads; f32 weights %.1f MB; backend %s, "
+    char types[64];
+    model_weight_types(m, types, sizeof types);
+    printf("model %s: %s, %d layers, hidden %d, %d/%d heads; %s weights %.1f MB; backend %s, "
            "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
-           m->cfg.n_head, m->cfg.n_head_kv, m->weight_bytes / 1048576.0, be->name,
-           threads > 0 ? "fixed" : "all");
-    printf("%-18s %12s %16s %14s\n", "test", "tokens/s", "peak KV bytes", "peak RSS MB");
+           m->cfg.n_head, m->cfg.n_head_kv, model_weights_name(m->weights),
+           m->weight_bytes / 1048576.0, be->name, threads > 0 ? "fixed" : "all");
+    printf("%-18s %-20s %12s %16s %14s\n", "test", "weights", "tokens/s", "peak KV bytes",
+           "peak RSS MB");
     for (int i = 0; i <= n_batches; i++)
-        printf("%-18s %12.1f %16zu %14.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
-               rows[i].rss_mb);
+        printf("%-18s %-20s %12.1f %16zu %14.1f\n", rows[i].name, types, rows[i].tok_s,
+               rows[i].kv_bytes, rows[i].rss_mb);
     double d1 = rows[1].tok_s;
     printf("decode batch %d / batch %d: %.2fx (target >= 5x); prefill / decode batch %d: "
            "%.1fx (target >= 10x); %ld new tokens per sequence\n", batches[n_batches - 1],
@@ -159,46 +163,83 @@ static void print_table(const struct model *m, const struct backend *be, const c
     fflush(stdout);
 }
 
-int cmd_bench(int argc, char **argv)
+/* What `bench` was asked for. */
+struct bench_cli {
+    const char *model, *policies, *budgets, *device;
+    int batches[8], n_batches, tsv;
+    long threads, prompt_len, n_new, policy_new;
+    struct model_load_opts load;
+};
+
+/* 0: parsed; 1: --help printed; 2: bad usage (message printed). */
+static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
 {
-    const char *model = "smollm2-135m";
-    const char *policies = NULL, *budgets = "256,512,1024", *device = NULL;
-    int batches[8] = {1, 4, 16}, n_batches = 3, tsv = 0;
-    long threads = 0, prompt_len = 512, n_new = 128, policy_new = 2048;
-    struct model_load_opts load = {.weights = MODEL_WEIGHTS_NATIVE};
+    *a = (struct bench_cli){.model = "smollm2-135m", .budgets = "256,512,1024",
+                            .batches = {1, 4, 16}, .n_batches = 3, .prompt_len = 512,
+                            .n_new = 128, .policy_new = 2048,
+                            .load = {.weights = MODEL_WEIGHTS_NATIVE}};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 0; }
-        if (!strcmp(o, "--tsv")) { tsv = 1; continue; }
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 1; }
+        if (!strcmp(o, "--tsv")) { a->tsv = 1; continue; }
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
             strcmp(o, "--policy-new") && strcmp(o, "--device") && strcmp(o, "--batches") &&
             strcmp(o, "--weights"))
-            return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o);
+            return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o), 2;
         if (!(v = cli_value(argc, argv, &i))) return 2;
-        if (!strcmp(o, "--model")) model = v;
-        else if (!strcmp(o, "--policies")) policies = v;
-        else if (!strcmp(o, "--budgets")) budgets = v;
-        else if (!strcmp(o, "--device")) device = v;
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--policies")) a->policies = v;
+        else if (!strcmp(o, "--budgets")) a->budgets = v;
+        else if (!strcmp(o, "--device")) a->device = v;
         else if (!strcmp(o, "--batches")) {
-            if ((n_batches = parse_batches(v, batches, 8)) < 0) return 2;
+            if ((a->n_batches = parse_batches(v, a->batches, 8)) < 0) return 2;
+        } else if (!strcmp(o, "--weights")) {
+            if (model_weights_parse(v, &a->load.weights))
+                return cli_errorf("bench: --weights must be native or f32, not '%s'", v), 2;
+        } else if (!strcmp(o, "--policy-new")) {
+            if (cli_int(o, v, 1, 1 << 20, &a->policy_new)) return 2;
+        } else if (!strcmp(o, "--threads")) {
+            if (cli_int(o, v, 1, 1024, &a->threads)) return 2;
+        } else if (!strcmp(o, "--prompt-len")) {
+            if (cli_int(o, v, 1, 1 << 20, &a->prompt_len)) return 2;
+        } else if (cli_int(o, v, 1, 1 << 20, &a->n_new)) {
+            return 2;
         }
-        else if (!strcmp(o, "--weights")) {
-            if (model_weights_parse(v, &load.weights))
-                return cli_errorf("bench: --weights must be native or f32, not '%s'", v);
-        }
-        else if (!strcmp(o, "--policy-new")) { if (cli_int(o, v, 1, 1 << 20, &policy_new)) return 2; }
-        else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(o, "--prompt-len")) { if (cli_int(o, v, 1, 1 << 20, &prompt_len)) return 2; }
-        else if (cli_int(o, v, 1, 1 << 20, &n_new)) return 2;
     }
+    return 0;
+}
+
+/* The prefill row and one decode row per batch size, then the table. */
+static int runtime_table(const struct bench_cli *a, const struct model *m,
+                         const struct backend *be, struct eb_err *e)
+{
+    struct bench_row rows[9];
+    char names[9][32];
+    snprintf(names[0], sizeof names[0], "prefill %ld", a->prompt_len);
+    rows[0].name = names[0];
+    if (run_prefill(m, (int)a->prompt_len, &rows[0], e)) return -1;
+    for (int i = 0; i < a->n_batches; i++) {
+        snprintf(names[i + 1], sizeof names[i + 1], "decode batch %d", a->batches[i]);
+        rows[i + 1].name = names[i + 1];
+        if (run_decode(m, a->batches[i], (int)a->n_new, &rows[i + 1], e)) return -1;
+    }
+    print_table(m, be, a->model, a->threads, rows, a->n_new, a->batches, a->n_batches, a->tsv);
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct bench_cli a;
+    int prc = parse_bench_args(argc, argv, &a);
+    if (prc) return prc == 1 ? 0 : 2;
 
     struct eb_err e = {0};
     struct model_file *mf = NULL;
     struct model *m = NULL;
     struct backend *be = NULL;
-    if (device_backend(device, (int)threads, &be, &e)) return cli_error(e.msg);
-    if (model_file_open(model, &mf, &e) || model_load_opts(mf, be, &load, &m, &e)) {
+    if (device_backend(a.device, (int)a.threads, &be, &e)) return cli_error(e.msg);
+    if (model_file_open(a.model, &mf, &e) || model_load_opts(mf, be, &a.load, &m, &e)) {
         model_file_close(mf);
         be->destroy(be);
         return cli_error(e.msg);
@@ -206,7 +247,7 @@ int cmd_bench(int argc, char **argv)
     /* The sentence and steering policies read the tokenizer and the model's
      * identity (their steering vectors must match it). */
     struct tokenizer *tok = NULL;
-    if (policies && model_file_tokenizer(mf, &tok, &e)) {
+    if (a.policies && model_file_tokenizer(mf, &tok, &e)) {
         model_file_close(mf);
         model_free(m);
         be->destroy(be);
@@ -214,26 +255,15 @@ int cmd_bench(int argc, char **argv)
     }
     model_file_close(mf); /* the model keeps what it still reads */
 
-    struct bench_row rows[9];
-    char names[9][32];
-    int rc = 0;
-    snprintf(names[0], sizeof names[0], "prefill %ld", prompt_len);
-    rows[0].name = names[0];
-    if (run_prefill(m, (int)prompt_len, &rows[0], &e)) rc = cli_error(e.msg);
-    for (int i = 0; i < n_batches && rc == 0; i++) {
-        snprintf(names[i + 1], sizeof names[i + 1], "decode batch %d", batches[i]);
-        rows[i + 1].name = names[i + 1];
-        if (run_decode(m, batches[i], (int)n_new, &rows[i + 1], &e)) rc = cli_error(e.msg);
-    }
-    if (rc == 0) print_table(m, be, model, threads, rows, n_new, batches, n_batches, tsv);
-    if (rc == 0 && policies) {
+    int rc = runtime_table(&a, m, be, &e) ? cli_error(e.msg) : 0;
+    if (rc == 0 && a.policies) {
         char identity[256];
         struct policy_model pm = policy_model_of(m);
         pm.tok = tok;
-        pm.model_name = model;
+        pm.model_name = a.model;
         pm.model_identity = identity;
         if (steering_model_identity(&m->cfg, identity, sizeof identity, &e) ||
-            bench_policies_for(m, &pm, policies, budgets, (int)policy_new, 32, stdout, &e))
+            bench_policies_for(m, &pm, a.policies, a.budgets, (int)a.policy_new, 32, stdout, &e))
             rc = cli_error(e.msg);
     }
     tokenizer_free(tok);

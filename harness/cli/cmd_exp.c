@@ -296,6 +296,7 @@ static void print_run_help(void)
            "  --budget B           KV budget in tokens (default 1024; fullkv ignores it)\n"
            "  --batch B            batch size (default 1)\n"
            "  --batching MODE      ragged (default), continuous, grouped, padded\n"
+           "  --weights W          f32 (exact, default) or native (the file's quantized types)\n"
            "  --max-new N          tokens to generate at most (default 1024)\n"
            "  --max-total N        cap on prompt + generated tokens\n"
            "  --max-kv-bytes N     KV bytes a batch may hold; more is recorded as 'oom'\n"
@@ -338,7 +339,7 @@ int cmd_run(int argc, char **argv)
         static const char *const with_value[] = {
             "--model", "--dataset", "--limit", "--offset", "--prompt", "--policy", "--budget",
             "--batch", "--batching", "--max-new", "--max-total", "--max-kv-bytes", "--temperature",
-            "--top-p", "--top-k", "--n-samples", "--seed", "--name", NULL};
+            "--top-p", "--top-k", "--n-samples", "--seed", "--name", "--weights", NULL};
         int known = 0;
         for (int j = 0; with_value[j]; j++) known |= !strcmp(o, with_value[j]);
         if (!known) { cli_errorf("run: unknown option '%s' (see evictbench run --help)", o); goto done; }
@@ -350,6 +351,7 @@ int cmd_run(int argc, char **argv)
         else if (!strcmp(o, "--name")) name = v;
         else if (!strcmp(o, "--prompt")) cJSON_AddStringToObject(cfg, "prompt", v);
         else if (!strcmp(o, "--batching")) cJSON_AddStringToObject(cfg, "batching", v);
+        else if (!strcmp(o, "--weights")) cJSON_AddStringToObject(cfg, "weights", v);
         else if (!strcmp(o, "--policy")) {
             cJSON *p = policy_object(v);
             if (!p) { cli_errorf("--policy: expected NAME[:key=value,...], got '%s'", v); goto done; }

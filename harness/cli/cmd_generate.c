@@ -122,6 +122,9 @@ static int stream_step(void *ctx, int seq, int token, struct kvcache *cache, str
     return 0;
 }
 
+static int parse_sampling_opt(const char *o, const char *v, struct gen_cli *a);
+static int check_args(const struct gen_cli *a);
+
 static int parse_args(int argc, char **argv, struct gen_cli *a)
 {
     memset(a, 0, sizeof *a);
@@ -131,7 +134,6 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
     a->temperature = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
-        double d;
         if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
         if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
         if (!strcmp(o, "--no-policy-defaults")) { a->no_policy_defaults = 1; continue; }
@@ -177,24 +179,38 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             a->device = v;
         }
         else if (!strcmp(o, "--mem-limit")) { if (cli_int(o, v, 1, 1L << 40, &a->mem_limit_mb)) return -1; }
-        else if (!strcmp(o, "--top-k")) {
-            if (cli_int(o, v, 0, 1 << 30, &a->top_k)) return -1;
-            a->sampling_flag = 1;
-        } else if (!strcmp(o, "--temperature")) {
-            if (cli_float(o, v, 0.0, 100.0, &a->temperature)) return -1;
-            a->sampling_flag = 1;
-        } else if (!strcmp(o, "--top-p")) {
-            if (cli_float(o, v, 0.0, 1.0, &a->top_p)) return -1;
-            if (a->top_p <= 0.0) return cli_error("--top-p: must be > 0"), -1;
-            a->sampling_flag = 1;
-        } else if (!strcmp(o, "--seed")) {
-            if (cli_float(o, v, 0, 1.8e19, &d)) return -1;
-            char *end;
-            errno = 0;
-            a->seed = strtoull(v, &end, 10);
-            if (errno || *end) return cli_errorf("--seed: expected a non-negative integer, got '%s'", v), -1;
-        }
+        else if (parse_sampling_opt(o, v, a)) return -1;
     }
+    return check_args(a);
+}
+
+/* The options that pick tokens: --top-k, --temperature, --top-p, --seed. */
+static int parse_sampling_opt(const char *o, const char *v, struct gen_cli *a)
+{
+    double d;
+    if (!strcmp(o, "--top-k")) {
+        if (cli_int(o, v, 0, 1 << 30, &a->top_k)) return -1;
+        a->sampling_flag = 1;
+    } else if (!strcmp(o, "--temperature")) {
+        if (cli_float(o, v, 0.0, 100.0, &a->temperature)) return -1;
+        a->sampling_flag = 1;
+    } else if (!strcmp(o, "--top-p")) {
+        if (cli_float(o, v, 0.0, 1.0, &a->top_p)) return -1;
+        if (a->top_p <= 0.0) return cli_error("--top-p: must be > 0"), -1;
+        a->sampling_flag = 1;
+    } else if (!strcmp(o, "--seed")) {
+        if (cli_float(o, v, 0, 1.8e19, &d)) return -1;
+        char *end;
+        errno = 0;
+        a->seed = strtoull(v, &end, 10);
+        if (errno || *end) return cli_errorf("--seed: expected a non-negative integer, got '%s'", v), -1;
+    }
+    return 0;
+}
+
+/* Options that only make sense together. */
+static int check_args(const struct gen_cli *a)
+{
     if (!a->model) return cli_error("generate: missing --model (see evictbench generate --help)"), -1;
     if (a->budget && !a->policy) return cli_error("generate: --budget needs --policy"), -1;
     if (a->steer_vector && !a->policy)

@@ -26,6 +26,33 @@ static void print_matrix(void *ctx, const char *name, const struct weight *w)
            quant_type_name((int)w->held), w->bytes ? "copied" : "read in place");
 }
 
+/* The architecture and file lines of `info`. */
+static void print_config(const struct model_file *mf)
+{
+    const struct model_config *c = model_file_config(mf);
+    printf("path            %s\n", model_file_path(mf));
+    printf("format          %s\n", model_file_format(mf) == MODEL_FORMAT_GGUF ? "gguf" : "safetensors");
+    printf("architecture    %s\n", model_arch_name(c->arch));
+    printf("layers          %d\n", c->n_layer);
+    printf("embedding dim   %d\n", c->n_embd);
+    printf("ffn dim         %d\n", c->n_ff);
+    printf("heads           %d\n", c->n_head);
+    printf("kv heads        %d\n", c->n_head_kv);
+    printf("head dim        %d\n", c->head_dim);
+    printf("vocab           %d\n", c->n_vocab);
+    printf("context length  %d\n", c->n_ctx_train);
+    printf("rope theta      %g\n", c->rope_theta);
+    printf("rope scaling    %s\n", c->rope_scaling.type == ROPE_SCALING_LLAMA3 ? "llama3"
+                                   : c->rope_scaling.type == ROPE_SCALING_LINEAR ? "linear" : "none");
+    printf("rope pairing    %s\n", c->qk_permuted ? "adjacent (GGUF-permuted Q/K)" : "half-split (HF layout)");
+    printf("rms eps         %g\n", (double)c->rms_eps);
+    printf("qkv bias        %s\n", c->has_qkv_bias ? "yes" : "no");
+    printf("q/k norm        %s\n", c->has_qk_norm ? "yes" : "no");
+    printf("tied embeddings %s\n", c->tied_embeddings ? "yes" : "no");
+    printf("file size       %zu bytes (%.1f MiB)\n", model_file_bytes(mf),
+           model_file_bytes(mf) / (1024.0 * 1024.0));
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *model = NULL;
@@ -53,29 +80,8 @@ int cmd_info(int argc, char **argv)
     struct eb_err e = {0};
     struct model_file *mf = NULL;
     if (model_file_open(model, &mf, &e)) return cli_error(e.msg);
-    const struct model_config *c = model_file_config(mf);
 
-    printf("path            %s\n", model_file_path(mf));
-    printf("format          %s\n", model_file_format(mf) == MODEL_FORMAT_GGUF ? "gguf" : "safetensors");
-    printf("architecture    %s\n", model_arch_name(c->arch));
-    printf("layers          %d\n", c->n_layer);
-    printf("embedding dim   %d\n", c->n_embd);
-    printf("ffn dim         %d\n", c->n_ff);
-    printf("heads           %d\n", c->n_head);
-    printf("kv heads        %d\n", c->n_head_kv);
-    printf("head dim        %d\n", c->head_dim);
-    printf("vocab           %d\n", c->n_vocab);
-    printf("context length  %d\n", c->n_ctx_train);
-    printf("rope theta      %g\n", c->rope_theta);
-    printf("rope scaling    %s\n", c->rope_scaling.type == ROPE_SCALING_LLAMA3 ? "llama3"
-                                   : c->rope_scaling.type == ROPE_SCALING_LINEAR ? "linear" : "none");
-    printf("rope pairing    %s\n", c->qk_permuted ? "adjacent (GGUF-permuted Q/K)" : "half-split (HF layout)");
-    printf("rms eps         %g\n", (double)c->rms_eps);
-    printf("qkv bias        %s\n", c->has_qkv_bias ? "yes" : "no");
-    printf("q/k norm        %s\n", c->has_qk_norm ? "yes" : "no");
-    printf("tied embeddings %s\n", c->tied_embeddings ? "yes" : "no");
-    printf("file size       %zu bytes (%.1f MiB)\n", model_file_bytes(mf),
-           model_file_bytes(mf) / (1024.0 * 1024.0));
+    print_config(mf);
 
     int counts[EB_TYPE_COUNT_] = {0};
     int n = model_file_tensor_count(mf);

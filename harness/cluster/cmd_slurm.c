@@ -78,117 +78,182 @@ static int valid_array(const char *v)
     return 1;
 }
 
-int cmd_slurm(int argc, char **argv)
+/* Returned by the argument parsers when the command goes on; anything else is
+ * the command's exit code (0 after --help, 2 for bad usage). */
+#define ARGS_OK (-1)
+
+struct slurm_opts {
+    const char *config;         /* CONFIG as given */
+    const char *array;          /* --array LIST, or NULL for every task */
+    int dry_run;
+    struct slurm_job job;       /* the options that go into the script */
+};
+
+/* Whether o is an option of `slurm` that takes a value. */
+static int slurm_takes_value(const char *o)
 {
-    const char *config = NULL, *array = NULL;
-    struct slurm_job j;
-    memset(&j, 0, sizeof j);
-    j.cpus_per_task = 1;
-    int dry_run = 0;
+    static const char *const names[] = {"--shards", "--partition", "--gpus-per-task",
+                                        "--cpus-per-task", "--time", "--mem",
+                                        "--array", "--data-dir"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+        if (!strcmp(o, names[k])) return 1;
+    return 0;
+}
+
+/* Store option o's value val into opts; 0, or 2 after a usage error. */
+static int set_slurm_option(struct slurm_opts *opts, const char *o, const char *val)
+{
+    struct slurm_job *j = &opts->job;
     long v;
+    if (!strcmp(o, "--shards")) {
+        if (cli_int(o, val, 1, SHARD_MAX, &v)) return 2;
+        j->shards = (int)v;
+    } else if (!strcmp(o, "--gpus-per-task")) {
+        if (cli_int(o, val, 0, 64, &v)) return 2;
+        j->gpus_per_task = (int)v;
+    } else if (!strcmp(o, "--cpus-per-task")) {
+        if (cli_int(o, val, 1, 4096, &v)) return 2;
+        j->cpus_per_task = (int)v;
+    } else if (!strcmp(o, "--partition")) j->partition = val;
+    else if (!strcmp(o, "--time")) j->time = val;
+    else if (!strcmp(o, "--mem")) j->mem = val;
+    else if (!strcmp(o, "--data-dir")) j->data_dir = val;
+    else if (!strcmp(o, "--array")) {
+        if (!valid_array(val)) return cli_errorf("--array: expected task numbers like 3 or 1,4-5, got '%s'", val), 2;
+        opts->array = val;
+    }
+    return 0;
+}
+
+/* The command line of `slurm` into opts: ARGS_OK, or the exit code. */
+static int parse_slurm_args(int argc, char **argv, struct slurm_opts *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->job.cpus_per_task = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *val;
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_slurm_help(); return 0; }
-        if (!strcmp(o, "--dry-run")) { dry_run = 1; continue; }
+        if (!strcmp(o, "--dry-run")) { opts->dry_run = 1; continue; }
         if (o[0] != '-') {
-            if (config) return cli_errorf("slurm: more than one config given ('%s', '%s')", config, o), 2;
-            config = o;
+            if (opts->config) return cli_errorf("slurm: more than one config given ('%s', '%s')", opts->config, o), 2;
+            opts->config = o;
             continue;
         }
-        if (strcmp(o, "--shards") && strcmp(o, "--partition") && strcmp(o, "--gpus-per-task") &&
-            strcmp(o, "--cpus-per-task") && strcmp(o, "--time") && strcmp(o, "--mem") &&
-            strcmp(o, "--array") && strcmp(o, "--data-dir"))
+        if (!slurm_takes_value(o))
             return cli_errorf("slurm: unknown option '%s' (see evictbench slurm --help)", o), 2;
         if (!(val = cli_value(argc, argv, &i))) return 2;
-        if (!strcmp(o, "--shards")) {
-            if (cli_int(o, val, 1, SHARD_MAX, &v)) return 2;
-            j.shards = (int)v;
-        } else if (!strcmp(o, "--gpus-per-task")) {
-            if (cli_int(o, val, 0, 64, &v)) return 2;
-            j.gpus_per_task = (int)v;
-        } else if (!strcmp(o, "--cpus-per-task")) {
-            if (cli_int(o, val, 1, 4096, &v)) return 2;
-            j.cpus_per_task = (int)v;
-        } else if (!strcmp(o, "--partition")) j.partition = val;
-        else if (!strcmp(o, "--time")) j.time = val;
-        else if (!strcmp(o, "--mem")) j.mem = val;
-        else if (!strcmp(o, "--data-dir")) j.data_dir = val;
-        else if (!strcmp(o, "--array")) {
-            if (!valid_array(val)) return cli_errorf("--array: expected task numbers like 3 or 1,4-5, got '%s'", val), 2;
-            array = val;
-        }
+        if (set_slurm_option(opts, o, val)) return 2;
     }
-    if (!config) return cli_error("slurm: missing CONFIG (a .json file or a name in experiments/)"), 2;
-    if (!j.shards) return cli_error("slurm: missing --shards N (see evictbench slurm --help)"), 2;
+    if (!opts->config) return cli_error("slurm: missing CONFIG (a .json file or a name in experiments/)"), 2;
+    if (!opts->job.shards) return cli_error("slurm: missing --shards N (see evictbench slurm --help)"), 2;
+    return ARGS_OK;
+}
 
+/* Check the resources the tasks need and expand the points into sw; 0, or 1
+ * after reporting the error.  A --dry-run only notes missing resources. */
+static int check_and_expand(const struct slurm_opts *opts, const struct exp_config *cfg,
+                            struct sweep *sw, struct eb_err *e)
+{
+    const struct slurm_job *j = &opts->job;
+    /* Every task must find the model and data; check here, before queueing. */
+    if (exp_config_check_resources(cfg, j->data_dir, e)) {
+        if (!opts->dry_run) return cli_error(e->msg);
+        fprintf(stderr, "evictbench: note: %s\n", e->msg);
+    }
+    if (expand(cfg, j->data_dir, sw, e)) return cli_error(e->msg);
+    if (j->shards > sw->n)
+        fprintf(stderr, "evictbench: note: %d shards for %d point(s): %d task(s) will have nothing to do\n",
+                j->shards, sw->n, j->shards - sw->n);
+    return 0;
+}
+
+/* The absolute paths the job's script names (the job points into it). */
+struct slurm_paths {
+    char dir_rel[4096], dir[4096], workdir[PATH_MAX], binary[PATH_MAX], cfg_copy[4096 + 300];
+    char data_dir[PATH_MAX];
+};
+
+/* Resolve the program, working, job and data directories into p and point
+ * j (a copy of opts->job) at them; 0, or 1 after reporting the error. */
+static int resolve_job_paths(const struct slurm_opts *opts, const struct exp_config *cfg,
+                             struct slurm_job *j, struct slurm_paths *p, struct eb_err *e)
+{
+    ssize_t bn = readlink("/proc/self/exe", p->binary, sizeof p->binary - 1);
+    if (bn <= 0 || (size_t)bn >= sizeof p->binary - 1)
+        return cli_errorf("slurm: cannot find this program's path: %s", strerror(errno));
+    p->binary[bn] = '\0';
+    if (!getcwd(p->workdir, sizeof p->workdir))
+        return cli_errorf("slurm: cannot read the working directory: %s", strerror(errno));
+    if (shard_job_dir(cfg->name, p->dir_rel, sizeof p->dir_rel, !opts->dry_run, e) ||
+        absolute(p->dir_rel, p->dir, sizeof p->dir, e) ||
+        (j->data_dir && absolute(j->data_dir, p->data_dir, sizeof p->data_dir, e)))
+        return cli_error(e->msg);
+    snprintf(p->cfg_copy, sizeof p->cfg_copy, "%s/%s.json", p->dir, eb_base_name(p->dir_rel));
+    j->name = eb_base_name(p->dir_rel);
+    j->config = p->cfg_copy;
+    j->dir = p->dir;
+    j->workdir = p->workdir;
+    j->binary = p->binary;
+    if (j->data_dir) j->data_dir = p->data_dir;
+    return 0;
+}
+
+/* Write the config copy and the script, submit it and record the job; 0, or
+ * 1 after reporting the error. */
+static int submit_job(const struct slurm_opts *opts, const struct slurm_job *j,
+                      const struct exp_config *cfg, const struct sweep *sw, const char *script,
+                      struct eb_err *e)
+{
+    char script_path[4096 + 32], id[64];
+    snprintf(script_path, sizeof script_path, "%s/job.sbatch", j->dir);
+    if (write_file(j->config, cfg->json, e) || write_file(script_path, script, e) ||
+        slurm_submit(script_path, opts->array, id, sizeof id, e))
+        return cli_error(e->msg);
+    char all[32];
+    snprintf(all, sizeof all, "1-%d", j->shards);
+    const char *tasks = opts->array ? opts->array : all;
+    if (slurm_record_job(j->dir, id, tasks, j->shards, e))
+        return cli_errorf("submitted job %s, but %s", id, e->msg);
+    printf("%s\n", id);
+    fprintf(stderr, "%s: submitted job %s (tasks %s of %d, %d point(s)); see evictbench slurm-status %s\n",
+            cfg->name, id, tasks, j->shards, sw->n, opts->config);
+    return 0;
+}
+
+/* Build the script for the loaded cfg and print it (--dry-run) or submit it;
+ * the exit code. */
+static int write_and_submit(const struct slurm_opts *opts, const struct exp_config *cfg,
+                            struct sweep *sw, struct eb_err *e)
+{
+    struct slurm_job j = opts->job;
+    struct slurm_paths paths;
+    char *script = NULL;
+    int rc = 1;
+    if (check_and_expand(opts, cfg, sw, e) || resolve_job_paths(opts, cfg, &j, &paths, e)) return 1;
+    if (slurm_script(&j, &script, e)) return cli_error(e->msg);
+    if (opts->dry_run) {
+        fputs(script, stdout);
+        fprintf(stderr, "%s: %d point(s) in %d shard(s); --dry-run: nothing written or submitted\n",
+                cfg->name, sw->n, j.shards);
+        rc = 0;
+    } else {
+        rc = submit_job(opts, &j, cfg, sw, script, e);
+    }
+    free(script);
+    return rc;
+}
+
+int cmd_slurm(int argc, char **argv)
+{
+    struct slurm_opts opts;
+    int rc = parse_slurm_args(argc, argv, &opts);
+    if (rc != ARGS_OK) return rc;
     struct eb_err e = {0};
     struct exp_config cfg;
     struct sweep sw;
     memset(&sw, 0, sizeof sw);
-    char dir_rel[4096], dir[4096], workdir[PATH_MAX], binary[PATH_MAX], cfg_copy[4096 + 300];
-    char data_dir[PATH_MAX];
-    char *script = NULL;
-    int rc = 1;
-    if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
-    /* Every task must find the model and data; check here, before queueing. */
-    if (exp_config_check_resources(&cfg, j.data_dir, &e)) {
-        if (!dry_run) { cli_error(e.msg); goto done; }
-        fprintf(stderr, "evictbench: note: %s\n", e.msg);
-    }
-    if (expand(&cfg, j.data_dir, &sw, &e)) { cli_error(e.msg); goto done; }
-    if (j.shards > sw.n)
-        fprintf(stderr, "evictbench: note: %d shards for %d point(s): %d task(s) will have nothing to do\n",
-                j.shards, sw.n, j.shards - sw.n);
-    ssize_t bn = readlink("/proc/self/exe", binary, sizeof binary - 1);
-    if (bn <= 0 || (size_t)bn >= sizeof binary - 1) {
-        cli_errorf("slurm: cannot find this program's path: %s", strerror(errno));
-        goto done;
-    }
-    binary[bn] = '\0';
-    if (!getcwd(workdir, sizeof workdir)) {
-        cli_errorf("slurm: cannot read the working directory: %s", strerror(errno));
-        goto done;
-    }
-    if (shard_job_dir(cfg.name, dir_rel, sizeof dir_rel, !dry_run, &e) ||
-        absolute(dir_rel, dir, sizeof dir, &e) ||
-        (j.data_dir && absolute(j.data_dir, data_dir, sizeof data_dir, &e))) {
-        cli_error(e.msg);
-        goto done;
-    }
-    snprintf(cfg_copy, sizeof cfg_copy, "%s/%s.json", dir, eb_base_name(dir_rel));
-    j.name = eb_base_name(dir_rel);
-    j.config = cfg_copy;
-    j.dir = dir;
-    j.workdir = workdir;
-    j.binary = binary;
-    if (j.data_dir) j.data_dir = data_dir;
-    if (slurm_script(&j, &script, &e)) { cli_error(e.msg); goto done; }
-    if (dry_run) {
-        fputs(script, stdout);
-        fprintf(stderr, "%s: %d point(s) in %d shard(s); --dry-run: nothing written or submitted\n",
-                cfg.name, sw.n, j.shards);
-        rc = 0;
-        goto done;
-    }
-    char script_path[4096 + 32], id[64];
-    snprintf(script_path, sizeof script_path, "%s/job.sbatch", dir);
-    if (write_file(cfg_copy, cfg.json, &e) || write_file(script_path, script, &e) ||
-        slurm_submit(script_path, array, id, sizeof id, &e)) {
-        cli_error(e.msg);
-        goto done;
-    }
-    char all[32];
-    snprintf(all, sizeof all, "1-%d", j.shards);
-    if (slurm_record_job(dir, id, array ? array : all, j.shards, &e)) {
-        cli_errorf("submitted job %s, but %s", id, e.msg);
-        goto done;
-    }
-    printf("%s\n", id);
-    fprintf(stderr, "%s: submitted job %s (tasks %s of %d, %d point(s)); see evictbench slurm-status %s\n",
-            cfg.name, id, array ? array : all, j.shards, sw.n, config);
-    rc = 0;
-done:
-    free(script);
+    if (exp_config_load(opts.config, &cfg, &e)) return cli_error(e.msg);
+    rc = write_and_submit(&opts, &cfg, &sw, &e);
     sweep_free(&sw);
     exp_config_free(&cfg);
     return rc;
@@ -228,113 +293,182 @@ static int tally_row(void *ctx, int n, const char *const *names, const char *con
     return 0;
 }
 
-int cmd_slurm_status(int argc, char **argv)
+struct status_opts {
+    const char *config, *data_dir;
+    long shards;                /* 0: the last submission's */
+};
+
+/* The command line of `slurm-status` into opts: ARGS_OK, or the exit code. */
+static int parse_status_args(int argc, char **argv, struct status_opts *opts)
 {
-    const char *config = NULL, *data_dir = NULL;
-    long shards = 0;
+    memset(opts, 0, sizeof *opts);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_status_help(); return 0; }
         if (!strcmp(o, "--shards")) {
             const char *val = cli_value(argc, argv, &i);
-            if (!val || cli_int(o, val, 1, SHARD_MAX, &shards)) return 2;
+            if (!val || cli_int(o, val, 1, SHARD_MAX, &opts->shards)) return 2;
         } else if (!strcmp(o, "--data-dir")) {
-            if (!(data_dir = cli_value(argc, argv, &i))) return 2;
+            if (!(opts->data_dir = cli_value(argc, argv, &i))) return 2;
         } else if (o[0] == '-') {
             return cli_errorf("slurm-status: unknown option '%s' (see evictbench slurm-status --help)", o), 2;
-        } else if (config) {
-            return cli_errorf("slurm-status: more than one config given ('%s', '%s')", config, o), 2;
+        } else if (opts->config) {
+            return cli_errorf("slurm-status: more than one config given ('%s', '%s')", opts->config, o), 2;
         } else {
-            config = o;
+            opts->config = o;
         }
     }
-    if (!config) return cli_error("slurm-status: missing CONFIG (a .json file or a name in experiments/)"), 2;
+    if (!opts->config) return cli_error("slurm-status: missing CONFIG (a .json file or a name in experiments/)"), 2;
+    return ARGS_OK;
+}
 
-    struct eb_err e = {0};
+/* What slurm-status gathers; status_free releases it. */
+struct status {
     struct exp_config cfg, copy;
-    memset(&copy, 0, sizeof copy);
     struct sweep sw;
-    memset(&sw, 0, sizeof sw);
-    int *of = NULL, rc = 1, have_sacct = 0;
-    char (*states)[SLURM_STATE_LEN] = NULL;
-    char (*ids)[SLURM_ID_LEN] = NULL;
-    const char **keys = NULL;
-    if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
-    char dir[4096], since[64], copy_path[4096 + 300];
-    int submitted = 0;
-    if (shard_job_dir(cfg.name, dir, sizeof dir, 0, &e) ||
-        slurm_last_job(dir, &submitted, since, sizeof since, &e)) {
-        cli_error(e.msg);
-        goto done;
-    }
-    if (!shards) shards = submitted;
-    if (!shards) {
-        cli_errorf("slurm-status: %s: no submission recorded in %s/jobs.tsv (give --shards N)",
-                   cfg.name, dir);
-        goto done;
-    }
-    /* The points as the tasks see them: from the config copy they read. */
-    snprintf(copy_path, sizeof copy_path, "%s/%s.json", dir, eb_base_name(dir));
-    const struct exp_config *use = &cfg;
-    if (access(copy_path, R_OK) == 0) {
-        if (exp_config_load(copy_path, &copy, &e)) { cli_error(e.msg); goto done; }
-        use = &copy;
-    }
-    if (expand(use, data_dir, &sw, &e) || shard_assign_sweep(&sw, (int)shards, &of, &e)) {
-        cli_error(e.msg);
-        goto done;
-    }
-    states = calloc((size_t)shards, sizeof *states);
-    ids = calloc((size_t)shards, sizeof *ids);
-    keys = calloc((size_t)(sw.n ? sw.n : 1), sizeof *keys);
-    if (!states || !ids || !keys) { cli_error("slurm-status: out of memory"); goto done; }
-    int have_queue = slurm_task_states(eb_base_name(dir), since, (int)shards, states, ids, &have_sacct, &e) == 0;
-    if (!have_queue) fprintf(stderr, "evictbench: note: no task states: %s\n", e.msg);
+    long shards;
+    int *of;                    /* of[i]: the shard of point i */
+    char (*states)[SLURM_STATE_LEN];
+    char (*ids)[SLURM_ID_LEN];
+    const char **keys;          /* scratch: one shard's run keys */
+    char dir[4096], since[64];
+    int have_queue, have_sacct;
+};
 
+static void status_free(struct status *st)
+{
+    free(st->states);
+    free(st->ids);
+    free(st->keys);
+    free(st->of);
+    sweep_free(&st->sw);
+    exp_config_free(&st->copy);
+    exp_config_free(&st->cfg);
+}
+
+/* The job's directory, first submission time and shard count; 0, or 1 after
+ * reporting the error. */
+static int find_submission(struct status *st, struct eb_err *e)
+{
+    int submitted = 0;
+    if (shard_job_dir(st->cfg.name, st->dir, sizeof st->dir, 0, e) ||
+        slurm_last_job(st->dir, &submitted, st->since, sizeof st->since, e))
+        return cli_error(e->msg);
+    if (!st->shards) st->shards = submitted;
+    if (!st->shards)
+        return cli_errorf("slurm-status: %s: no submission recorded in %s/jobs.tsv (give --shards N)",
+                          st->cfg.name, st->dir);
+    return 0;
+}
+
+/* The points and their shards, as the tasks see them, and room for the task
+ * states; 0, or 1 after reporting the error. */
+static int load_shard_points(struct status *st, const char *data_dir, struct eb_err *e)
+{
+    char copy_path[4096 + 300];
+    /* The points as the tasks see them: from the config copy they read. */
+    snprintf(copy_path, sizeof copy_path, "%s/%s.json", st->dir, eb_base_name(st->dir));
+    const struct exp_config *use = &st->cfg;
+    if (access(copy_path, R_OK) == 0) {
+        if (exp_config_load(copy_path, &st->copy, e)) return cli_error(e->msg);
+        use = &st->copy;
+    }
+    if (expand(use, data_dir, &st->sw, e) || shard_assign_sweep(&st->sw, (int)st->shards, &st->of, e))
+        return cli_error(e->msg);
+    st->states = calloc((size_t)st->shards, sizeof *st->states);
+    st->ids = calloc((size_t)st->shards, sizeof *st->ids);
+    st->keys = calloc((size_t)(st->sw.n ? st->sw.n : 1), sizeof *st->keys);
+    if (!st->states || !st->ids || !st->keys) return cli_error("slurm-status: out of memory");
+    return 0;
+}
+
+/* Count shard s's points by their status in its database into t (t->keys
+ * filled here); 0, or 1 after reporting the error.  An unreadable database is
+ * only noted. */
+static int tally_shard(const struct status *st, int s, struct tally *t, struct eb_err *e)
+{
+    for (int i = 0; i < st->sw.n; i++)
+        if (st->of[i] == s) st->keys[t->n++] = st->sw.pts[i].run_key;
+    char db[4096];
+    if (shard_default_db(st->cfg.name, s, (int)st->shards, db, sizeof db, 0, e)) return cli_error(e->msg);
+    struct store *store = NULL;
+    struct eb_err de = {0};
+    if (access(db, F_OK) == 0) {
+        if (store_open_readonly(db, &store, &de) ||
+            store_query(store, "SELECT run_key, status FROM runs", tally_row, t, &de))
+            fprintf(stderr, "evictbench: note: %s\n", de.msg);
+        store_close(store);
+    }
+    return 0;
+}
+
+/* One row of the table: its points, done, oom, failed, running and left. */
+struct status_row {
+    int pts, ok, oom, err, run, left;
+};
+
+static void print_status_row(const char *name, const char *task, const char *state,
+                             const struct status_row *r)
+{
+    printf("%-9s %-14s %-11s %6d %5d %4d %6d %7d %5d\n", name, task, state, r->pts, r->ok,
+           r->oom, r->err, r->run, r->left);
+}
+
+/* Tally shard s and print its row, adding it to tot; 0, or 1 after
+ * reporting the error. */
+static int print_shard_row(const struct status *st, int s, struct status_row *tot, struct eb_err *e)
+{
+    struct tally t = {st->keys, 0, 0, 0, 0};
+    if (tally_shard(st, s, &t, e)) return 1;
+    const char *state = st->states[s - 1][0] ? st->states[s - 1]
+                        : st->have_queue && !st->have_sacct ? "not queued" : "-";
+    int left = t.n - t.ok - t.oom;
+    int running = !strcmp(state, "RUNNING") && left > 0 ? 1 : 0;
+    struct status_row r = {t.n, t.ok, t.oom, t.error, running, left - running};
+    char name[32];
+    snprintf(name, sizeof name, "%d/%ld", s, st->shards);
+    print_status_row(name, st->ids[s - 1][0] ? st->ids[s - 1] : "-", state, &r);
+    tot->pts += r.pts;
+    tot->ok += r.ok;
+    tot->oom += r.oom;
+    tot->err += r.err;
+    tot->run += r.run;
+    tot->left += r.left;
+    return 0;
+}
+
+/* The table of shards and the total; 0, or 1 after reporting the error. */
+static int print_status_table(const struct status *st, struct eb_err *e)
+{
     printf("%-9s %-14s %-11s %6s %5s %4s %6s %7s %5s\n", "shard", "task", "state", "points",
            "done", "oom", "failed", "running", "left");
-    int tot_pts = 0, tot_ok = 0, tot_oom = 0, tot_err = 0, tot_run = 0, tot_left = 0;
-    for (int s = 1; s <= shards; s++) {
-        struct tally t = {keys, 0, 0, 0, 0};
-        for (int i = 0; i < sw.n; i++)
-            if (of[i] == s) keys[t.n++] = sw.pts[i].run_key;
-        char db[4096];
-        if (shard_default_db(cfg.name, s, (int)shards, db, sizeof db, 0, &e)) { cli_error(e.msg); goto done; }
-        struct store *st = NULL;
-        struct eb_err de = {0};
-        if (access(db, F_OK) == 0) {
-            if (store_open_readonly(db, &st, &de) ||
-                store_query(st, "SELECT run_key, status FROM runs", tally_row, &t, &de))
-                fprintf(stderr, "evictbench: note: %s\n", de.msg);
-            store_close(st);
-        }
-        const char *state = states[s - 1][0] ? states[s - 1] : have_queue && !have_sacct ? "not queued" : "-";
-        int left = t.n - t.ok - t.oom;
-        int running = !strcmp(state, "RUNNING") && left > 0 ? 1 : 0;
-        char name[32];
-        snprintf(name, sizeof name, "%d/%ld", s, shards);
-        printf("%-9s %-14s %-11s %6d %5d %4d %6d %7d %5d\n", name, ids[s - 1][0] ? ids[s - 1] : "-",
-               state, t.n, t.ok, t.oom, t.error, running, left - running);
-        tot_pts += t.n;
-        tot_ok += t.ok;
-        tot_oom += t.oom;
-        tot_err += t.error;
-        tot_run += running;
-        tot_left += left - running;
-    }
-    printf("%-9s %-14s %-11s %6d %5d %4d %6d %7d %5d\n", "total", "", "", tot_pts, tot_ok, tot_oom,
-           tot_err, tot_run, tot_left);
-    if (!have_sacct)
+    struct status_row tot = {0, 0, 0, 0, 0, 0};
+    for (int s = 1; s <= st->shards; s++)
+        if (print_shard_row(st, s, &tot, e)) return 1;
+    print_status_row("total", "", "", &tot);
+    if (!st->have_sacct)
         fprintf(stderr, "(sacct gave nothing: accounting is off, so a task that has left the queue "
                         "shows no state; its database says how far it got)\n");
-    rc = 0;
+    return 0;
+}
+
+int cmd_slurm_status(int argc, char **argv)
+{
+    struct status_opts opts;
+    int rc = parse_status_args(argc, argv, &opts);
+    if (rc != ARGS_OK) return rc;
+    struct eb_err e = {0};
+    struct status st;
+    memset(&st, 0, sizeof st);
+    st.shards = opts.shards;
+    if (exp_config_load(opts.config, &st.cfg, &e)) return cli_error(e.msg);
+    rc = 1;
+    if (find_submission(&st, &e) || load_shard_points(&st, opts.data_dir, &e)) goto done;
+    st.have_queue = slurm_task_states(eb_base_name(st.dir), st.since, (int)st.shards, st.states, st.ids,
+                                      &st.have_sacct, &e) == 0;
+    if (!st.have_queue) fprintf(stderr, "evictbench: note: no task states: %s\n", e.msg);
+    rc = print_status_table(&st, &e);
 done:
-    free(states);
-    free(ids);
-    free(keys);
-    free(of);
-    sweep_free(&sw);
-    exp_config_free(&copy);
-    exp_config_free(&cfg);
+    status_free(&st);
     return rc;
 }

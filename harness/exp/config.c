@@ -397,6 +397,10 @@ static int parse_limits(struct ctx *c, const cJSON *root, struct exp_config *cfg
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "steer_vector"))) {
         if (get_string(c, f, "$.steer_vector", &cfg->steer_vector)) return -1;
     }
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "weights"))) {
+        if (!cJSON_IsString(f) || model_weights_parse(f->valuestring, &cfg->weights))
+            return bad(c, "$.weights", "expected \"f32\" or \"native\"");
+    }
     return 0;
 }
 
@@ -426,7 +430,7 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     static const char *const keys[] = {
         "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
         "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
-        "max_kv_bytes", "seed", "steer_vector", NULL};
+        "max_kv_bytes", "seed", "steer_vector", "weights", NULL};
     if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
     if (check_keys(c, root, "$", keys)) return -1;
     const cJSON *f;

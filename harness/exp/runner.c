@@ -80,15 +80,18 @@ void runner_free(struct runner *r)
     free(r);
 }
 
-static int ensure_model(struct runner *r, const char *name, struct eb_err *e)
+static int ensure_model(struct runner *r, const char *name, enum model_weights weights,
+                        struct eb_err *e)
 {
-    if (r->model_name && !strcmp(r->model_name, name)) return 0;
+    if (r->model_name && !strcmp(r->model_name, name) && r->weights == weights) return 0;
     drop_model(r);
     if (!r->be && device_backend(r->o.device, r->o.threads, &r->be, e)) return -1;
     if (model_file_open(name, &r->mf, e)) return -1;
     struct eb_err te = {0};
     if (model_file_tokenizer(r->mf, &r->tok, &te)) r->tok = NULL; /* tests' tiny models */
-    if (model_load(r->mf, r->be, &r->m, e)) { drop_model(r); return -1; }
+    struct model_load_opts lo = {.weights = weights};
+    if (model_load_opts(r->mf, r->be, &lo, &r->m, e)) { drop_model(r); return -1; }
+    r->weights = weights;
     if (!(r->model_name = strdup(name))) { drop_model(r); return eb_fail(e, "out of memory"); }
     r->think_end_id = r->tok ? tokenizer_find(r->tok, "</think>") : -1;
     return 0;
@@ -119,13 +122,15 @@ void run_output_free(struct run_output *o)
     memset(o, 0, sizeof *o);
 }
 
-/* params_json as stored: the point's parameters, the resolved policy spec and,
- * for padded/grouped, the pad slots the left-padded batches held. */
-char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens)
+/* params_json as stored: the point's parameters, the resolved policy spec, the
+ * weight mode and, for padded/grouped, the pad slots the left-padded batches held. */
+char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
+                    long pad_tokens)
 {
     cJSON *o = cJSON_Parse(pt->params_json);
     if (!o) return NULL;
     if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
+    cJSON_AddStringToObject(o, "weights", model_weights_name(cfg->weights));
     if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED)
         cJSON_AddNumberToObject(o, "pad_tokens", (double)pad_tokens);
     char *s = cJSON_PrintUnformatted(o);
@@ -329,7 +334,7 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
     out->run.peak_kv_bytes = (int64_t)g->peak_kv;
     out->run.mean_kv_bytes = g->kv_steps > 0 ? g->kv_sum / (double)g->kv_steps : NAN;
-    if (!(out->run.params_json = own(out, stored_params(g->pt, g->pp.spec, g->pad_tokens))))
+    if (!(out->run.params_json = own(out, stored_params(g->cfg, g->pt, g->pp.spec, g->pad_tokens))))
         return eb_fail(e, "out of memory");
     return 0;
 }
@@ -354,7 +359,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     struct gen_run g;
     memset(&g, 0, sizeof g);
     g.t_point = now_s();
-    if (ensure_model(r, pt->model, e)) return -1;
+    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
     g.grader = dspec ? dspec->grader : "math";
@@ -446,7 +451,7 @@ int runner_run_point(struct runner *r, const struct exp_config *cfg, const struc
     memset(out, 0, sizeof *out);
     const struct runner_item *items = r->o.items;
     int n = r->o.n_items;
-    if (ensure_model(r, pt->model, e)) return -1;
+    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
     if (!items) {
         if (load_items(r, cfg, pt, e)) return -1;
         items = r->items;
@@ -460,7 +465,7 @@ int runner_run_items(struct runner *r, const struct exp_config *cfg, const struc
                      struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (ensure_model(r, pt->model, e)) return -1;
+    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     if (cfg->mode == EXP_MODE_FIDELITY) return run_fidelity(r, cfg, pt, items, n, out, e);
     return run_generate(r, cfg, pt, items, n, out, e);

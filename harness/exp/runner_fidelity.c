@@ -199,7 +199,7 @@ int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sw
     out->run.wall_s = now_s() - t0;
     out->run.gen_tokens = gen_tokens;
     out->run.peak_kv_bytes = (int64_t)peak;
-    if (!(out->run.params_json = own(out, stored_params(pt, pp.spec, 0)))) {
+    if (!(out->run.params_json = own(out, stored_params(cfg, pt, pp.spec, 0)))) {
         eb_fail(e, "out of memory");
         goto fail;
     }

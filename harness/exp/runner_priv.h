@@ -17,6 +17,7 @@ struct runner {
     char *model_name;
     struct model_file *mf;
     struct model *m;
+    enum model_weights weights; /* how m was loaded */
     struct tokenizer *tok;     /* NULL: the model file has none */
     int think_end_id;          /* "</think>" or -1 */
     /* the prompts of the last point, tokenised */
@@ -109,7 +110,8 @@ int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int max
                           int pad_id, struct eb_err *e);
 void report(struct runner *r, const struct runner_progress *in);
 void set_error(struct run_output *o, const char *msg);
-char *stored_params(const struct sweep_point *pt, const char *spec, long pad_tokens);
+char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
+                    long pad_tokens);
 int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
                 const struct runner_item *it, const char *grader, int think_open,
                 const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e);

@@ -113,6 +113,9 @@ static char *extra_json(const struct exp_config *c)
     if (c->max_total_tokens) cJSON_AddNumberToObject(o, "max_total_tokens", c->max_total_tokens);
     if (c->max_kv_bytes) cJSON_AddNumberToObject(o, "max_kv_bytes", (double)c->max_kv_bytes);
     cJSON_AddStringToObject(o, "mode", c->mode == EXP_MODE_FIDELITY ? "fidelity" : "generate");
+    /* Native weights change the numbers (8-bit activations), so they make another key. */
+    if (c->weights != MODEL_WEIGHTS_F32)
+        cJSON_AddStringToObject(o, "weights", model_weights_name(c->weights));
     /* A steering vector changes results through its contents, not its name. */
     char hex[65];
     if (c->steer_vector && file_sha256(c->steer_vector, hex) == 0)
