@@ -398,8 +398,9 @@ static int parse_limits(struct ctx *c, const cJSON *root, struct exp_config *cfg
         if (get_string(c, f, "$.steer_vector", &cfg->steer_vector)) return -1;
     }
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "weights"))) {
-        if (!cJSON_IsString(f) || model_weights_parse(f->valuestring, &cfg->weights))
-            return bad(c, "$.weights", "expected \"f32\" or \"native\"");
+        if (cJSON_IsString(f) && !strcmp(f->valuestring, "f32")) cfg->weights = MODEL_WEIGHTS_F32;
+        else if (cJSON_IsString(f) && !strcmp(f->valuestring, "native")) cfg->weights = MODEL_WEIGHTS_NATIVE;
+        else return bad(c, "$.weights", "expected \"f32\" or \"native\"");
     }
     return 0;
 }

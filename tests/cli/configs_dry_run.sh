@@ -15,7 +15,7 @@ for f in experiments/*.json; do
     if ! env -u EVICTBENCH_DATA "$BIN" exp "$f" --dry-run >"$TMP/out" 2>"$TMP/err"; then
         echo "FAIL $f: exit $?"; cat "$TMP/err"; fail=1; continue
     fi
-    points=$(sed -n 's/^\([0-9]*\) point(s)$/\1/p' "$TMP/out")
+    points=$(sed -n 's/^\([0-9]*\) point(s).*$/\1/p' "$TMP/out")
     if grep -q 'dataset .* is not available' "$TMP/err" || [ -z "$points" ] || [ "$points" -lt 1 ]; then
         echo "FAIL $f:"; cat "$TMP/out" "$TMP/err" | tail -n 5; fail=1
     else

@@ -3,7 +3,7 @@
 # into tools/fuzz/out/ with libFuzzer, ASan and UBSan.
 #
 # Each fuzzer lists the library sources it needs in one comment line:
-#     // fuzz-sources: model/gguf.c model/quant.c util/err.c
+#     // fuzz-sources: model/gguf.c kernels/quant.c util/err.c
 # and, if it needs system libraries, another:
 #     // fuzz-libs: -lcjson
 # Sources are compiled directly (not from build/libevictbench.a) so that all

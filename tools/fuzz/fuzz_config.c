@@ -1,4 +1,4 @@
-// fuzz-sources: harness/exp/config.c harness/exp/config_resources.c harness/exp/prompt.c datasets/registry.c datasets/dataset.c datasets/synthetic.c datasets/load.c datasets/jsonl.c model/modelfile.c model/registry.c model/chat.c model/gguf.c model/safetensors.c model/hfconfig.c model/quant.c model/tokenizer.c model/tokenizer_json.c model/tokenizer_gguf.c model/bpe.c model/pretok.c model/unicode.c model/unicode_data.c model/utf8_stream.c util/err.c util/repo_file.c
+// fuzz-sources: harness/exp/config.c harness/exp/config_resources.c harness/exp/prompt.c datasets/registry.c datasets/dataset.c datasets/synthetic.c datasets/load.c datasets/jsonl.c datasets/checksum.c util/sha256.c model/modelfile.c model/registry.c model/chat.c model/gguf.c model/safetensors.c model/hfconfig.c kernels/quant.c model/tokenizer.c model/tokenizer_json.c model/tokenizer_gguf.c model/bpe.c model/pretok.c model/unicode.c model/unicode_data.c model/utf8_stream.c util/err.c util/repo_file.c
 // fuzz-libs: -lcjson
 /* fuzz_config.c - libFuzzer entry for the experiment config parser
  * (harness/exp/config.c).  Every input is parsed as a config's text; an
