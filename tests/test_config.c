@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/exp/config.h"
+#include "util/sha256.h"
 #include "harness/exp/runner.h"
 #include "harness/exp/sweep.h"
 #include "test.h"
@@ -41,7 +42,7 @@ static void test_errors_have_paths(void)
     expect_error("{" BASE ", \"bugdets\": [64]}",
                  "x.json: $.bugdets: unknown key (known: name description mode models datasets "
                  "prompt policies budgets batch_sizes batching sampling max_new_tokens "
-                 "max_total_tokens max_kv_bytes seed steer_vector)");
+                 "max_total_tokens max_kv_bytes seed steer_vector weights)");
     expect_error("{\"models\": \"m\", \"datasets\": [{\"name\": \"gsm8k\", \"limt\": 5}]}",
                  "x.json: $.datasets[0].limt: unknown key (known: name limit offset)");
     expect_error("{\"models\": \"m\", \"datasets\": [\"gsm8k\", {\"name\": \"gsm8k\", \"limit\": 0}]}",
@@ -213,6 +214,21 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* A data directory of one's own lists its files in SHA256SUMS (datasets/checksum.c). */
+static void write_dataset(const char *dir, const char *name, const char *text)
+{
+    char path[512], hex[65];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    write_file(path, text);
+    sha256_hex(text, strlen(text), hex);
+    snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "%s  %s\n", hex, name);
+    fclose(f);
+}
+
 #define GSM_LINE(i, q, a) "{\"id\": \"g" #i "\", \"question\": \"" q "\", \"answer\": \"#### " a "\"}\n"
 
 /* The key carries the contents of the dataset slice: an edited line inside
@@ -226,20 +242,22 @@ static void test_run_key_data(void)
     const char *cfg = "{\"models\": \"nosuch-model\", \"datasets\": {\"name\": \"gsm8k\", \"limit\": 2},"
                       " \"policies\": \"fullkv\"}";
     char k0[65], k1[65], k2[65], h[65];
-    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "6"));
+    write_dataset(dir, "gsm8k_test.jsonl", GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "6"));
     CHECK(first_key_in(cfg, dir, k0) == 0);
     struct eb_err e = {0};
     CHECK(sweep_data_hash("gsm8k", dir, 0, 2, h, &e) == 0);
     CHECK(strcmp(h, "absent") != 0 && strlen(h) == 64);
     /* a line after the slice: same key */
-    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "7"));
+    write_dataset(dir, "gsm8k_test.jsonl", GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "4") GSM_LINE(2, "3+3?", "7"));
     CHECK(first_key_in(cfg, dir, k1) == 0);
     CHECK_STR(k0, k1);
     /* the second line's answer: a new key */
-    write_file(path, GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "5") GSM_LINE(2, "3+3?", "7"));
+    write_dataset(dir, "gsm8k_test.jsonl", GSM_LINE(0, "1+1?", "2") GSM_LINE(1, "2+2?", "5") GSM_LINE(2, "3+3?", "7"));
     CHECK(first_key_in(cfg, dir, k2) == 0);
     CHECK_MSG(strcmp(k0, k2) != 0, "an edited dataset line kept the key %s", k0);
     /* absent data (a dry run) still expands, with its own key */
+    remove(path);
+    snprintf(path, sizeof path, "%s/SHA256SUMS", dir);
     remove(path);
     CHECK(sweep_data_hash("gsm8k", dir, 0, 2, h, &e) == 0);
     CHECK_STR(h, "absent");
