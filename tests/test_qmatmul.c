@@ -169,6 +169,63 @@ static void test_dot_kernels(void)
     }
 }
 
+/* The multi-row kernels against the 1-row kernel of the same level, bit for
+ * bit (they promise the same float operations in the same order), on
+ * QDOT_ROWS activation rows of different magnitudes, one of them all zero,
+ * laid out with a padded stride.  Every type the decode path relies on must
+ * have one where AVX2 runs, so this cannot pass by finding no kernel. */
+static void check_dot_rows(enum weight_type t, int k, enum cpu_simd level)
+{
+    qdot_rows_fn dots = qdot_rows_for(t, level);
+    qdot_fn dot = qdot_for(t, level);
+    enum qact_kind kind = (enum qact_kind)qact_kind_of(t);
+    size_t stride = qact_row_bytes(kind, k) + 64; /* padding the kernel must skip */
+    uint8_t *w = random_weights(t, 1, k);
+    uint8_t *act = malloc(stride * QDOT_ROWS);
+    float *x = malloc((size_t)k * sizeof *x);
+    if (!w || !act || !x || !dots || !dot) { CHECK(0); goto done; }
+    memset(act, 0xA5, stride * QDOT_ROWS);
+    for (int r = 0; r < QDOT_ROWS; r++) {
+        float scale = r == 1 ? 0.0f : (float)(r + 1) * (r == 2 ? 40.0f : 1.0f);
+        for (int i = 0; i < k; i++) x[i] = rnd_f() * scale * (i % 5 == 0 ? 3.0f : 1.0f);
+        qact_quantize_row(kind, x, act + (size_t)r * stride, k);
+    }
+    float got[QDOT_ROWS];
+    dots(k, w, act, stride, got);
+    int nonzero = 0;
+    for (int r = 0; r < QDOT_ROWS; r++) {
+        float want = dot(k, w, act + (size_t)r * stride);
+        nonzero += want != 0.0f;
+        CHECK_MSG(memcmp(&got[r], &want, sizeof want) == 0, "%s k=%d rows kernel row %d: %.9g, 1-row %.9g",
+                  quant_type_name(t), k, r, got[r], want);
+    }
+    CHECK_MSG(nonzero >= QDOT_ROWS - 1, "%s k=%d: rows vanished", quant_type_name(t), k);
+done:
+    free(w); free(act); free(x);
+}
+
+static void test_dot_rows_kernels(void)
+{
+    static const enum weight_type needed[] = {WEIGHT_Q4_0, WEIGHT_Q4_1, WEIGHT_Q5_0, WEIGHT_Q5_1,
+                                              WEIGHT_Q8_0, WEIGHT_Q4_K, WEIGHT_Q5_K, WEIGHT_Q6_K};
+    /* scalar has no multi-row kernels: the matmul falls back to 1-row dots */
+    for (int i = 0; i < N_TYPES; i++) CHECK(qdot_rows_for(all_types[i], CPU_SIMD_SCALAR) == NULL);
+    if (cpu_simd_level() != CPU_SIMD_AVX2) {
+        fprintf(stderr, "  note: no AVX2 here: multi-row kernels not run\n");
+        return;
+    }
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        CHECK_MSG(qdot_rows_avx2(needed[i]) != NULL, "no multi-row kernel for %s",
+                  quant_type_name(needed[i]));
+        int ks[] = {256, 512, 2048, 256 * 3};
+        for (int j = 0; j < 4; j++)
+            for (int rep = 0; rep < 3; rep++) check_dot_rows(needed[i], ks[j], CPU_SIMD_AVX2);
+    }
+    /* f32-activation types keep their 1-row kernels */
+    CHECK(qdot_rows_avx2(WEIGHT_F32) == NULL && qdot_rows_avx2(WEIGHT_F16) == NULL &&
+          qdot_rows_avx2(WEIGHT_BF16) == NULL);
+}
+
 /* Zero blocks, extreme quants: activations of 0 and one hot value. */
 static void test_dot_edge_values(void)
 {
@@ -267,44 +324,47 @@ static void test_matmul_scalar_forced(void)
     be->destroy(be);
 }
 
-/* Small batches (below the sgemm-panel size, 8) run the integer kernels
- * tile by tile: a batch of 7 must equal 7 batches of one exactly (the same
- * kernel on the same quantized rows). */
+/* Small batches (below the sgemm-panel size, 33) run the integer kernels
+ * tile by tile: a batch of 7 (one multi-row group of QDOT_ROWS = 4, then 3
+ * single rows) and one of 32 must equal batches of one exactly (the same
+ * float operations on the same quantized rows). */
 static void test_matmul_batch_matches_single(void)
 {
     struct backend *be = backend_cpu_create(2);
-    int n = 70, k = 768, m = 7;
+    enum { N = 70, K = 768, BIG = 40 };
+    int exact_ms[] = {7, 32};
     for (int i = 0; i < N_TYPES; i++) {
         enum weight_type t = all_types[i];
         if (t == WEIGHT_F32) continue; /* OpenBLAS sums in shape-dependent order */
-        uint8_t *w = random_weights(t, n, k);
-        float *x = malloc((size_t)m * k * sizeof *x), *y = malloc((size_t)m * n * sizeof *y);
-        float y1[70];
-        for (size_t j = 0; j < (size_t)m * k; j++) x[j] = rnd_f();
-        struct weight *wt = be->weight_create(be, t, n, k, w, 0, 0);
-        CHECK(wt && wt->bytes == quant_row_bytes((int)t, k) * n && wt->data != w);
-        be->matmul(be, y, x, wt, NULL, m);
-        for (int r = 0; r < m; r++) {
-            be->matmul(be, y1, x + (size_t)r * k, wt, NULL, 1);
-            CHECK_MSG(memcmp(y1, y + (size_t)r * n, sizeof y1) == 0, "%s row %d",
-                      quant_type_name(t), r);
+        uint8_t *w = random_weights(t, N, K);
+        float *x = malloc((size_t)BIG * K * sizeof *x), *y = malloc((size_t)BIG * N * sizeof *y);
+        float y1[N];
+        struct weight *wt = w ? be->weight_create(be, t, N, K, w, 0, 0) : NULL;
+        CHECK(wt && wt->bytes == quant_row_bytes((int)t, K) * N && wt->data != w);
+        if (!x || !y || !wt) { CHECK(0); goto next; }
+        for (size_t j = 0; j < (size_t)BIG * K; j++) x[j] = rnd_f();
+        for (int e = 0; e < 2; e++) {
+            int m = exact_ms[e];
+            be->matmul(be, y, x, wt, NULL, m);
+            for (int r = 0; r < m; r++) {
+                be->matmul(be, y1, x + (size_t)r * K, wt, NULL, 1);
+                CHECK_MSG(memcmp(y1, y + (size_t)r * N, sizeof y1) == 0, "%s m=%d row %d",
+                          quant_type_name(t), m, r);
+            }
         }
-        /* 16 rows take the sgemm panels: the same values, summed in another order */
-        float *y16 = malloc((size_t)16 * n * sizeof *y16), *x16 = malloc((size_t)16 * k * sizeof *x16);
-        for (size_t j = 0; j < (size_t)16 * k; j++) x16[j] = rnd_f();
-        be->matmul(be, y16, x16, wt, NULL, 16);
-        for (int r = 0; r < 16; r++) {
-            be->matmul(be, y1, x16 + (size_t)r * k, wt, NULL, 1);
+        /* BIG rows take the sgemm panels: the same values, summed in another order */
+        be->matmul(be, y, x, wt, NULL, BIG);
+        for (int r = 0; r < BIG; r++) {
+            be->matmul(be, y1, x + (size_t)r * K, wt, NULL, 1);
             double err = 0, mag = 0;
-            for (int c = 0; c < n; c++) {
-                err = fmax(err, fabs(y1[c] - y16[(size_t)r * n + c]));
+            for (int c = 0; c < N; c++) {
+                err = fmax(err, fabs(y1[c] - y[(size_t)r * N + c]));
                 mag = fmax(mag, fabs(y1[c]));
             }
             CHECK_MSG(err <= 1e-5 * mag, "%s panel row %d: %g of %g", quant_type_name(t), r, err, mag);
         }
-        free(y16);
-        free(x16);
-        be->weight_free(be, wt);
+    next:
+        if (wt) be->weight_free(be, wt);
         free(w); free(x); free(y);
     }
     be->destroy(be);
@@ -376,6 +436,7 @@ int main(void)
 {
     RUN(test_dot_kernels);
     RUN(test_dot_edge_values);
+    RUN(test_dot_rows_kernels);
     RUN(test_matmul_default);
     RUN(test_matmul_scalar_forced);
     RUN(test_matmul_batch_matches_single);

@@ -77,9 +77,14 @@ struct backend *backend_cpu_create(int n_threads)
     }
     impl->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
     impl->simd = cpu_simd_level();
-    /* From this batch size on, f32 panels + sgemm beat the integer kernels
-     * (measured with `evictbench bench`; see cpu_weight.c). */
-    impl->panel_min_m = 8;
+    /* From this batch size on, f32 panels + sgemm are used.  With the
+     * multi-row integer kernels, a Q4_K 1536 x 8960 matmul on one thread
+     * cost per x row: integer 0.66 / 0.55 / 0.73 ms at m = 8 / 16 / 32,
+     * panels 1.82 / 1.16 / 0.86 (Q6_K 8960 x 1536 alike; timed on a shared
+     * machine).  So decode batches up to 32 stay on the integer path (bitwise
+     * equal to batch 1) and prefill takes the panels.  (Small-k Q4_1 / Q8_0,
+     * SmolLM's, tie at 16 and favour panels by up to 1.4x at 32.) */
+    impl->panel_min_m = 33;
     const char *pm = getenv("EVICTBENCH_CPU_PANEL_M");
     if (pm && atoi(pm) > 0) impl->panel_min_m = atoi(pm);
     be->name = "cpu";

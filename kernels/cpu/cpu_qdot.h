@@ -46,6 +46,18 @@ qdot_fn qdot_scalar(enum weight_type t);
 qdot_fn qdot_avx2(enum weight_type t);
 qdot_fn qdot_for(enum weight_type t, enum cpu_simd level);
 
+/* Dots of one weight row with QDOT_ROWS prepared activation rows (row i at
+ * act + i * act_stride): the weight blocks are unpacked once for all rows,
+ * which is what makes batched decode cheaper than QDOT_ROWS single dots.
+ * out[i] is bitwise the 1-row kernel's result for row i (the same float
+ * operations in the same order; only exact integer sums are shared).  NULL
+ * when the type has no such kernel at this level (use the 1-row kernel). */
+enum { QDOT_ROWS = 4 };
+typedef void (*qdot_rows_fn)(int k, const void *w_row, const void *act, size_t act_stride,
+                             float out[QDOT_ROWS]);
+qdot_rows_fn qdot_rows_avx2(enum weight_type t);
+qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
+
 /* Dequantize one row of k values of type t to f32, bitwise as
  * quant_dequantize does; NULL when there is no SIMD version (use
  * quant_dequantize). */

@@ -298,6 +298,20 @@ static __m256i scaled_pair(__m256i q, const int8_t *xq, int lo, int hi)
     return _mm256_madd_epi16(p, s);
 }
 
+/* sum_s sc[s] * bsums[s] over the 16 sub-blocks of a Q6_K block (exact:
+ * |sum| <= 16 * 128 * 16 * 127, far inside int32). */
+static int scales_bsums_dot(const int8_t sc[16], const int16_t bsums[16])
+{
+    __m128i s8 = _mm_loadu_si128((const __m128i *)sc);
+    __m128i p = _mm_add_epi32(
+        _mm_madd_epi16(_mm_cvtepi8_epi16(s8), _mm_loadu_si128((const __m128i *)bsums)),
+        _mm_madd_epi16(_mm_cvtepi8_epi16(_mm_srli_si128(s8, 8)),
+                       _mm_loadu_si128((const __m128i *)(bsums + 8))));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0x4E));
+    p = _mm_add_epi32(p, _mm_shuffle_epi32(p, 0xB1));
+    return _mm_cvtsi128_si32(p);
+}
+
 static float dot_q6_k(int k, const void *wv, const void *xv)
 {
     const block_q6_k *w = wv;
@@ -308,8 +322,7 @@ static float dot_q6_k(int k, const void *wv, const void *xv)
     for (int b = 0; b < k / QK_K; b++) {
         const int8_t *sc = w[b].scales;
         /* (q - 32) with unsigned q: subtract 32 * sum(x) per sub-block afterwards */
-        int offset = 0;
-        for (int s = 0; s < 16; s++) offset += sc[s] * x[b].bsums[s];
+        int offset = scales_bsums_dot(sc, x[b].bsums);
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
             __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
@@ -334,6 +347,230 @@ static float dot_q6_k(int k, const void *wv, const void *xv)
         offsets += d * (float)(32 * offset);
     }
     return hsum(acc) - offsets;
+}
+
+/* ---- QDOT_ROWS activation rows per weight row (batched decode) ----
+ * Each weight block is unpacked once, then multiplied with every row.  Per
+ * row, the float work (block scale times the integer sum, fused into acc; the
+ * min / offset terms) is the 1-row kernel's, in the same order, so the results
+ * are bitwise equal; integer sums are exact whatever their order. */
+
+/* Row r's block b of a q8_32 / q8_256 prepared batch. */
+static const block_q8_32 *act32(const void *act, size_t stride, int r, int b)
+{
+    return (const block_q8_32 *)((const uint8_t *)act + (size_t)r * stride) + b;
+}
+
+static const block_q8_256 *act256(const void *act, size_t stride, int r, int b)
+{
+    return (const block_q8_256 *)((const uint8_t *)act + (size_t)r * stride) + b;
+}
+
+/* Signed quants q (block scale dw) times block b of every row: dot_i8 per row. */
+static inline void rows_i8(__m256i q, float dw, const void *act, size_t stride, int b,
+                           __m256 acc[QDOT_ROWS])
+{
+    __m256i aq = _mm256_sign_epi8(q, q);
+    for (int r = 0; r < QDOT_ROWS; r++) {
+        const block_q8_32 *x = act32(act, stride, r, b);
+        __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(load32(x->qs), q));
+        __m256i i = _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x->d), _mm256_cvtepi32_ps(i), acc[r]);
+    }
+}
+
+/* Unsigned quants q (scale dw, min dm): dot_u8 per row, plus the min term. */
+static inline void rows_u8(__m256i q, float dw, float dm, const void *act, size_t stride, int b,
+                           __m256 acc[QDOT_ROWS], float mins[QDOT_ROWS])
+{
+    for (int r = 0; r < QDOT_ROWS; r++) {
+        const block_q8_32 *x = act32(act, stride, r, b);
+        __m256i i = dot_u8(q, load32(x->qs));
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x->d), _mm256_cvtepi32_ps(i), acc[r]);
+        mins[r] += dm * x->s;
+    }
+}
+
+static void rows_begin(__m256 acc[QDOT_ROWS], float mins[QDOT_ROWS])
+{
+    for (int r = 0; r < QDOT_ROWS; r++) {
+        acc[r] = _mm256_setzero_ps();
+        mins[r] = 0.0f;
+    }
+}
+
+static void dots_q4_0(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q4_0 *w = wv;
+    __m256 acc[QDOT_ROWS];
+    float unused[QDOT_ROWS];
+    rows_begin(acc, unused);
+    for (int b = 0; b < k / QK; b++)
+        rows_i8(_mm256_sub_epi8(nibbles(w[b].qs), _mm256_set1_epi8(8)), f16(w[b].d), act, stride, b,
+                acc);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+}
+
+static void dots_q5_0(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q5_0 *w = wv;
+    __m256 acc[QDOT_ROWS];
+    float unused[QDOT_ROWS];
+    rows_begin(acc, unused);
+    for (int b = 0; b < k / QK; b++) {
+        __m256i hi = _mm256_andnot_si256(bits_to_bytes(u32(w[b].qh)), _mm256_set1_epi8((char)0xF0));
+        rows_i8(_mm256_or_si256(nibbles(w[b].qs), hi), f16(w[b].d), act, stride, b, acc);
+    }
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+}
+
+static void dots_q8_0(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q8_0 *w = wv;
+    __m256 acc[QDOT_ROWS];
+    float unused[QDOT_ROWS];
+    rows_begin(acc, unused);
+    for (int b = 0; b < k / QK; b++) rows_i8(load32(w[b].qs), f16(w[b].d), act, stride, b, acc);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+}
+
+static void dots_q4_1(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q4_1 *w = wv;
+    __m256 acc[QDOT_ROWS];
+    float mins[QDOT_ROWS];
+    rows_begin(acc, mins);
+    for (int b = 0; b < k / QK; b++)
+        rows_u8(nibbles(w[b].qs), f16(w[b].d), f16(w[b].m), act, stride, b, acc, mins);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) + mins[r];
+}
+
+static void dots_q5_1(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q5_1 *w = wv;
+    __m256 acc[QDOT_ROWS];
+    float mins[QDOT_ROWS];
+    rows_begin(acc, mins);
+    for (int b = 0; b < k / QK; b++) {
+        __m256i hi = _mm256_and_si256(bits_to_bytes(u32(w[b].qh)), _mm256_set1_epi8(0x10));
+        rows_u8(_mm256_or_si256(nibbles(w[b].qs), hi), f16(w[b].d), f16(w[b].m), act, stride, b,
+                acc, mins);
+    }
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) + mins[r];
+}
+
+static inline void dots_q45_k(int k, const void *wv, const void *act, size_t stride,
+                              float out[QDOT_ROWS], int five)
+{
+    const uint8_t *base = wv;
+    size_t bsize = five ? sizeof(block_q5_k) : sizeof(block_q4_k);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[QDOT_ROWS];
+    float mins[QDOT_ROWS];
+    rows_begin(acc, mins);
+    for (int b = 0; b < k / QK_K; b++) {
+        const uint8_t *blk = base + (size_t)b * bsize;
+        const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
+        uint8_t sc[8], mn[8];
+        scales_mins_k4(blk + 4, sc, mn);
+        __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
+        __m256i isum[QDOT_ROWS];
+        for (int r = 0; r < QDOT_ROWS; r++) isum[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = load32(qs + 32 * c);
+            __m256i lo = _mm256_and_si256(q, low4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            if (five) {
+                __m256i m0 = _mm256_set1_epi8((char)(1 << (2 * c)));
+                __m256i m1 = _mm256_set1_epi8((char)(1 << (2 * c + 1)));
+                __m256i h0 = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m0), m0);
+                __m256i h1 = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, m1), m1);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(h0, _mm256_set1_epi8(0x10)));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(h1, _mm256_set1_epi8(0x10)));
+            }
+            __m256i slo = _mm256_set1_epi16((short)sc[2 * c]);
+            __m256i shi = _mm256_set1_epi16((short)sc[2 * c + 1]);
+            for (int r = 0; r < QDOT_ROWS; r++) {
+                const int8_t *xq = act256(act, stride, r, b)->qs + 64 * c;
+                __m256i plo = _mm256_maddubs_epi16(lo, load32(xq));
+                __m256i phi = _mm256_maddubs_epi16(hi, load32(xq + 32));
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(plo, slo));
+                isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(phi, shi));
+            }
+        }
+        float d = f16(blk), dmin = f16(blk + 2);
+        for (int r = 0; r < QDOT_ROWS; r++) {
+            const block_q8_256 *x = act256(act, stride, r, b);
+            int msum = mins_dot(mn, x->bsums);
+            float dx = x->d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+            mins[r] += dmin * dx * (float)msum;
+        }
+    }
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) - mins[r];
+}
+
+static void dots_q4_k(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    dots_q45_k(k, wv, act, stride, out, 0);
+}
+
+static void dots_q5_k(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    dots_q45_k(k, wv, act, stride, out, 1);
+}
+
+/* 16-bit scale pairs (lo for the first 16 values, hi for the next 16). */
+static __m256i scale_pair(int lo, int hi)
+{
+    return _mm256_set_m128i(_mm_set1_epi16((short)hi), _mm_set1_epi16((short)lo));
+}
+
+static void dots_q6_k(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
+{
+    const block_q6_k *w = wv;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    __m256 acc[QDOT_ROWS];
+    float offsets[QDOT_ROWS];
+    rows_begin(acc, offsets);
+    for (int b = 0; b < k / QK_K; b++) {
+        const int8_t *sc = w[b].scales;
+        __m256i isum[QDOT_ROWS];
+        for (int r = 0; r < QDOT_ROWS; r++) isum[r] = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = load32(w[b].ql + 64 * h), ql1 = load32(w[b].ql + 64 * h + 32);
+            __m256i qh = load32(w[b].qh + 32 * h);
+            const int8_t *s = sc + 8 * h;
+            __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, two), 4);
+            __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4);
+            __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4);
+            __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4);
+            __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), h0),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4), h1),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), h2),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), h3),
+            };
+            __m256i sp[4] = {scale_pair(s[0], s[1]), scale_pair(s[2], s[3]),
+                             scale_pair(s[4], s[5]), scale_pair(s[6], s[7])};
+            for (int r = 0; r < QDOT_ROWS; r++) {
+                const int8_t *xq = act256(act, stride, r, b)->qs + 128 * h;
+                for (int j = 0; j < 4; j++) {
+                    __m256i p = _mm256_maddubs_epi16(q[j], load32(xq + 32 * j));
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, sp[j]));
+                }
+            }
+        }
+        float dw = f16(w[b].d);
+        for (int r = 0; r < QDOT_ROWS; r++) {
+            const block_q8_256 *x = act256(act, stride, r, b);
+            int offset = scales_bsums_dot(sc, x->bsums);
+            float d = dw * x->d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+            offsets[r] += d * (float)(32 * offset);
+        }
+    }
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) - offsets[r];
 }
 
 /* ---- dequantization to f32 (the sgemm panels of large batches) ----
@@ -490,6 +727,21 @@ qdeq_fn qdeq_avx2(enum weight_type t)
 
 #pragma GCC pop_options
 
+qdot_rows_fn qdot_rows_avx2(enum weight_type t)
+{
+    switch (t) {
+    case WEIGHT_Q4_0: return dots_q4_0;
+    case WEIGHT_Q4_1: return dots_q4_1;
+    case WEIGHT_Q5_0: return dots_q5_0;
+    case WEIGHT_Q5_1: return dots_q5_1;
+    case WEIGHT_Q8_0: return dots_q8_0;
+    case WEIGHT_Q4_K: return dots_q4_k;
+    case WEIGHT_Q5_K: return dots_q5_k;
+    case WEIGHT_Q6_K: return dots_q6_k;
+    default: return NULL;
+    }
+}
+
 qdot_fn qdot_avx2(enum weight_type t)
 {
     switch (t) {
@@ -516,6 +768,12 @@ qdot_fn qdot_avx2(enum weight_type t)
     return NULL;
 }
 
+qdot_rows_fn qdot_rows_avx2(enum weight_type t)
+{
+    (void)t;
+    return NULL;
+}
+
 qdeq_fn qdeq_avx2(enum weight_type t)
 {
     (void)t;
@@ -523,3 +781,8 @@ qdeq_fn qdeq_avx2(enum weight_type t)
 }
 
 #endif
+
+qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level)
+{
+    return level == CPU_SIMD_AVX2 ? qdot_rows_avx2(t) : NULL;
+}

@@ -4,9 +4,11 @@
  * matmul y[m][n] = x[m][k] . W^T picks one of two paths by m:
  *  - small m (decode, small batches): x is quantized once per call to 8-bit
  *    blocks, then every weight row is dotted with every x row by the integer
- *    kernels of cpu_qdot_*.c.  Threads split the weight rows into tiles; a
- *    tile's rows are read from memory once and reused from cache for all m
- *    rows of x, so a batch of 16 costs about one pass over the weights.
+ *    kernels of cpu_qdot_*.c, QDOT_ROWS x rows at a time where the type has a
+ *    multi-row kernel (each weight block unpacked once for those rows), the
+ *    rest one by one.  Threads split the weight rows into tiles; a tile's
+ *    rows are read from memory once and reused from cache for all m rows of
+ *    x, so a batch of 16 costs about one pass over the weights.
  *  - large m (prefill): a tile of weight rows is dequantized to an f32 panel
  *    in per-thread scratch, then OpenBLAS sgemm multiplies it with all of x.
  *    Dequantizing is O(n k), the product O(m n k), so for large m this is
@@ -151,6 +153,8 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
     int n = w->rows, k = w->cols;
     enum qact_kind kind = (enum qact_kind)qact_kind_of(w->held);
     qdot_fn dot = qdot_for(w->held, im->simd);
+    /* QDOT_ROWS x rows per weight-row unpack; the rest one at a time */
+    qdot_rows_fn dots = kind == QACT_F32 ? NULL : qdot_rows_for(w->held, im->simd);
     size_t act_bytes = qact_row_bytes(kind, k);
     const uint8_t *act = (const uint8_t *)x;
     int nt = cpu_threads(be);
@@ -174,7 +178,14 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
         for (int r = r0; r < r1; r++) {
             const uint8_t *wr = row_of(w, r);
             float b = bias ? bias[r] : 0.0f;
-            for (int i = 0; i < m; i++)
+            int i = 0;
+            if (dots)
+                for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
+                    float o[QDOT_ROWS];
+                    dots(k, wr, act + (size_t)i * act_bytes, act_bytes, o);
+                    for (int j = 0; j < QDOT_ROWS; j++) y[(size_t)(i + j) * n + r] = o[j] + b;
+                }
+            for (; i < m; i++)
                 y[(size_t)i * n + r] = dot(k, wr, act + (size_t)i * act_bytes) + b;
         }
     }
