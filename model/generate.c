@@ -1,6 +1,7 @@
 /* generate.c - continuous ragged batching over model_forward (and left pads
  * for static padded batches). */
 #include "generate.h"
+#include "util/clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -21,13 +22,6 @@ struct slot {
     struct kvcache *cache;
     struct sampler sampler;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 size_t generate_available_memory(void)
 {
@@ -237,7 +231,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
     int *seq_slot = eb_calloc((size_t)live, sizeof *seq_slot, e);
     struct forward *f = NULL;
     int rc = -1, next_req = 0, done = 0;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     if (!slots || !seqs || !decode_tok || !seq_slot) goto out;
     if (forward_create(m, budget, live, &f, e)) goto out;
 
@@ -278,9 +272,9 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         if (ns == 0) break; /* cannot happen: some slot is busy while done < n */
 
         struct fwd_batch b = {seqs, ns, 0};
-        double t_start = now_s();
+        double t_start = clock_now_s();
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
-        double dt = now_s() - t_start;
+        double dt = clock_now_s() - t_start;
         st.forward_calls++;
         if (has_prefill) {
             st.prefill_s += dt;
@@ -302,7 +296,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
                 st.prefill_tokens += seqs[q].n_tokens;
                 if (seqs[q].logits == FWD_LOGITS_NONE) continue;
                 s->state = SLOT_DECODE;
-                res->ttft_s = now_s() - t0;
+                res->ttft_s = clock_now_s() - t0;
             }
             const float *lg = forward_logits(f) + (size_t)seqs[q].logit_row0 * m->cfg.n_vocab;
             int tok = sampler_sample(&s->sampler, lg, m->cfg.n_vocab);

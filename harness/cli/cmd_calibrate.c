@@ -44,6 +44,7 @@
 #include "harness/cli/cli.h"
 #include "harness/exp/device.h"
 #include "harness/grade/grade.h"
+#include "util/clock.h"
 
 #define SEAL_PROMPT                                                                                \
     "Answer the following questions. You should think step-by-step and put your final answer "    \
@@ -283,13 +284,6 @@ static void progress(int done, int limit, int got_c, int want_c, int got_i, int 
     fflush(stderr);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Everything one calibrate command holds; cal_state_free releases it. */
 struct cal_state {
     enum chat_template tpl;
@@ -474,7 +468,7 @@ static int write_vector(const struct cal_cli *a, struct cal_state *g, double t0,
     fprintf(stderr, "calibrate: wrote %s: layer %d, dim %d, %d correct + %d incorrect responses, "
                     "steps: reflection %d, transition %d, execution %d, |V| = %.4g, %.1f s\n",
             a->out, sv.layer, dim, g->got_c, g->got_i, S->n_refl, S->n_trans, S->n_exec,
-            sqrt(norm), now_s() - t0);
+            sqrt(norm), clock_now_s() - t0);
     return 0;
 }
 
@@ -493,7 +487,7 @@ static int cal_rounds(const struct cal_cli *a, struct cal_state *g, double t0, s
         if (rc) return -1;
         done_n += n;
         progress(done_n, n_items, g->got_c, (int)a->n_correct, g->got_i, (int)a->n_incorrect,
-                 now_s() - t0);
+                 clock_now_s() - t0);
     }
     return 0;
 }
@@ -508,7 +502,7 @@ int cmd_calibrate(int argc, char **argv)
     struct cal_state g;
     memset(&g, 0, sizeof g);
     if (model_chat_template(a.model, a.chat, &g.tpl, &e)) return cli_errorf("calibrate: %s", e.msg);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int rc = 1;
     if (cal_open(&a, &g, &e)) {
         cli_error(e.msg);

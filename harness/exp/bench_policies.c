@@ -10,15 +10,9 @@
 #include "policies/registry.h"
 #include "harness/exp/policy_defaults.h"
 #include "harness/exp/policy_glue.h"
+#include "util/clock.h"
 
 enum { MAX_ITEMS = 32 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Split a comma-separated list in place; returns the count or -1. */
 static int split(char *s, char **items, int max)
@@ -73,9 +67,9 @@ static int run_one(const struct model *m, const struct policy_model *base, const
     if (bad || policy_glue_create(p, budget, m, &g, e)) goto out;
     policy_glue_hooks(g, NULL, &hooks);
     opt.hooks = &hooks;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     if (generate(m, &req, 1, &opt, &res, &st, e)) goto out;
-    double wall = now_s() - t0;
+    double wall = clock_now_s() - t0;
     gen_results_free(&res, 1);
     struct policy_glue_stats ps;
     policy_glue_stats(g, &ps);

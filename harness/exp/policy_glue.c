@@ -1,5 +1,6 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
 #include "harness/exp/policy_glue.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +30,6 @@ struct policy_glue {
     struct policy_glue_stats st;
     double kv_bytes_sum;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct policy_model policy_model_of(const struct model *m)
 {
@@ -124,7 +118,7 @@ static void glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int lay
                             const float *probs, int n_new, int cap)
 {
     struct policy_glue *g = ctx;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     const struct fwd_seq *q = &b->seqs[s];
     size_t n = (size_t)g->pm.n_head * n_new * cap;
     if (g->has_deferred) return;
@@ -136,13 +130,13 @@ static void glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int lay
     struct attn_view av = {layer, g->host, g->pm.n_head, n_new, cap,
                            q->cache->len + (size_t)layer * g->pm.n_kv};
     g->p->ops->observe_attn(g->p->self, q->id, &av);
-    g->st.policy_s += now_s() - t0;
+    g->st.policy_s += clock_now_s() - t0;
 }
 
 static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden)
 {
     struct policy_glue *g = ctx;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int dim = g->m->cfg.n_embd;
     for (int s = 0; s < b->n_seq && !g->has_deferred; s++) {
         const struct fwd_seq *q = &b->seqs[s];
@@ -156,14 +150,14 @@ static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *
         g->be->download(g->be, g->host, hidden + ((size_t)q->row0 + q->n_pad) * dim, n);
         g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim);
     }
-    g->st.policy_s += now_s() - t0;
+    g->st.policy_s += clock_now_s() - t0;
 }
 
 static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
                             struct eb_err *e)
 {
     struct policy_glue *g = ctx;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int dim = g->m->cfg.n_embd, rc = 0;
     for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct fwd_seq *q = &b->seqs[s];
@@ -172,7 +166,7 @@ static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, flo
                               hidden + ((size_t)q->row0 + q->n_pad) * dim,
                               q->n_tokens - q->n_pad, dim, e);
     }
-    g->st.policy_s += now_s() - t0;
+    g->st.policy_s += clock_now_s() - t0;
     return rc;
 }
 
@@ -289,7 +283,7 @@ static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kv
 static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e)
 {
     struct policy_glue *g = ctx;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     if (g->has_deferred) {
         *e = g->deferred;
         return -1;
@@ -307,7 +301,7 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
         g->p->ops->observe(g->p->self, seq, &sv);
     }
     if (wants_select(g, cache, at_prefill) && run_select(g, seq, cache, at_prefill, e)) return -1;
-    g->st.policy_s += now_s() - t0;
+    g->st.policy_s += clock_now_s() - t0;
     if (g->inner && g->inner->on_step) return g->inner->on_step(g->inner->ctx, seq, token, cache, e);
     return 0;
 }

@@ -21,14 +21,8 @@
 #include "harness/exp/policy_glue.h"
 #include "harness/exp/device.h"
 #include "harness/exp/runner_priv.h"
+#include "util/clock.h"
 
-
-double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int runner_create(const struct runner_opts *o, struct runner **out, struct eb_err *e)
 {
@@ -214,7 +208,7 @@ static void meas_init(struct gen_run *g, struct meas_ctx *mc)
     mc->gen_tokens = &g->gen_tokens;
     mc->tokens_before = g->gen_tokens;
     mc->t0 = g->t_point;
-    mc->last_report = now_s();
+    mc->last_report = clock_now_s();
 }
 
 /* Out of memory is decided before generating, from the runtime's estimate
@@ -294,9 +288,9 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
 
     struct gen_stats st;
     struct eb_err ge = {0};
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int grc = generate(r->m, g->breqs, nb, &opt, g->res + b0, &st, &ge);
-    g->gen_s += now_s() - t0;
+    g->gen_s += clock_now_s() - t0;
     if (grc) {
         if (mc.stopped) return BATCH_STOPPED;
         /* The KV bytes reached are part of an oom row.  A failed allocation
@@ -312,7 +306,7 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
     if (pt->batching != BATCHING_CONTINUOUS) {
         g->prog.samples_done = b0 + nb;
         g->prog.gen_tokens = g->gen_tokens;
-        g->prog.elapsed_s = now_s() - g->t_point;
+        g->prog.elapsed_s = clock_now_s() - g->t_point;
         report(r, &g->prog);
     }
     if (r->o.stop && *r->o.stop && b0 + nb < g->total) return BATCH_STOPPED;
@@ -329,7 +323,7 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     } else {
         out->n_samples = g->total;
     }
-    out->run.wall_s = now_s() - g->t_point;
+    out->run.wall_s = clock_now_s() - g->t_point;
     out->run.gen_tokens = g->gen_tokens;
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
     out->run.peak_kv_bytes = (int64_t)g->peak_kv;
@@ -358,7 +352,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     memset(out, 0, sizeof *out);
     struct gen_run g;
     memset(&g, 0, sizeof g);
-    g.t_point = now_s();
+    g.t_point = clock_now_s();
     if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
@@ -523,7 +517,7 @@ static int sweep_point(struct runner *r, const struct sweep *s, int i, struct st
     r->claim_key = pt->run_key;
     r->claim_renewed = store_clock();
     struct run_output out;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int rc = runner_run_point(r, s->cfg, pt, &out, e);
     r->claim_st = NULL;
     if (rc != 0) {
@@ -537,7 +531,7 @@ static int sweep_point(struct runner *r, const struct sweep *s, int i, struct st
     out.run.experiment_id = exp_id;
     rc = store_write_run(st, &out.run, out.samples, out.n_samples, out.sents, out.n_sents, e);
     if (rc >= 0) rc = store_release(st, pt->run_key, r->owner, e);
-    double dt = now_s() - t0;
+    double dt = clock_now_s() - t0;
     r->points_run++;
     r->points_run_s += dt;
     if (rc < 0) { run_output_free(&out); return -1; }

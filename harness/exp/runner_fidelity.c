@@ -11,6 +11,7 @@
 #include "policies/steering.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/runner_priv.h"
+#include "util/clock.h"
 
 /* ---- fidelity mode ----
  * For each problem, the FullKV greedy trace is replayed under the policy with
@@ -142,7 +143,7 @@ int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sw
                         struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
     const char *grader = dspec ? dspec->grader : "math";
     struct point_policy pp;
@@ -190,13 +191,13 @@ int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sw
         s->tpot_ms = NAN;
         prog.samples_done = i + 1;
         prog.gen_tokens = gen_tokens;
-        prog.elapsed_s = now_s() - t0;
+        prog.elapsed_s = clock_now_s() - t0;
         report(r, &prog);
         if (r->o.stop && *r->o.stop && i + 1 < n) { rc = 1; goto fail; }
     }
     out->n_samples = strcmp(out->run.status, "ok") ? 0 : n;
     if (!out->n_samples) out->n_sents = 0;
-    out->run.wall_s = now_s() - t0;
+    out->run.wall_s = clock_now_s() - t0;
     out->run.gen_tokens = gen_tokens;
     out->run.peak_kv_bytes = (int64_t)peak;
     if (!(out->run.params_json = own(out, stored_params(cfg, pt, pp.spec, 0)))) {

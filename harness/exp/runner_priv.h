@@ -117,7 +117,6 @@ int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
                 const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e);
 void run_record_of_point(struct run_record *run, const struct runner *r,
                          const struct exp_config *cfg, const struct sweep_point *pt);
-double now_s(void);
 const char *own(struct run_output *o, char *s);
 int prompt_opens_think(const struct runner *r, const struct exp_config *cfg);
 int sample_sentences(const struct point_policy *pp, int seq, int64_t sample_idx,

@@ -11,6 +11,7 @@
 #include "harness/grade/code_grader.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/runner_priv.h"
+#include "util/clock.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
 
@@ -39,7 +40,7 @@ int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_er
         c->stopped = 1;
         return eb_fail(e, "stopped");
     }
-    double t = now_s();
+    double t = clock_now_s();
     runner_renew_claim(c->r);
     if (s->steps == 0) s->t_first = t;
     s->t_last = t;
@@ -72,7 +73,7 @@ void meas_end(void *ctx, int seq, const struct gen_result *res)
     if (c->samples_done) {
         (*c->samples_done)++;
         *c->gen_tokens += res->n_tokens;
-        double t = now_s();
+        double t = clock_now_s();
         if (t - c->last_report >= 2.0) {
             c->last_report = t;
             struct runner_progress p = *c->prog_base;

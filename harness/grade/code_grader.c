@@ -11,6 +11,7 @@
  * - between fork and exec the child only makes async-signal-safe calls and
  *   reports how far it got through a close-on-exec status pipe. */
 #include "harness/grade/code_grader.h"
+#include "util/clock.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -64,13 +65,6 @@ static int all_ws(const char *s)
 }
 
 /* ---- running one case --------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* An unlinked temporary file holding `data` (or empty), positioned at 0. */
 static int temp_fd(const char *dir, const char *data, size_t n, struct eb_err *e)
@@ -191,7 +185,7 @@ static void collect_output(const struct run *r, pid_t pid, int out_fd, double de
                 exited = 1;
         }
         if (exited && eof) break;
-        double left = deadline - now_s();
+        double left = deadline - clock_now_s();
         if (left <= 0) { o->wall_timeout = !exited; break; }
         if (exited) {
             /* kill leftovers of the group so they release the pipe */
@@ -267,7 +261,7 @@ static int run_case(const struct run *r, const char *tmpdir, const char *input,
         free(o->out); o->out = NULL;
         return eb_fail(e, "code grader: fork: %s", strerror(fork_errno));
     }
-    double deadline = now_s() + r->lim->wall_s;
+    double deadline = clock_now_s() + r->lim->wall_s;
 
     char st[2 + sizeof(int)];
     size_t got = read_status(st_p[0], st, sizeof st);
