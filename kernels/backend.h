@@ -47,6 +47,9 @@ struct weight {
     size_t row_bytes;        /* bytes of one row in the held type */
     size_t bytes;            /* resident bytes the backend owns for it (0 when borrowed) */
     const void *data;        /* backend memory (or the borrowed host bytes), held type */
+    int interleave;          /* 0: row after row; 8: groups of 8 rows side by side (the CPU's
+                              * AVX2 layout for Q4_K, cpu_q4k_x8.c); row_bytes is then a
+                              * group's bytes / 8 */
     void *impl;              /* backend private */
 };
 

@@ -35,6 +35,19 @@ typedef struct {
     uint8_t d[2];        /* d is last in Q6_K */
 } block_q6_k;
 
+/* 8 rows of Q4_K, super-block b of each, interleaved for the AVX2 matmul
+ * (cpu_q4k_x8.c): per-row f16 scales side by side, the 6-bit sub-block
+ * scales and mins unpacked (mins in pairs of sub-blocks, as madd wants them),
+ * and the quants 4 bytes of each row in turn: qs[c][t][r] holds row r's
+ * qs[32c + 4t .. 32c + 4t + 3]. */
+typedef struct {
+    uint8_t d[8][2], dmin[8][2];
+    uint8_t sc[8][8];     /* [sub-block][row] */
+    uint8_t mn[4][8][2];  /* [sub-block pair][row][which of the pair] */
+    uint8_t qs[4][8][8][4];
+} block_q4_k_x8;
+
+_Static_assert(sizeof(block_q4_k_x8) == 8 * 148, "block_q4_k_x8 size");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 _Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
 _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "quant.h"
+#include "util/mapped.h"
 
 #define GGUF_MAGIC "GGUF"
 #define DEFAULT_ALIGNMENT 32
@@ -785,4 +786,9 @@ const struct tensor_ref *gguf_find_tensor(const struct gguf_file *g, const char 
     if (!name || g->n_tensors == 0) return NULL;
     int i = find_sorted(g->tensor_sorted, g->n_tensors, name, tensor_name_of, g);
     return i >= 0 ? &g->tensors[i] : NULL;
+}
+
+void gguf_drop_pages(const struct gguf_file *g, const void *p, size_t n)
+{
+    if (g->mapped) mapped_drop_pages(g->base, g->size, p, n);
 }

@@ -35,6 +35,10 @@ size_t gguf_file_size(const struct gguf_file *g);
 const char *gguf_path(const struct gguf_file *g);
 size_t gguf_alignment(const struct gguf_file *g);   /* general.alignment, default 32 */
 size_t gguf_data_offset(const struct gguf_file *g); /* file offset of the tensor data */
+/* Bytes [p, p + n) of the file will not be read again (a backend copied
+ * them): let the kernel drop their pages from this process (a no-op unless
+ * the file is mapped), so the copy does not count twice in memory. */
+void gguf_drop_pages(const struct gguf_file *g, const void *p, size_t n);
 
 /* Metadata.  Lookups return -1 (without setting an error) when the key is
  * absent or of an incompatible type.  get_int accepts any integer type or bool. */

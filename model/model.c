@@ -175,7 +175,10 @@ static struct weight *load_weight(struct model *m, const struct model_file *mf, 
                       quant_type_name(t->type), t->nbytes);
         return NULL;
     }
-    if (w->data == t->data) *borrowed = 1;
+    if (w->data == t->data)
+        *borrowed = 1;
+    else /* copied (dequantized, repacked): the file's pages are not needed twice */
+        model_file_drop_pages(mf, t->data, t->nbytes);
     m->weight_bytes += w->bytes ? w->bytes : (size_t)w->rows * w->row_bytes;
     return w;
 }

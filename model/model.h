@@ -72,7 +72,9 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
 void model_free(struct model *m);
 
 /* Resident bytes model_load will hold for this file's weights: exact mode
- * (model_weight_bytes) or as opts say. */
+ * (model_weight_bytes) or as opts say.  Native weights are counted in the
+ * file's layout; a backend may hold up to 1/32 more (the CPU repacks Q4_K 8
+ * rows at a time for AVX2: 148 bytes a block instead of 144). */
 size_t model_weight_bytes(const struct model_file *mf);
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);
 

@@ -141,6 +141,12 @@ size_t model_file_bytes(const struct model_file *mf) { return mf->bytes; }
 const struct gguf_file *model_file_gguf(const struct model_file *mf) { return mf->gguf; }
 const char *model_file_dir(const struct model_file *mf) { return mf->dir; }
 
+void model_file_drop_pages(const struct model_file *mf, const void *p, size_t n)
+{
+    if (mf->gguf) gguf_drop_pages(mf->gguf, p, n);
+    if (mf->ck) st_checkpoint_drop_pages(mf->ck, p, n);
+}
+
 /* ---- required tensors ---- */
 
 /* The tensor must exist with ne = {ne0, ne1} (ne1 = 0: a vector of ne0). */

@@ -67,6 +67,9 @@ const struct tensor_ref *model_file_tensor(const struct model_file *mf, const ch
 
 /* For GGUF sources, the open GGUF (tokenizer metadata lives there); else NULL. */
 const struct gguf_file *model_file_gguf(const struct model_file *mf);
+/* A tensor's bytes [p, p + n) were copied by the backend and will not be read
+ * again: drop the file pages that hold them from this process's memory. */
+void model_file_drop_pages(const struct model_file *mf, const void *p, size_t n);
 /* For HF directories, the directory path (holds tokenizer.json); else NULL. */
 const char *model_file_dir(const struct model_file *mf);
 

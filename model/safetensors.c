@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hfconfig.h"
+#include "util/mapped.h"
 
 struct safetensors {
     char *name;                 /* path, or the name given to open_memory */
@@ -550,4 +551,10 @@ const struct tensor_ref *st_checkpoint_find(const struct st_checkpoint *ck, cons
     const struct tensor_ref **hit =
         bsearch(&kp, ck->by_name, (size_t)ck->n_tensors, sizeof *ck->by_name, cmp_ref_name);
     return hit ? *hit : NULL;
+}
+
+void st_checkpoint_drop_pages(const struct st_checkpoint *ck, const void *p, size_t n)
+{
+    for (int i = 0; i < ck->n_shards; i++)
+        if (ck->shards[i]->map) mapped_drop_pages(ck->shards[i]->base, ck->shards[i]->size, p, n);
 }

@@ -58,5 +58,8 @@ const struct tensor_ref *st_checkpoint_tensor(const struct st_checkpoint *ck, in
 const struct tensor_ref *st_checkpoint_find(const struct st_checkpoint *ck, const char *name);
 int st_checkpoint_shard_count(const struct st_checkpoint *ck);
 size_t st_checkpoint_bytes(const struct st_checkpoint *ck); /* sum of the shard file sizes */
+/* Bytes [p, p + n) of a shard will not be read again: drop their pages (see
+ * util/mapped.h; a no-op for shards read into memory). */
+void st_checkpoint_drop_pages(const struct st_checkpoint *ck, const void *p, size_t n);
 
 #endif

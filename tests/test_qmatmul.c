@@ -268,7 +268,11 @@ static void check_matmul(struct backend *be, enum weight_type t, int n, int k, i
     struct weight *wt = be->weight_create(be, t, n, k, w, 1, 0);
     CHECK(wt != NULL);
     if (!wt) goto done;
-    CHECK(wt->held == t && wt->data == w && wt->bytes == 0); /* borrowed in place */
+    if (wt->interleave) /* Q4_K on AVX2, rows a multiple of 8: repacked */
+        CHECK(t == WEIGHT_Q4_K && n % 8 == 0 && wt->held == t && wt->data != w &&
+              wt->bytes == (size_t)n / 8 * (k / 256) * sizeof(block_q4_k_x8));
+    else
+        CHECK(wt->held == t && wt->data == w && wt->bytes == 0); /* borrowed in place */
     be->matmul(be, y, x, wt, bias ? b : NULL, m);
     int bad = 0;
     for (int i = 0; i < m && !bad; i++)
@@ -304,7 +308,10 @@ static void run_matmuls(struct backend *be)
 {
     int ms[] = {1, 3, 16, 40};
     for (int i = 0; i < N_TYPES; i++)
-        for (int j = 0; j < 4; j++) check_matmul(be, all_types[i], 37, 512, ms[j], j % 2);
+        for (int j = 0; j < 4; j++) {
+            check_matmul(be, all_types[i], 37, 512, ms[j], j % 2);
+            check_matmul(be, all_types[i], 40, 512, ms[j], j % 2); /* whole 8-row groups */
+        }
 }
 
 static void test_matmul_default(void)
@@ -331,7 +338,7 @@ static void test_matmul_scalar_forced(void)
 static void test_matmul_batch_matches_single(void)
 {
     struct backend *be = backend_cpu_create(2);
-    enum { N = 70, K = 768, BIG = 40 };
+    enum { N = 72, K = 768, BIG = 40 }; /* 72: whole 8-row groups, a partial tile */
     int exact_ms[] = {7, 32};
     for (int i = 0; i < N_TYPES; i++) {
         enum weight_type t = all_types[i];
@@ -340,7 +347,9 @@ static void test_matmul_batch_matches_single(void)
         float *x = malloc((size_t)BIG * K * sizeof *x), *y = malloc((size_t)BIG * N * sizeof *y);
         float y1[N];
         struct weight *wt = w ? be->weight_create(be, t, N, K, w, 0, 0) : NULL;
-        CHECK(wt && wt->bytes == quant_row_bytes((int)t, K) * N && wt->data != w);
+        CHECK(wt && wt->data != w &&
+              wt->bytes == (wt->interleave ? N / 8 * (K / 256) * sizeof(block_q4_k_x8)
+                                           : quant_row_bytes((int)t, K) * N));
         if (!x || !y || !wt) { CHECK(0); goto next; }
         for (size_t j = 0; j < (size_t)BIG * K; j++) x[j] = rnd_f();
         for (int e = 0; e < 2; e++) {
@@ -375,17 +384,17 @@ static void test_matmul_batch_matches_single(void)
 static void test_f32_mode_and_embed(void)
 {
     struct backend *be = backend_cpu_create(1);
-    int n = 9, k = 256;
+    int n = 16, k = 512; /* Q4_K: two interleaved groups of 8 */
     for (int i = 0; i < N_TYPES; i++) {
         enum weight_type t = all_types[i];
         uint8_t *w = random_weights(t, n, k);
-        float *wf = malloc((size_t)n * k * sizeof *wf), rows[3 * 256];
+        float *wf = malloc((size_t)n * k * sizeof *wf), rows[3 * 512];
         quant_dequantize((int)t, w, wf, (int64_t)n * k);
         struct weight *q = be->weight_create(be, t, n, k, w, 1, 0);
         struct weight *f = be->weight_create(be, t, n, k, w, 1, 1);
         CHECK(q && f && f->held == WEIGHT_F32 && f->bytes == (size_t)n * k * 4);
         CHECK(memcmp(f->data, wf, (size_t)n * k * 4) == 0);
-        int ids[3] = {8, 0, 5};
+        int ids[3] = {8, 0, 13};
         be->embed_weight(be, rows, q, ids, 3);
         for (int j = 0; j < 3; j++)
             CHECK(memcmp(rows + j * k, wf + (size_t)ids[j] * k, (size_t)k * 4) == 0);
@@ -420,6 +429,56 @@ static void test_simd_dequantize(void)
     free(b);
 }
 
+/* Q4_K interleaved 8 rows at a time (cpu_q4k_x8.c): the layout gives every
+ * row's blocks back bit for bit, the 8-row kernel equals the row kernels up
+ * to f32 order (same tolerance as scalar vs AVX2), and its multi-row form
+ * equals it exactly. */
+static void test_q4k_x8(void)
+{
+    enum { K = 1024, NB = K / 256 };
+    size_t rb = quant_row_bytes(WEIGHT_Q4_K, K);
+    uint8_t *w = random_weights(WEIGHT_Q4_K, 8, K);
+    block_q4_k_x8 *g = malloc(NB * sizeof *g);
+    float x[QDOT_ROWS][K], wf[K];
+    size_t act_bytes = qact_row_bytes(QACT_Q8_256, K);
+    uint8_t *act = malloc(QDOT_ROWS * act_bytes);
+    if (!w || !g || !act) { CHECK(0); goto done; }
+    q4k_x8_pack(w, rb, NB, g);
+    for (int r = 0; r < 8; r++)
+        for (int b = 0; b < NB; b++) {
+            block_q4_k blk;
+            q4k_x8_block(g, b, r, &blk);
+            CHECK_MSG(memcmp(&blk, w + r * rb + b * sizeof blk, sizeof blk) == 0, "row %d block %d",
+                      r, b);
+        }
+    if (cpu_simd_level() != CPU_SIMD_AVX2) {
+        free(w); free(g); free(act);
+        SKIP("no AVX2 on this CPU (layout checked)");
+    }
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        for (int j = 0; j < K; j++) x[i][j] = rnd_f() * (j % 5 == 0 ? 4.0f : 1.0f);
+        qact_quantize_row(QACT_Q8_256, x[i], act + i * act_bytes, K);
+    }
+    float one[QDOT_ROWS][8], many[QDOT_ROWS][8];
+    for (int i = 0; i < QDOT_ROWS; i++) q4k_x8_dot_avx2(K, g, act + i * act_bytes, one[i]);
+    q4k_x8_dots_avx2(K, g, act, act_bytes, many);
+    CHECK(memcmp(one, many, sizeof one) == 0);
+    double xh[K], hs[K];
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        act_values(QACT_Q8_256, act + i * act_bytes, x[i], K, xh, hs);
+        for (int r = 0; r < 8; r++) {
+            CHECK(quant_dequantize(WEIGHT_Q4_K, w + r * rb, wf, K) == 0);
+            double mag = 0;
+            for (int j = 0; j < K; j++) mag += fabs((double)wf[j] * xh[j]);
+            float row = qdot_scalar(WEIGHT_Q4_K)(K, w + r * rb, act + i * act_bytes);
+            CHECK_MSG(fabs(one[i][r] - row) <= 2e-6 * mag + 1e-7, "act %d row %d: %.9g vs %.9g", i,
+                      r, one[i][r], row);
+        }
+    }
+done:
+    free(w); free(g); free(act);
+}
+
 static void test_weight_create_rejects(void)
 {
     struct backend *be = backend_cpu_create(1);
@@ -437,6 +496,7 @@ int main(void)
     RUN(test_dot_kernels);
     RUN(test_dot_edge_values);
     RUN(test_dot_rows_kernels);
+    RUN(test_q4k_x8);
     RUN(test_matmul_default);
     RUN(test_matmul_scalar_forced);
     RUN(test_matmul_batch_matches_single);

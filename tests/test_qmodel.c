@@ -142,7 +142,8 @@ static void check_held(void *ctx, const char *name, const struct weight *w)
         return;
     }
     if (quant_block_elems(t->type) > 1) h->quantized++;
-    if (w->data == t->data && w->bytes == 0) h->in_place++;
+    /* in the file's bytes, or repacked 8 rows at a time (Q4_K on AVX2) */
+    if ((w->data == t->data && w->bytes == 0) || w->interleave) h->in_place++;
 }
 
 static void check_fixture(const char *dir)
@@ -166,7 +167,9 @@ static void check_fixture(const char *dir)
     CHECK(h.wrong == 0 && h.quantized >= 5 && h.in_place == 2 + 7 * q->cfg.n_layer);
     CHECK(q->file != NULL && f->file == NULL); /* only the borrowing model keeps the file */
     CHECK(q->weight_bytes < f->weight_bytes / 2);
-    CHECK(q->weight_bytes == model_weight_bytes_opts(mf, &native));
+    /* the estimate counts the file's bytes; Q4_K repacked for AVX2 takes 148/144 of them */
+    size_t est = model_weight_bytes_opts(mf, &native);
+    CHECK(q->weight_bytes >= est && q->weight_bytes <= est + est / 32);
     CHECK(f->weight_bytes == model_weight_bytes(mf));
 
     struct agreement a = {0}, prefill = {0};

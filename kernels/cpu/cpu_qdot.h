@@ -58,6 +58,19 @@ typedef void (*qdot_rows_fn)(int k, const void *w_row, const void *act, size_t a
 qdot_rows_fn qdot_rows_avx2(enum weight_type t);
 qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
 
+/* Q4_K with 8 rows interleaved (block_q4_k_x8, cpu_q4k_x8.c), the layout the
+ * AVX2 matmul keeps Q4_K weights in when the row count is a multiple of 8.
+ * pack: 8 rows of nblocks blocks each (row r at rows8 + r * row_bytes) into
+ * nblocks interleaved blocks; block: row r's block b back, bit for bit. */
+void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q4k_x8_block(const void *group, int b, int r, void *out);
+/* out[r] = dot of row r of the group with one prepared (q8_256) activation
+ * row; the _dots form does QDOT_ROWS activation rows (row i at act + i *
+ * stride), bitwise equal to QDOT_ROWS single calls. */
+void q4k_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q4k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8]);
+
 /* Dequantize one row of k values of type t to f32, bitwise as
  * quant_dequantize does; NULL when there is no SIMD version (use
  * quant_dequantize). */

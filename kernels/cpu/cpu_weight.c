@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/cpu_qdot.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 
 enum {
     TILE_ROWS = 16,     /* weight rows per tile of the integer path */
@@ -43,10 +44,39 @@ static void *aligned_bytes(size_t bytes)
     return aligned_alloc(ALIGN, bytes ? bytes : ALIGN);
 }
 
+/* Q4_K rows in groups of 8 (cpu_q4k_x8.c) where the AVX2 kernels run. */
+static int wants_x8(const struct backend *be, enum weight_type type, int rows)
+{
+#if defined(__x86_64__)
+    const struct cpu_impl *im = be->impl;
+    return type == WEIGHT_Q4_K && rows % 8 == 0 && im->simd == CPU_SIMD_AVX2;
+#else
+    (void)be, (void)type, (void)rows;
+    return 0;
+#endif
+}
+
+static int create_x8(struct weight *w, const void *host, size_t file_row_bytes)
+{
+    int groups = w->rows / 8, nblocks = w->cols / 256;
+    size_t group_bytes = (size_t)nblocks * sizeof(block_q4_k_x8);
+    uint8_t *g = aligned_bytes((size_t)groups * group_bytes);
+    if (!g) return -1;
+    #pragma omp parallel for schedule(static) if (groups >= 64)
+    for (int i = 0; i < groups; i++)
+        q4k_x8_pack((const uint8_t *)host + (size_t)i * 8 * file_row_bytes, file_row_bytes, nblocks,
+                    g + (size_t)i * group_bytes);
+    w->held = WEIGHT_Q4_K;
+    w->interleave = 8;
+    w->row_bytes = group_bytes / 8;
+    w->bytes = (size_t)groups * group_bytes;
+    w->data = g;
+    return 0;
+}
+
 struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
                                  const void *host, int borrow, int as_f32)
 {
-    (void)be;
     if (rows <= 0 || cols <= 0 || !host || !quant_type_supported((int)type)) return NULL;
     size_t row_bytes = quant_row_bytes((int)type, cols);
     if (row_bytes == 0 || (size_t)rows > SIZE_MAX / row_bytes) return NULL;
@@ -72,6 +102,10 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
         w->row_bytes = (size_t)cols * sizeof(float);
         w->bytes = n * sizeof(float);
         w->data = f;
+        return w;
+    }
+    if (wants_x8(be, type, rows)) {
+        if (create_x8(w, host, row_bytes)) goto fail;
         return w;
     }
     w->held = type;
@@ -107,11 +141,33 @@ static const uint8_t *row_of(const struct weight *w, int r)
     return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
 }
 
+/* Row r of w as f32, whatever the layout; deq (SIMD, bitwise equal to
+ * quant_dequantize) when not NULL.  Interleaved rows are rebuilt one block at
+ * a time on the stack, so this allocates nothing. */
+static void dequantize_row(const struct weight *w, int r, float *out, qdeq_fn deq)
+{
+    if (!w->interleave) {
+        if (deq)
+            deq(row_of(w, r), out, w->cols);
+        else
+            quant_dequantize((int)w->held, row_of(w, r), out, w->cols);
+        return;
+    }
+    const uint8_t *group = row_of(w, r - r % 8);
+    block_q4_k blk;
+    for (int b = 0; b < w->cols / 256; b++) {
+        q4k_x8_block(group, b, r % 8, &blk);
+        if (deq)
+            deq(&blk, out + (size_t)b * 256, 256);
+        else
+            quant_dequantize(WEIGHT_Q4_K, &blk, out + (size_t)b * 256, 256);
+    }
+}
+
 void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids, int n)
 {
     (void)be;
-    for (int i = 0; i < n; i++)
-        quant_dequantize((int)w->held, row_of(w, ids[i]), y + (size_t)i * w->cols, w->cols);
+    for (int i = 0; i < n; i++) dequantize_row(w, ids[i], y + (size_t)i * w->cols, NULL);
 }
 
 /* Grow impl scratch to at least `bytes`; 0 or -1. */
@@ -134,17 +190,54 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
     float blk[256];
     for (int i = 0; i < m; i++)
         for (int r = 0; r < w->rows; r++) {
-            const uint8_t *row = row_of(w, r);
+            const uint8_t *row = row_of(w, w->interleave ? r - r % 8 : r);
             const float *xr = x + (size_t)i * k;
             float s = 0.0f;
             for (int b0 = 0, len; b0 < k; b0 += len) {
                 len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
-                quant_dequantize((int)w->held, row + (size_t)(b0 / per_block) * block_bytes, blk, len);
+                const void *src = row + (size_t)(b0 / per_block) * block_bytes;
+                block_q4_k kb;
+                if (w->interleave) {
+                    q4k_x8_block(row, b0 / per_block, r % 8, &kb);
+                    src = &kb;
+                }
+                quant_dequantize((int)w->held, src, blk, len);
                 for (int j = 0; j < len; j++) s += blk[j] * xr[b0 + j];
             }
             y[(size_t)i * w->rows + r] = s + (bias ? bias[r] : 0.0f);
         }
 }
+
+#if defined(__x86_64__)
+/* The integer path over 8-row groups (Q4_K interleaved): prepared activation
+ * rows QDOT_ROWS at a time, then one by one; threads split the groups into
+ * contiguous ranges, so each reads one long stretch of the weights. */
+static void matmul_x8(float *y, const uint8_t *act, size_t act_bytes, const struct weight *w,
+                      const float *bias, int m, int nt)
+{
+    int n = w->rows, k = w->cols, groups = n / 8;
+    double work = (double)m * n * k;
+    #pragma omp parallel for num_threads(nt) schedule(static) \
+        if (nt > 1 && groups > 1 && work >= CPU_PARALLEL_MIN * 8.0)
+    for (int gi = 0; gi < groups; gi++) {
+        const uint8_t *g = row_of(w, 8 * gi);
+        const float *b = bias ? bias + 8 * gi : NULL;
+        int i = 0;
+        for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
+            float o[QDOT_ROWS][8];
+            q4k_x8_dots_avx2(k, g, act + (size_t)i * act_bytes, act_bytes, o);
+            for (int j = 0; j < QDOT_ROWS; j++)
+                for (int l = 0; l < 8; l++)
+                    y[(size_t)(i + j) * n + 8 * gi + l] = o[j][l] + (b ? b[l] : 0.0f);
+        }
+        for (; i < m; i++) {
+            float o[8];
+            q4k_x8_dot_avx2(k, g, act + (size_t)i * act_bytes, o);
+            for (int l = 0; l < 8; l++) y[(size_t)i * n + 8 * gi + l] = o[l] + (b ? b[l] : 0.0f);
+        }
+    }
+}
+#endif
 
 static void matmul_qdot(struct backend *be, float *y, const float *x, const struct weight *w,
                         const float *bias, int m)
@@ -169,9 +262,15 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
             qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
         act = q;
     }
+#if defined(__x86_64__)
+    if (w->interleave) {
+        matmul_x8(y, act, act_bytes, w, bias, m, nt);
+        return;
+    }
+#endif
     int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
     double work = (double)m * n * k;
-    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) \
+    #pragma omp parallel for num_threads(nt) schedule(static) \
         if (nt > 1 && tiles > 1 && work >= CPU_PARALLEL_MIN * 8.0)
     for (int t = 0; t < tiles; t++) {
         int r0 = t * TILE_ROWS, r1 = r0 + TILE_ROWS < n ? r0 + TILE_ROWS : n;
@@ -228,10 +327,7 @@ static void matmul_panels(struct backend *be, float *y, const float *x, const st
         #pragma omp for schedule(dynamic, 1)
         for (int p = 0; p < panels; p++) {
             int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
-            if (deq)
-                for (int r = 0; r < rn; r++) deq(row_of(w, r0 + r), f + (size_t)r * k, k);
-            else
-                quant_dequantize((int)w->held, row_of(w, r0), f, (int64_t)rn * k);
+            for (int r = 0; r < rn; r++) dequantize_row(w, r0 + r, f + (size_t)r * k, deq);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rn, k, 1.0f, x, k, f, k,
                         beta, y + r0, n);
         }

@@ -1,0 +1,204 @@
+/* cpu_q4k_x8.c - Q4_K weights with 8 rows interleaved, for the AVX2 matmul.
+ *
+ * Why: the row-by-row Q4_K kernel spends about half its instructions on work
+ * that does not touch the quants: unpacking the 12 bytes of packed 6-bit
+ * scales, broadcasting each scale, the mins term, the horizontal sum of a row.
+ * With 8 rows side by side, one 32-byte vector holds 4 bytes of each of the 8
+ * rows, every SIMD lane belongs to one row, scales arrive as vectors (one lane
+ * per row) and no horizontal sum is needed: decode reads the weights at close
+ * to memory speed.  The layout is made once, at load, from the file's blocks
+ * (llama.cpp repacks Q4_K for AVX2 the same way); the file stays the source
+ * of truth and q4k_x8_block() gives any row's original block back bit for bit,
+ * so the sgemm panels and the embedding lookups dequantize exactly as before.
+ *
+ * Exactness: maddubs adds two products of a 4-bit quant (0..15) and an 8-bit
+ * activation (-127..127) into an int16: |pair| <= 3810; eight such pairs of a
+ * sub-block lane are summed in int16 (<= 30480 < 32767) before the scale
+ * multiply widens to int32.  So the integer sums are exact, as in the row
+ * kernel; only the f32 operations differ in order (the tests bound it). */
+#include "kernels/cpu/cpu_qdot.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/quant_blocks.h"
+
+/* Pack sub-block scales/mins 0..7 back into the 12 bytes of a Q4_K block
+ * (the inverse of the unpacking in the dot kernels). */
+static void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12])
+{
+    for (int j = 0; j < 4; j++) {
+        out[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
+        out[j + 4] = (uint8_t)(mn[j] | ((mn[j + 4] >> 4) << 6));
+        out[j + 8] = (uint8_t)((sc[j + 4] & 0x0F) | ((mn[j + 4] & 0x0F) << 4));
+    }
+}
+
+static void unpack_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8])
+{
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
+        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+    }
+}
+
+void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    block_q4_k_x8 *g = out;
+    for (int b = 0; b < nblocks; b++, g++) {
+        for (int r = 0; r < 8; r++) {
+            const block_q4_k *src = (const block_q4_k *)((const uint8_t *)rows8 + r * row_bytes) + b;
+            uint8_t sc[8], mn[8];
+            unpack_scales(src->scales, sc, mn);
+            memcpy(g->d[r], src->d, 2);
+            memcpy(g->dmin[r], src->dmin, 2);
+            for (int j = 0; j < 8; j++) {
+                g->sc[j][r] = sc[j];
+                g->mn[j / 2][r][j % 2] = mn[j];
+            }
+            for (int c = 0; c < 4; c++)
+                for (int t = 0; t < 8; t++) memcpy(g->qs[c][t][r], src->qs + 32 * c + 4 * t, 4);
+        }
+    }
+}
+
+void q4k_x8_block(const void *group, int b, int r, void *out)
+{
+    const block_q4_k_x8 *g = (const block_q4_k_x8 *)group + b;
+    block_q4_k *dst = out;
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = g->sc[j][r];
+        mn[j] = g->mn[j / 2][r][j % 2];
+    }
+    memcpy(dst->d, g->d[r], 2);
+    memcpy(dst->dmin, g->dmin[r], 2);
+    pack_scales(sc, mn, dst->scales);
+    for (int c = 0; c < 4; c++)
+        for (int t = 0; t < 8; t++) memcpy(dst->qs + 32 * c + 4 * t, g->qs[c][t][r], 4);
+}
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static __m256i load32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Lane r = (s[r], s[r]) as two int16: the scale of row r for madd. */
+static __m256i scale_pairs(const uint8_t s[8])
+{
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)s));
+    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+/* Lane r = sum_j mn[j][r] * bsum_j, bsum_j the activation sum of sub-block j. */
+static __m256i mins_sum(const block_q4_k_x8 *g, const int16_t bsums[16])
+{
+    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
+                                   _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    int32_t p[4];
+    _mm_storeu_si128((__m128i *)p, pairs); /* p[jp] = bsum_2jp | bsum_2jp+1 << 16 */
+    __m256i m = _mm256_setzero_si256();
+    for (int jp = 0; jp < 4; jp++) {
+        __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)g->mn[jp]));
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(mn, _mm256_set1_epi32(p[jp])));
+    }
+    return m;
+}
+
+/* The float work of one block for one activation row, lane = weight row. */
+static void block_accumulate(const block_q4_k_x8 *g, float dx, __m256i isum, __m256i msum,
+                             __m256 *acc, __m256 *macc)
+{
+    __m256 dxv = _mm256_set1_ps(dx);
+    __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->d));
+    __m256 dm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->dmin));
+    *acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dxv), _mm256_cvtepi32_ps(isum), *acc);
+    *macc = _mm256_fmadd_ps(_mm256_mul_ps(dm, dxv), _mm256_cvtepi32_ps(msum), *macc);
+}
+
+void q4k_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
+{
+    const block_q8_256 *x = act;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q4_k_x8 *g = (const block_q4_k_x8 *)group + b;
+        const int8_t *xq = x[b].qs;
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i slo = _mm256_setzero_si256(), shi = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t++) {
+                __m256i v = load32(g->qs[c][t]);
+                __m256i lo = _mm256_and_si256(v, low4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                slo = _mm256_add_epi16(slo, _mm256_maddubs_epi16(lo, bcast4(xq + 64 * c + 4 * t)));
+                shi = _mm256_add_epi16(shi, _mm256_maddubs_epi16(hi, bcast4(xq + 64 * c + 32 + 4 * t)));
+            }
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(slo, scale_pairs(g->sc[2 * c])));
+            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(shi, scale_pairs(g->sc[2 * c + 1])));
+        }
+        block_accumulate(g, x[b].d, isum, mins_sum(g, x[b].bsums), &acc, &macc);
+    }
+    _mm256_storeu_ps(out, _mm256_sub_ps(acc, macc));
+}
+
+/* QDOT_ROWS activation rows: each vector of quants is unpacked once and used
+ * for every row; per row the float work is q4k_x8_dot_avx2's, in the same
+ * order, so out[i] is bitwise what the 1-row kernel gives row i. */
+void q4k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[QDOT_ROWS], macc[QDOT_ROWS];
+    for (int i = 0; i < QDOT_ROWS; i++) acc[i] = macc[i] = _mm256_setzero_ps();
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q4_k_x8 *g = (const block_q4_k_x8 *)group + b;
+        const block_q8_256 *x[QDOT_ROWS];
+        for (int i = 0; i < QDOT_ROWS; i++)
+            x[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride) + b;
+        __m256i isum[QDOT_ROWS];
+        for (int i = 0; i < QDOT_ROWS; i++) isum[i] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i slo[QDOT_ROWS], shi[QDOT_ROWS];
+            for (int i = 0; i < QDOT_ROWS; i++) slo[i] = shi[i] = _mm256_setzero_si256();
+            for (int t = 0; t < 8; t++) {
+                __m256i v = load32(g->qs[c][t]);
+                __m256i lo = _mm256_and_si256(v, low4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                for (int i = 0; i < QDOT_ROWS; i++) {
+                    const int8_t *xq = x[i]->qs + 64 * c + 4 * t;
+                    slo[i] = _mm256_add_epi16(slo[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
+                    shi[i] = _mm256_add_epi16(shi[i], _mm256_maddubs_epi16(hi, bcast4(xq + 32)));
+                }
+            }
+            __m256i s0 = scale_pairs(g->sc[2 * c]), s1 = scale_pairs(g->sc[2 * c + 1]);
+            for (int i = 0; i < QDOT_ROWS; i++) {
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(slo[i], s0));
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(shi[i], s1));
+            }
+        }
+        for (int i = 0; i < QDOT_ROWS; i++)
+            block_accumulate(g, x[i]->d, isum[i], mins_sum(g, x[i]->bsums), &acc[i], &macc[i]);
+    }
+    for (int i = 0; i < QDOT_ROWS; i++) _mm256_storeu_ps(out[i], _mm256_sub_ps(acc[i], macc[i]));
+}
+
+#pragma GCC pop_options
+
+#endif
