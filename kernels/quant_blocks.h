@@ -47,7 +47,18 @@ typedef struct {
     uint8_t qs[4][8][8][4];
 } block_q4_k_x8;
 
+/* 8 rows of Q6_K, super-block b of each (cpu_q6k_x8.c): f16 scales side by
+ * side, the int8 sub-block scales in pairs, and for half h and 4-byte group
+ * t the runs ql[64h + 4t..], ql[64h + 32 + 4t..] and qh[32h + 4t..] of
+ * each row in turn: q[h][t][0..2][r]. */
+typedef struct {
+    uint8_t d[8][2];
+    int8_t sc[8][8][2];   /* [sub-block pair][row][which of the pair] */
+    uint8_t q[2][8][3][8][4];
+} block_q6_k_x8;
+
 _Static_assert(sizeof(block_q4_k_x8) == 8 * 148, "block_q4_k_x8 size");
+_Static_assert(sizeof(block_q6_k_x8) == 8 * 210, "block_q6_k_x8 size");
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 _Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
 _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");

@@ -268,9 +268,9 @@ static void check_matmul(struct backend *be, enum weight_type t, int n, int k, i
     struct weight *wt = be->weight_create(be, t, n, k, w, 1, 0);
     CHECK(wt != NULL);
     if (!wt) goto done;
-    if (wt->interleave) /* Q4_K on AVX2, rows a multiple of 8: repacked */
-        CHECK(t == WEIGHT_Q4_K && n % 8 == 0 && wt->held == t && wt->data != w &&
-              wt->bytes == (size_t)n / 8 * (k / 256) * sizeof(block_q4_k_x8));
+    if (wt->interleave) /* K-quants on AVX2, rows a multiple of 8: repacked */
+        CHECK(x8_kernels_for(t) && n % 8 == 0 && wt->held == t && wt->data != w &&
+              wt->bytes == (size_t)n / 8 * (k / 256) * x8_kernels_for(t)->block_bytes);
     else
         CHECK(wt->held == t && wt->data == w && wt->bytes == 0); /* borrowed in place */
     be->matmul(be, y, x, wt, bias ? b : NULL, m);
@@ -348,7 +348,7 @@ static void test_matmul_batch_matches_single(void)
         float y1[N];
         struct weight *wt = w ? be->weight_create(be, t, N, K, w, 0, 0) : NULL;
         CHECK(wt && wt->data != w &&
-              wt->bytes == (wt->interleave ? N / 8 * (K / 256) * sizeof(block_q4_k_x8)
+              wt->bytes == (wt->interleave ? N / 8 * (K / 256) * x8_kernels_for(t)->block_bytes
                                            : quant_row_bytes((int)t, K) * N));
         if (!x || !y || !wt) { CHECK(0); goto next; }
         for (size_t j = 0; j < (size_t)BIG * K; j++) x[j] = rnd_f();
@@ -429,54 +429,60 @@ static void test_simd_dequantize(void)
     free(b);
 }
 
-/* Q4_K interleaved 8 rows at a time (cpu_q4k_x8.c): the layout gives every
- * row's blocks back bit for bit, the 8-row kernel equals the row kernels up
- * to f32 order (same tolerance as scalar vs AVX2), and its multi-row form
- * equals it exactly. */
-static void test_q4k_x8(void)
+/* K-quants interleaved 8 rows at a time (cpu_q4k_x8.c, cpu_q6k_x8.c): the
+ * layout gives every row's blocks back bit for bit, the 8-row kernel equals
+ * the row kernels up to f32 order (same tolerance as scalar vs AVX2), and its
+ * multi-row form equals it exactly. */
+static void check_x8(enum weight_type t)
 {
     enum { K = 1024, NB = K / 256 };
-    size_t rb = quant_row_bytes(WEIGHT_Q4_K, K);
-    uint8_t *w = random_weights(WEIGHT_Q4_K, 8, K);
-    block_q4_k_x8 *g = malloc(NB * sizeof *g);
+    const struct x8_kernels *x8 = x8_kernels_for(t);
+    if (!x8) return; /* not x86-64 */
+    size_t rb = quant_row_bytes((int)t, K), bb = quant_block_bytes((int)t);
+    uint8_t *w = random_weights(t, 8, K), *g = malloc(NB * x8->block_bytes);
     float x[QDOT_ROWS][K], wf[K];
     size_t act_bytes = qact_row_bytes(QACT_Q8_256, K);
     uint8_t *act = malloc(QDOT_ROWS * act_bytes);
     if (!w || !g || !act) { CHECK(0); goto done; }
-    q4k_x8_pack(w, rb, NB, g);
+    x8->pack(w, rb, NB, g);
     for (int r = 0; r < 8; r++)
         for (int b = 0; b < NB; b++) {
-            block_q4_k blk;
-            q4k_x8_block(g, b, r, &blk);
-            CHECK_MSG(memcmp(&blk, w + r * rb + b * sizeof blk, sizeof blk) == 0, "row %d block %d",
-                      r, b);
+            uint8_t blk[256];
+            x8->block(g, b, r, blk);
+            CHECK_MSG(memcmp(blk, w + r * rb + b * bb, bb) == 0, "%s row %d block %d",
+                      quant_type_name((int)t), r, b);
         }
-    if (cpu_simd_level() != CPU_SIMD_AVX2) {
-        free(w); free(g); free(act);
-        SKIP("no AVX2 on this CPU (layout checked)");
-    }
+    if (cpu_simd_level() != CPU_SIMD_AVX2) goto done; /* layout checked; no kernels here */
     for (int i = 0; i < QDOT_ROWS; i++) {
         for (int j = 0; j < K; j++) x[i][j] = rnd_f() * (j % 5 == 0 ? 4.0f : 1.0f);
         qact_quantize_row(QACT_Q8_256, x[i], act + i * act_bytes, K);
     }
     float one[QDOT_ROWS][8], many[QDOT_ROWS][8];
-    for (int i = 0; i < QDOT_ROWS; i++) q4k_x8_dot_avx2(K, g, act + i * act_bytes, one[i]);
-    q4k_x8_dots_avx2(K, g, act, act_bytes, many);
-    CHECK(memcmp(one, many, sizeof one) == 0);
+    for (int i = 0; i < QDOT_ROWS; i++) x8->dot(K, g, act + i * act_bytes, one[i]);
+    x8->dots(K, g, act, act_bytes, many);
+    CHECK_MSG(memcmp(one, many, sizeof one) == 0, "%s", quant_type_name((int)t));
     double xh[K], hs[K];
     for (int i = 0; i < QDOT_ROWS; i++) {
         act_values(QACT_Q8_256, act + i * act_bytes, x[i], K, xh, hs);
         for (int r = 0; r < 8; r++) {
-            CHECK(quant_dequantize(WEIGHT_Q4_K, w + r * rb, wf, K) == 0);
+            CHECK(quant_dequantize((int)t, w + r * rb, wf, K) == 0);
             double mag = 0;
             for (int j = 0; j < K; j++) mag += fabs((double)wf[j] * xh[j]);
-            float row = qdot_scalar(WEIGHT_Q4_K)(K, w + r * rb, act + i * act_bytes);
-            CHECK_MSG(fabs(one[i][r] - row) <= 2e-6 * mag + 1e-7, "act %d row %d: %.9g vs %.9g", i,
-                      r, one[i][r], row);
+            float row = qdot_scalar(t)(K, w + r * rb, act + i * act_bytes);
+            CHECK_MSG(fabs(one[i][r] - row) <= 2e-6 * mag + 1e-7, "%s act %d row %d: %.9g vs %.9g",
+                      quant_type_name((int)t), i, r, one[i][r], row);
         }
     }
 done:
     free(w); free(g); free(act);
+}
+
+static void test_x8_kernels(void)
+{
+    CHECK(x8_kernels_for(WEIGHT_Q4_0) == NULL && x8_kernels_for(WEIGHT_F16) == NULL);
+    check_x8(WEIGHT_Q4_K);
+    check_x8(WEIGHT_Q6_K);
+    if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU (layouts checked)");
 }
 
 static void test_weight_create_rejects(void)
@@ -496,7 +502,7 @@ int main(void)
     RUN(test_dot_kernels);
     RUN(test_dot_edge_values);
     RUN(test_dot_rows_kernels);
-    RUN(test_q4k_x8);
+    RUN(test_x8_kernels);
     RUN(test_matmul_default);
     RUN(test_matmul_scalar_forced);
     RUN(test_matmul_batch_matches_single);

@@ -183,10 +183,13 @@ static void check_fixture(const char *dir)
     }
     check_agreement(dir, &a, 5e-3, 0.01, 0.9);
     CHECK_MSG(a.err2 > 0, "%s: identical logits: the integer kernels did not run", dir);
-    /* Batches of 8 rows and more multiply dequantized f32 panels with the
+    /* Batches of 33 rows and more multiply dequantized f32 panels with the
      * same 8-bit activations: the decode path's values up to the order of
-     * f32 sums, so a prompt gives the same tokens prefilled or stepped. */
-    check_agreement("prefill vs decode steps", &prefill, 1e-8, 1e-6, 1.0);
+     * f32 sums, so a prompt gives the same tokens prefilled or stepped.  A
+     * last-bit difference can flip the rounding of one activation to 8 bits
+     * further on (one step of max|x|/127 in one value; seen on tiny-kquant at
+     * one position in 72: NMSE 3e-7), hence NMSE <= 1e-6, not ~1e-13. */
+    check_agreement("prefill vs decode steps", &prefill, 1e-6, 1e-6, 1.0);
 done:
     model_free(q);
     model_free(f);

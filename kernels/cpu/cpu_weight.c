@@ -44,29 +44,27 @@ static void *aligned_bytes(size_t bytes)
     return aligned_alloc(ALIGN, bytes ? bytes : ALIGN);
 }
 
-/* Q4_K rows in groups of 8 (cpu_q4k_x8.c) where the AVX2 kernels run. */
-static int wants_x8(const struct backend *be, enum weight_type type, int rows)
+/* The interleaved kernels of t, where the AVX2 kernels run and the rows
+ * come in whole groups of 8; else NULL. */
+static const struct x8_kernels *x8_for(const struct backend *be, enum weight_type type, int rows)
 {
-#if defined(__x86_64__)
     const struct cpu_impl *im = be->impl;
-    return type == WEIGHT_Q4_K && rows % 8 == 0 && im->simd == CPU_SIMD_AVX2;
-#else
-    (void)be, (void)type, (void)rows;
-    return 0;
-#endif
+    if (im->simd != CPU_SIMD_AVX2 || rows % 8 != 0) return NULL;
+    return x8_kernels_for(type);
 }
 
-static int create_x8(struct weight *w, const void *host, size_t file_row_bytes)
+static int create_x8(struct weight *w, const struct x8_kernels *x8, const void *host,
+                     size_t file_row_bytes)
 {
     int groups = w->rows / 8, nblocks = w->cols / 256;
-    size_t group_bytes = (size_t)nblocks * sizeof(block_q4_k_x8);
+    size_t group_bytes = (size_t)nblocks * x8->block_bytes;
     uint8_t *g = aligned_bytes((size_t)groups * group_bytes);
     if (!g) return -1;
     #pragma omp parallel for schedule(static) if (groups >= 64)
     for (int i = 0; i < groups; i++)
-        q4k_x8_pack((const uint8_t *)host + (size_t)i * 8 * file_row_bytes, file_row_bytes, nblocks,
-                    g + (size_t)i * group_bytes);
-    w->held = WEIGHT_Q4_K;
+        x8->pack((const uint8_t *)host + (size_t)i * 8 * file_row_bytes, file_row_bytes, nblocks,
+                 g + (size_t)i * group_bytes);
+    w->held = w->type;
     w->interleave = 8;
     w->row_bytes = group_bytes / 8;
     w->bytes = (size_t)groups * group_bytes;
@@ -104,8 +102,9 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
         w->data = f;
         return w;
     }
-    if (wants_x8(be, type, rows)) {
-        if (create_x8(w, host, row_bytes)) goto fail;
+    const struct x8_kernels *x8 = x8_for(be, type, rows);
+    if (x8) {
+        if (create_x8(w, x8, host, row_bytes)) goto fail;
         return w;
     }
     w->held = type;
@@ -154,13 +153,14 @@ static void dequantize_row(const struct weight *w, int r, float *out, qdeq_fn de
         return;
     }
     const uint8_t *group = row_of(w, r - r % 8);
-    block_q4_k blk;
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
+    union { block_q4_k q4; block_q6_k q6; } blk;
     for (int b = 0; b < w->cols / 256; b++) {
-        q4k_x8_block(group, b, r % 8, &blk);
+        x8->block(group, b, r % 8, &blk);
         if (deq)
             deq(&blk, out + (size_t)b * 256, 256);
         else
-            quant_dequantize(WEIGHT_Q4_K, &blk, out + (size_t)b * 256, 256);
+            quant_dequantize((int)w->held, &blk, out + (size_t)b * 256, 256);
     }
 }
 
@@ -196,9 +196,9 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
             for (int b0 = 0, len; b0 < k; b0 += len) {
                 len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
                 const void *src = row + (size_t)(b0 / per_block) * block_bytes;
-                block_q4_k kb;
+                union { block_q4_k q4; block_q6_k q6; } kb;
                 if (w->interleave) {
-                    q4k_x8_block(row, b0 / per_block, r % 8, &kb);
+                    x8_kernels_for(w->held)->block(row, b0 / per_block, r % 8, &kb);
                     src = &kb;
                 }
                 quant_dequantize((int)w->held, src, blk, len);
@@ -208,13 +208,13 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
         }
 }
 
-#if defined(__x86_64__)
-/* The integer path over 8-row groups (Q4_K interleaved): prepared activation
+/* The integer path over 8-row groups (interleaved K-quants): prepared activation
  * rows QDOT_ROWS at a time, then one by one; threads split the groups into
  * contiguous ranges, so each reads one long stretch of the weights. */
 static void matmul_x8(float *y, const uint8_t *act, size_t act_bytes, const struct weight *w,
                       const float *bias, int m, int nt)
 {
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
     int n = w->rows, k = w->cols, groups = n / 8;
     double work = (double)m * n * k;
     #pragma omp parallel for num_threads(nt) schedule(static) \
@@ -225,19 +225,18 @@ static void matmul_x8(float *y, const uint8_t *act, size_t act_bytes, const stru
         int i = 0;
         for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
             float o[QDOT_ROWS][8];
-            q4k_x8_dots_avx2(k, g, act + (size_t)i * act_bytes, act_bytes, o);
+            x8->dots(k, g, act + (size_t)i * act_bytes, act_bytes, o);
             for (int j = 0; j < QDOT_ROWS; j++)
                 for (int l = 0; l < 8; l++)
                     y[(size_t)(i + j) * n + 8 * gi + l] = o[j][l] + (b ? b[l] : 0.0f);
         }
         for (; i < m; i++) {
             float o[8];
-            q4k_x8_dot_avx2(k, g, act + (size_t)i * act_bytes, o);
+            x8->dot(k, g, act + (size_t)i * act_bytes, o);
             for (int l = 0; l < 8; l++) y[(size_t)i * n + 8 * gi + l] = o[l] + (b ? b[l] : 0.0f);
         }
     }
 }
-#endif
 
 static void matmul_qdot(struct backend *be, float *y, const float *x, const struct weight *w,
                         const float *bias, int m)
@@ -262,12 +261,10 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
             qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
         act = q;
     }
-#if defined(__x86_64__)
     if (w->interleave) {
         matmul_x8(y, act, act_bytes, w, bias, m, nt);
         return;
     }
-#endif
     int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
     double work = (double)m * n * k;
     #pragma omp parallel for num_threads(nt) schedule(static) \

@@ -1,0 +1,150 @@
+/* cpu_q6k_x8.c - Q6_K weights with 8 rows interleaved, for the AVX2 matmul
+ * (the same idea as cpu_q4k_x8.c: one 32-bit lane per row, no horizontal
+ * sums, scales as vectors).
+ *
+ * A Q6_K super-block holds 256 6-bit quants as a low nibble in ql and two
+ * high bits in qh: for half h (0, 1) and l in 0..31, the bytes ql[64h + l],
+ * ql[64h + 32 + l] and qh[32h + l] give the four values at 128h + l + 0, 32,
+ * 64 and 96 ("streams" 0..3 below), each in a sub-block of 16 with its own
+ * int8 scale.  The interleaved block keeps, for every (h, 4-byte group t),
+ * those three 4-byte runs of each of the 8 rows side by side.
+ *
+ * Exactness: quants are taken unsigned (0..63) and 32 * sum(x) per sub-block
+ * is subtracted afterwards, as in the row kernel; maddubs adds two products
+ * (|pair| <= 2 * 63 * 127 = 16002), two such vectors (one sub-block's 16
+ * values are 4 groups of 4, taken 2 at a time) stay inside int16 (32004), and
+ * everything after the scale multiply is int32: |sum| < 2^30 for a block. */
+#include "kernels/cpu/cpu_qdot.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/quant_blocks.h"
+
+void q6k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    block_q6_k_x8 *g = out;
+    for (int b = 0; b < nblocks; b++, g++)
+        for (int r = 0; r < 8; r++) {
+            const block_q6_k *src = (const block_q6_k *)((const uint8_t *)rows8 + r * row_bytes) + b;
+            memcpy(g->d[r], src->d, 2);
+            for (int s = 0; s < 16; s++) g->sc[s / 2][r][s % 2] = src->scales[s];
+            for (int h = 0; h < 2; h++)
+                for (int t = 0; t < 8; t++) {
+                    memcpy(g->q[h][t][0][r], src->ql + 64 * h + 4 * t, 4);
+                    memcpy(g->q[h][t][1][r], src->ql + 64 * h + 32 + 4 * t, 4);
+                    memcpy(g->q[h][t][2][r], src->qh + 32 * h + 4 * t, 4);
+                }
+        }
+}
+
+void q6k_x8_block(const void *group, int b, int r, void *out)
+{
+    const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+    block_q6_k *dst = out;
+    memcpy(dst->d, g->d[r], 2);
+    for (int s = 0; s < 16; s++) dst->scales[s] = g->sc[s / 2][r][s % 2];
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < 8; t++) {
+            memcpy(dst->ql + 64 * h + 4 * t, g->q[h][t][0][r], 4);
+            memcpy(dst->ql + 64 * h + 32 + 4 * t, g->q[h][t][1][r], 4);
+            memcpy(dst->qh + 32 * h + 4 * t, g->q[h][t][2][r], 4);
+        }
+}
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static __m256i load32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Stream k's 6-bit values of (h, t) for the 8 rows, unsigned bytes. */
+static __m256i stream_values(const block_q6_k_x8 *g, int h, int t, int k)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
+    __m256i ql = load32(g->q[h][t][k & 1]), qh = load32(g->q[h][t][2]);
+    __m256i lo = k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+}
+
+/* The body of both kernels, for R activation rows (1 or QDOT_ROWS); per row
+ * the same operations in the same order whatever R, so the two agree bit
+ * for bit.  Lane r of every vector belongs to weight row r. */
+static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void *group,
+                                                              const void *act, size_t stride,
+                                                              int R, float (*out)[8])
+{
+    __m256 acc[QDOT_ROWS];
+    for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        const block_q8_256 *x[QDOT_ROWS];
+        __m256i isum[QDOT_ROWS], off[QDOT_ROWS];
+        for (int i = 0; i < R; i++) {
+            x[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride) + b;
+            isum[i] = off[i] = _mm256_setzero_si256();
+        }
+        for (int p = 0; p < 8; p++) {
+            /* scales of sub-blocks 2p, 2p+1 for the 8 rows, as int16 pairs */
+            __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[p]));
+            for (int i = 0; i < R; i++) {
+                int32_t bs;
+                memcpy(&bs, x[i]->bsums + 2 * p, 4);
+                off[i] = _mm256_add_epi32(off[i], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs)));
+            }
+            /* sub-block 2p is stream p % 4 of half p / 4, its first 16 values
+             * (t = 0..3); 2p + 1 the next 16 (t = 4..7) */
+            int h = p / 4, s = p % 4;
+            for (int odd = 0; odd < 2; odd++) {
+                __m256i sc = odd ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xF5), 0xF5)
+                                 : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xA0), 0xA0);
+                for (int tp = 0; tp < 2; tp++) {
+                    int t0 = 4 * odd + 2 * tp;
+                    __m256i v0 = stream_values(g, h, t0, s), v1 = stream_values(g, h, t0 + 1, s);
+                    for (int i = 0; i < R; i++) {
+                        const int8_t *xq = x[i]->qs + 128 * h + 32 * s + 4 * t0;
+                        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(v0, bcast4(xq)),
+                                                       _mm256_maddubs_epi16(v1, bcast4(xq + 4)));
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p16, sc));
+                    }
+                }
+            }
+        }
+        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->d));
+        for (int i = 0; i < R; i++) {
+            __m256i net = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(off[i], 5));
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[i]->d)),
+                                     _mm256_cvtepi32_ps(net), acc[i]);
+        }
+    }
+    for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+void q6k_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
+{
+    q6k_x8_body(k, group, act, 0, 1, (float (*)[8])out);
+}
+
+void q6k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8])
+{
+    q6k_x8_body(k, group, act, stride, QDOT_ROWS, out);
+}
+
+#pragma GCC pop_options
+
+#endif
