@@ -71,63 +71,77 @@ static __m256i bcast4(const int8_t *p)
     return _mm256_set1_epi32(v);
 }
 
-/* Stream k's 6-bit values of (h, t) for the 8 rows, unsigned bytes. */
-static __m256i stream_values(const block_q6_k_x8 *g, int h, int t, int k)
+/* Scales of sub-blocks 2p (odd = 0) or 2p + 1 of the 8 rows, each as an
+ * int16 pair (s, s) in its row's lane, from the pair vector sp. */
+static __m256i scale_of(__m256i sp, int odd)
 {
-    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-    __m256i ql = load32(g->q[h][t][k & 1]), qh = load32(g->q[h][t][2]);
-    __m256i lo = k < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), two);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+    return odd ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xF5), 0xF5)
+               : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xA0), 0xA0);
 }
 
-/* The body of both kernels, for R activation rows (1 or QDOT_ROWS); per row
- * the same operations in the same order whatever R, so the two agree bit
- * for bit.  Lane r of every vector belongs to weight row r. */
+/* The body of both kernels, for R activation rows (1 or 2); per row the same
+ * operations in the same order whatever R, so every R agrees bit for bit.
+ * Lane r of every vector belongs to weight row r.  Streams go in pairs that
+ * share their ql bytes: (0, 2) low and high nibbles of ql[64h + l], (1, 3)
+ * those of ql[64h + 32 + l]; stream s's two high bits are bits 2s, 2s + 1 of
+ * qh, moved to bits 4, 5 with one shift. */
 static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void *group,
                                                               const void *act, size_t stride,
                                                               int R, float (*out)[8])
 {
-    __m256 acc[QDOT_ROWS];
-    for (int i = 0; i < R; i++) acc[i] = _mm256_setzero_ps();
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    __m256 acc[2];
+    const block_q8_256 *x0[2];
+    for (int i = 0; i < R; i++) {
+        acc[i] = _mm256_setzero_ps();
+        x0[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride);
+    }
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
-        const block_q8_256 *x[QDOT_ROWS];
-        __m256i isum[QDOT_ROWS], off[QDOT_ROWS];
-        for (int i = 0; i < R; i++) {
-            x[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride) + b;
-            isum[i] = off[i] = _mm256_setzero_si256();
-        }
+        __m256i isum[2], off[2];
+        for (int i = 0; i < R; i++) isum[i] = off[i] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
-            /* scales of sub-blocks 2p, 2p+1 for the 8 rows, as int16 pairs */
             __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[p]));
             for (int i = 0; i < R; i++) {
                 int32_t bs;
-                memcpy(&bs, x[i]->bsums + 2 * p, 4);
+                memcpy(&bs, x0[i][b].bsums + 2 * p, 4);
                 off[i] = _mm256_add_epi32(off[i], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs)));
             }
-            /* sub-block 2p is stream p % 4 of half p / 4, its first 16 values
-             * (t = 0..3); 2p + 1 the next 16 (t = 4..7) */
-            int h = p / 4, s = p % 4;
-            for (int odd = 0; odd < 2; odd++) {
-                __m256i sc = odd ? _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xF5), 0xF5)
-                                 : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xA0), 0xA0);
-                for (int tp = 0; tp < 2; tp++) {
-                    int t0 = 4 * odd + 2 * tp;
-                    __m256i v0 = stream_values(g, h, t0, s), v1 = stream_values(g, h, t0 + 1, s);
+        }
+        for (int h = 0; h < 2; h++)
+            for (int pair = 0; pair < 2; pair++) {
+                /* streams pair (low nibbles) and pair + 2 (high nibbles) */
+                __m256i spa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair]));
+                __m256i spb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair + 2]));
+                for (int t0 = 0; t0 < 8; t0 += 2) {
+                    __m256i pa[2], pb[2];
+                    for (int i = 0; i < R; i++) pa[i] = pb[i] = _mm256_setzero_si256();
+                    for (int t = t0; t < t0 + 2; t++) {
+                        __m256i ql = load32(g->q[h][t][pair]), qh = load32(g->q[h][t][2]);
+                        /* high bits of stream `pair` are qh bits 2*pair: shift left by 4 - 2*pair;
+                         * of stream pair + 2, bits 4 + 2*pair: shift right by 2*pair */
+                        __m256i ha = _mm256_and_si256(pair ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
+                        __m256i hb = _mm256_and_si256(pair ? _mm256_srli_epi16(qh, 2) : qh, bits45);
+                        __m256i va = _mm256_or_si256(_mm256_and_si256(ql, low4), ha);
+                        __m256i vb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4), hb);
+                        for (int i = 0; i < R; i++) {
+                            const int8_t *xq = x0[i][b].qs + 128 * h + 32 * pair + 4 * t;
+                            pa[i] = _mm256_add_epi16(pa[i], _mm256_maddubs_epi16(va, bcast4(xq)));
+                            pb[i] = _mm256_add_epi16(pb[i], _mm256_maddubs_epi16(vb, bcast4(xq + 64)));
+                        }
+                    }
+                    /* t0 < 4: the first 16 values of the streams' sub-block pairs */
+                    __m256i sa = scale_of(spa, t0 >= 4), sb = scale_of(spb, t0 >= 4);
                     for (int i = 0; i < R; i++) {
-                        const int8_t *xq = x[i]->qs + 128 * h + 32 * s + 4 * t0;
-                        __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(v0, bcast4(xq)),
-                                                       _mm256_maddubs_epi16(v1, bcast4(xq + 4)));
-                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(p16, sc));
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pa[i], sa));
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pb[i], sb));
                     }
                 }
             }
-        }
         __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->d));
         for (int i = 0; i < R; i++) {
             __m256i net = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(off[i], 5));
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[i]->d)),
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x0[i][b].d)),
                                      _mm256_cvtepi32_ps(net), acc[i]);
         }
     }
@@ -139,10 +153,12 @@ void q6k_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
     q6k_x8_body(k, group, act, 0, 1, (float (*)[8])out);
 }
 
+/* two activation rows at a time: four spill the accumulators */
 void q6k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8])
 {
-    q6k_x8_body(k, group, act, stride, QDOT_ROWS, out);
+    for (int i = 0; i < QDOT_ROWS; i += 2)
+        q6k_x8_body(k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2, out + i);
 }
 
 #pragma GCC pop_options
