@@ -270,7 +270,8 @@ static void check_matmul(struct backend *be, enum weight_type t, int n, int k, i
     if (!wt) goto done;
     if (wt->interleave) /* K-quants on AVX2, rows a multiple of 8: repacked */
         CHECK(x8_kernels_for(t) && n % 8 == 0 && wt->held == t && wt->data != w &&
-              wt->bytes == (size_t)n / 8 * (k / 256) * x8_kernels_for(t)->block_bytes);
+              wt->bytes == (size_t)n / 8 * (k / x8_kernels_for(t)->block_elems) *
+                               x8_kernels_for(t)->block_bytes);
     else
         CHECK(wt->held == t && wt->data == w && wt->bytes == 0); /* borrowed in place */
     be->matmul(be, y, x, wt, bias ? b : NULL, m);
@@ -348,7 +349,8 @@ static void test_matmul_batch_matches_single(void)
         float y1[N];
         struct weight *wt = w ? be->weight_create(be, t, N, K, w, 0, 0) : NULL;
         CHECK(wt && wt->data != w &&
-              wt->bytes == (wt->interleave ? N / 8 * (K / 256) * x8_kernels_for(t)->block_bytes
+              wt->bytes == (wt->interleave ? N / 8 * (K / x8_kernels_for(t)->block_elems) *
+                                                 x8_kernels_for(t)->block_bytes
                                            : quant_row_bytes((int)t, K) * N));
         if (!x || !y || !wt) { CHECK(0); goto next; }
         for (size_t j = 0; j < (size_t)BIG * K; j++) x[j] = rnd_f();
@@ -435,13 +437,15 @@ static void test_simd_dequantize(void)
  * multi-row form equals it exactly. */
 static void check_x8(enum weight_type t)
 {
-    enum { K = 1024, NB = K / 256 };
+    enum { K = 1024 };
     const struct x8_kernels *x8 = x8_kernels_for(t);
     if (!x8) return; /* not x86-64 */
+    int NB = K / x8->block_elems;
+    enum qact_kind kind = (enum qact_kind)qact_kind_of(t);
     size_t rb = quant_row_bytes((int)t, K), bb = quant_block_bytes((int)t);
     uint8_t *w = random_weights(t, 8, K), *g = malloc(NB * x8->block_bytes);
     float x[QDOT_ROWS][K], wf[K];
-    size_t act_bytes = qact_row_bytes(QACT_Q8_256, K);
+    size_t act_bytes = qact_row_bytes(kind, K);
     uint8_t *act = malloc(QDOT_ROWS * act_bytes);
     if (!w || !g || !act) { CHECK(0); goto done; }
     x8->pack(w, rb, NB, g);
@@ -455,7 +459,7 @@ static void check_x8(enum weight_type t)
     if (cpu_simd_level() != CPU_SIMD_AVX2) goto done; /* layout checked; no kernels here */
     for (int i = 0; i < QDOT_ROWS; i++) {
         for (int j = 0; j < K; j++) x[i][j] = rnd_f() * (j % 5 == 0 ? 4.0f : 1.0f);
-        qact_quantize_row(QACT_Q8_256, x[i], act + i * act_bytes, K);
+        qact_quantize_row(kind, x[i], act + i * act_bytes, K);
     }
     float one[QDOT_ROWS][8], many[QDOT_ROWS][8];
     for (int i = 0; i < QDOT_ROWS; i++) x8->dot(K, g, act + i * act_bytes, one[i]);
@@ -463,7 +467,7 @@ static void check_x8(enum weight_type t)
     CHECK_MSG(memcmp(one, many, sizeof one) == 0, "%s", quant_type_name((int)t));
     double xh[K], hs[K];
     for (int i = 0; i < QDOT_ROWS; i++) {
-        act_values(QACT_Q8_256, act + i * act_bytes, x[i], K, xh, hs);
+        act_values(kind, act + i * act_bytes, x[i], K, xh, hs);
         for (int r = 0; r < 8; r++) {
             CHECK(quant_dequantize((int)t, w + r * rb, wf, K) == 0);
             double mag = 0;
@@ -479,9 +483,9 @@ done:
 
 static void test_x8_kernels(void)
 {
-    CHECK(x8_kernels_for(WEIGHT_Q4_0) == NULL && x8_kernels_for(WEIGHT_F16) == NULL);
-    check_x8(WEIGHT_Q4_K);
-    check_x8(WEIGHT_Q6_K);
+    CHECK(x8_kernels_for(WEIGHT_Q5_0) == NULL && x8_kernels_for(WEIGHT_F16) == NULL);
+    enum weight_type x8_types[] = {WEIGHT_Q4_0, WEIGHT_Q4_1, WEIGHT_Q8_0, WEIGHT_Q4_K, WEIGHT_Q6_K};
+    for (int i = 0; i < 5; i++) check_x8(x8_types[i]);
     if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU (layouts checked)");
 }
 

@@ -58,9 +58,10 @@ typedef void (*qdot_rows_fn)(int k, const void *w_row, const void *act, size_t a
 qdot_rows_fn qdot_rows_avx2(enum weight_type t);
 qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
 
-/* K-quants with 8 rows interleaved (block_q4_k_x8, block_q6_k_x8:
- * cpu_q4k_x8.c, cpu_q6k_x8.c), the layout the AVX2 matmul keeps Q4_K and
- * Q6_K weights in when the row count is a multiple of 8.
+/* Weights with 8 rows interleaved (block_q4_k_x8, block_q6_k_x8 and the
+ * 32-element formats: cpu_q4k_x8.c, cpu_q6k_x8.c, cpu_q32_x8.c), the layout
+ * the AVX2 matmul keeps Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights in when the
+ * row count is a multiple of 8.
  *  pack:  8 rows of nblocks blocks (row r at rows8 + r * row_bytes) into
  *         nblocks interleaved blocks;
  *  block: row r's block b back, bit for bit;
@@ -68,7 +69,8 @@ qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
  *  dots:  the same for QDOT_ROWS activation rows (row i at act + i *
  *         stride), bitwise equal to QDOT_ROWS dot calls. */
 struct x8_kernels {
-    size_t block_bytes; /* one interleaved block: 8 rows x 256 values */
+    size_t block_bytes; /* one interleaved block: 8 rows x block_elems values */
+    int block_elems;    /* values per row in a block: 32 or 256 */
     void (*pack)(const void *rows8, size_t row_bytes, int nblocks, void *out);
     void (*block)(const void *group, int b, int r, void *out);
     void (*dot)(int k, const void *group, const void *act, float out[8]);
@@ -88,6 +90,21 @@ void q6k_x8_block(const void *group, int b, int r, void *out);
 void q6k_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
 void q6k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8]);
+void q4_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q4_1_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q8_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q4_0_x8_block(const void *group, int b, int r, void *out);
+void q4_1_x8_block(const void *group, int b, int r, void *out);
+void q8_0_x8_block(const void *group, int b, int r, void *out);
+void q4_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q4_1_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q8_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q4_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8]);
+void q4_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8]);
+void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8]);
 
 /* Dequantize one row of k values of type t to f32, bitwise as
  * quant_dequantize does; NULL when there is no SIMD version (use

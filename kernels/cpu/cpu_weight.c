@@ -56,7 +56,7 @@ static const struct x8_kernels *x8_for(const struct backend *be, enum weight_typ
 static int create_x8(struct weight *w, const struct x8_kernels *x8, const void *host,
                      size_t file_row_bytes)
 {
-    int groups = w->rows / 8, nblocks = w->cols / 256;
+    int groups = w->rows / 8, nblocks = w->cols / x8->block_elems;
     size_t group_bytes = (size_t)nblocks * x8->block_bytes;
     uint8_t *g = aligned_bytes((size_t)groups * group_bytes);
     if (!g) return -1;
@@ -154,13 +154,14 @@ static void dequantize_row(const struct weight *w, int r, float *out, qdeq_fn de
     }
     const uint8_t *group = row_of(w, r - r % 8);
     const struct x8_kernels *x8 = x8_kernels_for(w->held);
-    union { block_q4_k q4; block_q6_k q6; } blk;
-    for (int b = 0; b < w->cols / 256; b++) {
+    union { block_q4_k q4; block_q6_k q6; block_q8_0 q8; } blk;
+    int n = x8->block_elems;
+    for (int b = 0; b < w->cols / n; b++) {
         x8->block(group, b, r % 8, &blk);
         if (deq)
-            deq(&blk, out + (size_t)b * 256, 256);
+            deq(&blk, out + (size_t)b * n, n);
         else
-            quant_dequantize((int)w->held, &blk, out + (size_t)b * 256, 256);
+            quant_dequantize((int)w->held, &blk, out + (size_t)b * n, n);
     }
 }
 
@@ -196,7 +197,7 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
             for (int b0 = 0, len; b0 < k; b0 += len) {
                 len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
                 const void *src = row + (size_t)(b0 / per_block) * block_bytes;
-                union { block_q4_k q4; block_q6_k q6; } kb;
+                union { block_q4_k q4; block_q6_k q6; block_q8_0 q8; } kb;
                 if (w->interleave) {
                     x8_kernels_for(w->held)->block(row, b0 / per_block, r % 8, &kb);
                     src = &kb;

@@ -1,0 +1,204 @@
+/* cpu_q32_x8.c - Q4_0, Q4_1 and Q8_0 weights (blocks of 32) with 8 rows
+ * interleaved for the AVX2 matmul, as cpu_q4k_x8.c does for Q4_K: one 32-bit
+ * lane per row, the rows' f16 scales side by side, no horizontal sums.
+ *
+ * Block b of a group holds, for 4-byte group t, the 4 quant bytes of each of
+ * the 8 rows in turn.  Q4_0 / Q4_1 bytes l = 0..15 hold elements l (low
+ * nibble) and l + 16 (high); Q8_0 bytes are elements.
+ *
+ * Exactness: 4-bit quants (0..15) times 8-bit activations: a maddubs pair is
+ * at most 3810, four of them (one block) 15240 in int16.  Q8_0 (-128..127):
+ * |w| times x with w's sign moved onto x, a pair at most 2 * 128 * 127 =
+ * 32512, widened to int32 at once.  Q4_0's offset 8 is applied as 8 * sum(x)
+ * per block (block_q8_32.s = d * sum(q)), Q4_1's min as m * that sum. */
+#include "kernels/cpu/cpu_qdot.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/quant_blocks.h"
+
+/* Bytes of one row's block: scale fields (d, or d and m) then quants. */
+struct q32_layout {
+    size_t block, head, quants; /* bytes: the file's block, its f16 fields, its quants */
+};
+
+static struct q32_layout layout_of(enum weight_type t)
+{
+    switch (t) {
+    case WEIGHT_Q4_0: return (struct q32_layout){sizeof(block_q4_0), 2, 16};
+    case WEIGHT_Q4_1: return (struct q32_layout){sizeof(block_q4_1), 4, 16};
+    default: return (struct q32_layout){sizeof(block_q8_0), 2, 32};
+    }
+}
+
+/* Interleaved block: [head/2 f16 fields][8 rows][2] then [quants/4][8][4]. */
+static void pack(enum weight_type t, const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    struct q32_layout L = layout_of(t);
+    uint8_t *g = out;
+    for (int b = 0; b < nblocks; b++, g += 8 * L.block)
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *src = (const uint8_t *)rows8 + r * row_bytes + b * L.block;
+            for (size_t f = 0; f < L.head / 2; f++) memcpy(g + 16 * f + 2 * r, src + 2 * f, 2);
+            for (size_t q = 0; q < L.quants / 4; q++)
+                memcpy(g + 8 * L.head + 32 * q + 4 * r, src + L.head + 4 * q, 4);
+        }
+}
+
+static void unpack_block(enum weight_type t, const void *group, int b, int r, void *out)
+{
+    struct q32_layout L = layout_of(t);
+    const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
+    uint8_t *dst = out;
+    for (size_t f = 0; f < L.head / 2; f++) memcpy(dst + 2 * f, g + 16 * f + 2 * r, 2);
+    for (size_t q = 0; q < L.quants / 4; q++)
+        memcpy(dst + L.head + 4 * q, g + 8 * L.head + 32 * q + 4 * r, 4);
+}
+
+void q4_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    pack(WEIGHT_Q4_0, rows8, row_bytes, nblocks, out);
+}
+void q4_1_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    pack(WEIGHT_Q4_1, rows8, row_bytes, nblocks, out);
+}
+void q8_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
+{
+    pack(WEIGHT_Q8_0, rows8, row_bytes, nblocks, out);
+}
+void q4_0_x8_block(const void *group, int b, int r, void *out)
+{
+    unpack_block(WEIGHT_Q4_0, group, b, r, out);
+}
+void q4_1_x8_block(const void *group, int b, int r, void *out)
+{
+    unpack_block(WEIGHT_Q4_1, group, b, r, out);
+}
+void q8_0_x8_block(const void *group, int b, int r, void *out)
+{
+    unpack_block(WEIGHT_Q8_0, group, b, r, out);
+}
+
+#if defined(__x86_64__)
+
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+static __m256i load32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+static __m256 f16x8(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* The body of every kernel here, for R activation rows (1 or 2); per row the
+ * same operations in the same order whatever R, so every R agrees bit for
+ * bit.  Lane r of every vector belongs to weight row r. */
+static inline __attribute__((always_inline)) void q32_body(enum weight_type type, int k,
+                                                           const void *group, const void *act,
+                                                           size_t stride, int R, float (*out)[8])
+{
+    struct q32_layout L = layout_of(type);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[2];
+    const block_q8_32 *x0[2];
+    for (int i = 0; i < R; i++) {
+        acc[i] = _mm256_setzero_ps();
+        x0[i] = (const block_q8_32 *)((const uint8_t *)act + (size_t)i * stride);
+    }
+    for (int b = 0; b < k / QK; b++) {
+        const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
+        const uint8_t *qs = g + 8 * L.head;
+        __m256i isum[2];
+        for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();
+        if (type == WEIGHT_Q8_0) {
+            for (int t = 0; t < 8; t++) {
+                __m256i w = load32(qs + 32 * t), aw = _mm256_sign_epi8(w, w);
+                for (int i = 0; i < R; i++) {
+                    __m256i xs = _mm256_sign_epi8(bcast4(x0[i][b].qs + 4 * t), w);
+                    isum[i] = _mm256_add_epi32(
+                        isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones));
+                }
+            }
+        } else {
+            __m256i p16[2];
+            for (int i = 0; i < R; i++) p16[i] = _mm256_setzero_si256();
+            for (int t = 0; t < 4; t++) {
+                __m256i v = load32(qs + 32 * t);
+                __m256i lo = _mm256_and_si256(v, low4);
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                for (int i = 0; i < R; i++) {
+                    const int8_t *xq = x0[i][b].qs + 4 * t;
+                    p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
+                    p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
+                }
+            }
+            for (int i = 0; i < R; i++) isum[i] = _mm256_madd_epi16(p16[i], ones);
+        }
+        __m256 d = f16x8(g);
+        for (int i = 0; i < R; i++) {
+            const block_q8_32 *x = &x0[i][b];
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d)),
+                                     _mm256_cvtepi32_ps(isum[i]), acc[i]);
+            if (type == WEIGHT_Q4_0) /* q - 8: minus 8 * d * d_x * sum(q_x) */
+                acc[i] = _mm256_fnmadd_ps(d, _mm256_set1_ps(8.0f * x->s), acc[i]);
+            else if (type == WEIGHT_Q4_1) /* + m * d_x * sum(q_x) */
+                acc[i] = _mm256_fmadd_ps(f16x8(g + 16), _mm256_set1_ps(x->s), acc[i]);
+        }
+    }
+    for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+void q4_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
+{
+    q32_body(WEIGHT_Q4_0, k, group, act, 0, 1, (float (*)[8])out);
+}
+void q4_1_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
+{
+    q32_body(WEIGHT_Q4_1, k, group, act, 0, 1, (float (*)[8])out);
+}
+void q8_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8])
+{
+    q32_body(WEIGHT_Q8_0, k, group, act, 0, 1, (float (*)[8])out);
+}
+
+/* two activation rows at a time, as in cpu_q4k_x8.c */
+void q4_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8])
+{
+    for (int i = 0; i < QDOT_ROWS; i += 2)
+        q32_body(WEIGHT_Q4_0, k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2,
+                 out + i);
+}
+void q4_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8])
+{
+    for (int i = 0; i < QDOT_ROWS; i += 2)
+        q32_body(WEIGHT_Q4_1, k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2,
+                 out + i);
+}
+void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8])
+{
+    for (int i = 0; i < QDOT_ROWS; i += 2)
+        q32_body(WEIGHT_Q8_0, k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2,
+                 out + i);
+}
+
+#pragma GCC pop_options
+
+#endif
