@@ -23,7 +23,16 @@ static void print_matrix(void *ctx, const char *name, const struct weight *w)
 {
     (void)ctx;
     printf("  %-28s %-5s -> %-5s %s\n", name, quant_type_name((int)w->type),
-           quant_type_name((int)w->held), w->bytes ? "copied" : "read in place");
+           quant_type_name((int)w->held),
+           w->interleave ? "8 rows interleaved (AVX2)" : w->bytes ? "copied" : "read in place");
+}
+
+static void count_interleaved(void *ctx, const char *name, const struct weight *w)
+{
+    (void)name;
+    int *counts = ctx;
+    counts[0]++;
+    if (w->interleave) counts[1]++;
 }
 
 /* The architecture and file lines of `info`. */
@@ -106,6 +115,11 @@ int cmd_info(int argc, char **argv)
     char types[64];
     model_weight_types(m, types, sizeof types);
     printf("in memory       %s (every type has integer kernels; f32 with --weights f32)\n", types);
+    int inter[2] = {0, 0};
+    model_each_weight(m, count_interleaved, inter);
+    printf("layout          %d of %d matrices repacked 8 rows side by side for the AVX2 kernels\n"
+           "                (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; the rest read in place)\n",
+           inter[1], inter[0]);
     struct model_load_opts exact = {.weights = MODEL_WEIGHTS_F32};
     printf("weight bytes    %zu resident (%.1f MiB; %zu with --weights f32)\n", m->weight_bytes,
            m->weight_bytes / (1024.0 * 1024.0), model_weight_bytes_opts(mf, &exact));
