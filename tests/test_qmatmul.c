@@ -363,7 +363,8 @@ static void test_matmul_batch_matches_single(void)
                           quant_type_name(t), m, r);
             }
         }
-        /* BIG rows take the sgemm panels: the same values, summed in another order */
+        /* BIG rows take the sgemm panels (types without 8-row interleaved
+         * kernels): the same values, summed in another order */
         be->matmul(be, y, x, wt, NULL, BIG);
         for (int r = 0; r < BIG; r++) {
             be->matmul(be, y1, x + (size_t)r * K, wt, NULL, 1);

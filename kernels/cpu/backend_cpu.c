@@ -83,7 +83,9 @@ struct backend *backend_cpu_create(int n_threads)
      * panels 1.82 / 1.16 / 0.86 (Q6_K 8960 x 1536 alike; timed on a shared
      * machine).  So decode batches up to 32 stay on the integer path (bitwise
      * equal to batch 1) and prefill takes the panels.  (Small-k Q4_1 / Q8_0,
-     * SmolLM's, tie at 16 and favour panels by up to 1.4x at 32.) */
+     * SmolLM's, tie at 16 and favour panels by up to 1.4x at 32.)  This was
+     * measured with the row-by-row kernels; weights held 8 rows interleaved
+     * (cpu_q*_x8.c) never take the panels (cpu_matmul). */
     impl->panel_min_m = 33;
     const char *pm = getenv("EVICTBENCH_CPU_PANEL_M");
     if (pm && atoi(pm) > 0) impl->panel_min_m = atoi(pm);
