@@ -83,27 +83,10 @@ void q8_0_x8_block(const void *group, int b, int r, void *out)
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-static __m256i load32(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
-static __m256i bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
-
-static __m256 f16x8(const uint8_t *p)
-{
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
+#include "kernels/cpu/cpu_x8_avx2.h"
 
 /* The body of every kernel here, for R activation rows (1 or 2); per row the
  * same operations in the same order whatever R, so every R agrees bit for

@@ -82,22 +82,10 @@ void q4k_x8_block(const void *group, int b, int r, void *out)
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-static __m256i load32(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
-static __m256i bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
+#include "kernels/cpu/cpu_x8_avx2.h"
 
 /* Lane r = (s[r], s[r]) as two int16: the scale of row r for madd. */
 static __m256i scale_pairs(const uint8_t s[8])

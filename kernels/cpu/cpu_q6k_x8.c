@@ -54,22 +54,10 @@ void q6k_x8_block(const void *group, int b, int r, void *out)
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-static __m256i load32(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
-
-static __m256i bcast4(const int8_t *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm256_set1_epi32(v);
-}
+#include "kernels/cpu/cpu_x8_avx2.h"
 
 /* Scales of sub-blocks 2p (odd = 0) or 2p + 1 of the 8 rows, each as an
  * int16 pair (s, s) in its row's lane, from the pair vector sp. */

@@ -1,0 +1,33 @@
+/* cpu_x8_avx2.h - the small AVX2 helpers the interleaved kernels share
+ * (cpu_q4k_x8.c, cpu_q6k_x8.c, cpu_q32_x8.c; not a public header).
+ *
+ * Include it after `#pragma GCC target("avx2,fma,f16c")`, inside the x86-64
+ * part of the file: the helpers are compiled for AVX2 by that pragma, like
+ * the kernels that call them. */
+#ifndef EB_CPU_X8_AVX2_H
+#define EB_CPU_X8_AVX2_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline __m256i load32(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* 4 activation bytes repeated in every 32-bit lane (one lane per weight row) */
+static inline __m256i bcast4(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* the 8 rows' f16 scales, side by side, as floats */
+static inline __m256 f16x8(const uint8_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+#endif
