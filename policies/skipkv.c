@@ -73,6 +73,9 @@ const struct param_def skipkv_params[] = {
     {"evict", PARAM_BOOL, 1, 0, 1, NULL,
      "evict at all; 0: keep every token (FullKV) and only track sentences and PSS, whose pairs "
      "are then compared when the sequence ends"},
+    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
+     "released: the step flag outlives a sample as in modeling_nhid.py (a later prompt is "
+     "compressed at prefill only if the previous sample ended on a divisible count)"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -169,6 +172,8 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         .window = s->imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
+        /* compat=released: reset_for_new_sample resets the count, not the flag */
+        .divide_carry_flag = policy_param_int(p, "compat") == 1,
     };
     if (!s->evict) /* an observer: no selection, so no queries and no budget */
         *info = (struct policy_info){
