@@ -77,6 +77,8 @@ struct step_view {
     int token;               /* just sampled (not yet in the cache) */
     int n_generated;         /* tokens sampled so far, this one included */
     int next_pos;            /* tokens processed so far = position of the next one */
+    int selects_next;        /* the schedule selects after the next forward: the released
+                                code's step flag (`is_newline`), raised by this forward */
 };
 
 /* One layer's attention probabilities of a forward's new queries (host copy). */

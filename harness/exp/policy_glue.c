@@ -281,13 +281,15 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
     g->kv_bytes_sum += (double)cache->bytes;
     for (int i = 0; i < g->pm.n_layer * g->pm.n_kv; i++)
         if (cache->len[i] > g->st.max_slots) g->st.max_slots = cache->len[i];
+    /* The count includes left pads (specs/policies.md §9.1 item 2): a padded
+     * sequence starts at position -n_pad, so add them back. */
+    long processed = (long)cache->next_pos + cache->left_pad;
     if (g->p->ops->observe) {
-        struct step_view sv = {token, s->n_steps, cache->next_pos};
+        struct step_view sv = {token, s->n_steps, cache->next_pos,
+                               sched_selects_next(&g->sched, &s->sched, processed)};
         g->p->ops->observe(g->p->self, seq, &sv);
     }
-    /* Its count includes left pads (specs/policies.md §9.1 item 2): a padded
-     * sequence starts at position -n_pad, so add them back. */
-    int wants = sched_step(&g->sched, &s->sched, (long)cache->next_pos + cache->left_pad, at_prefill);
+    int wants = sched_step(&g->sched, &s->sched, processed, at_prefill);
     if (wants && run_select(g, seq, cache, at_prefill, e)) return -1;
     g->st.policy_s += clock_now_s() - t0;
     if (g->inner && g->inner->on_step) return g->inner->on_step(g->inner->ctx, seq, token, cache, e);

@@ -48,6 +48,18 @@ int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, i
     return 0;
 }
 
+int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, long processed)
+{
+    switch (r->schedule) {
+    case POLICY_DIVIDE:
+        return (s->count0 + processed) % r->divide == 0;
+    case POLICY_EVERY_STEP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void sched_end(struct sched_run *r, struct sched_seq *s)
 {
     if (!s->live) return;

@@ -42,6 +42,9 @@ int sched_begin(struct sched_run *r, struct sched_seq *s, const char *policy, st
 /* After a forward: `processed` tokens (left pads included) are in the cache;
  * 1 if the policy selects now. */
 int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, int at_prefill);
+/* After a forward that processed `processed` tokens: 1 if the next forward
+ * selects (the released step flag this forward leaves). */
+int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, long processed);
 /* The sequence finished. */
 void sched_end(struct sched_run *r, struct sched_seq *s);
 
