@@ -169,6 +169,9 @@ const struct param_def h2o_rkv_params[] = {
      "kept slots in top-k score order (released code) or by position"},
     {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
      "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
+    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
+     "released: the step flag outlives a sample as in SkipKV's modeling_nhid.py (a later prompt "
+     "is compressed at prefill only if the previous sample ended on a divisible count)"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -200,7 +203,10 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
     s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
                                  .schedule = POLICY_DIVIDE,
-                                 .divide_length = policy_param_int(p, "divide_length")};
+                                 .divide_length = policy_param_int(p, "divide_length"),
+                                 /* compat=released: SkipKV's reset_for_new_sample resets the
+                                  * count, not the flag */
+                                 .divide_carry_flag = policy_param_int(p, "compat") == 1};
     *self = s;
     return 0;
 }

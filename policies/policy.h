@@ -45,6 +45,13 @@ struct policy_info {
     int slot_slack;          /* POLICY_EVERY_STEP policies that compact only now and then
                                 (vase, rpc, beaconkv): slots a head may hold above the budget
                                 before they do; -1: no bound (RPC's growing ratio budget) */
+    /* POLICY_DIVIDE over the sequences one instance runs one after another.
+     * Both 0 (the default): every sequence starts afresh.  compat=released sets
+     * them to reproduce the papers' scripts, whose step flag (and, in R-KV's,
+     * token count) outlives a sample (harness/exp/policy_schedule.h). */
+    int divide_carry_flag;   /* a prefill selects only if the previous sequence's last
+                                forward left the count divisible (the first one always) */
+    int divide_carry_count;  /* the count runs on across sequences instead of restarting */
 };
 
 struct tokenizer;
@@ -70,6 +77,8 @@ struct step_view {
     int token;               /* just sampled (not yet in the cache) */
     int n_generated;         /* tokens sampled so far, this one included */
     int next_pos;            /* tokens processed so far = position of the next one */
+    int selects_next;        /* the schedule selects after the next forward: the released
+                                code's step flag (`is_newline`), raised by this forward */
 };
 
 /* One layer's attention probabilities of a forward's new queries (host copy). */

@@ -37,6 +37,9 @@ const struct param_def rkv_params[] = {
      "kept slots in top-k score order (released code) or by position"},
     {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
      "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
+    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
+     "released: the step counter runs on across samples as in R-KV's modeling.py (a later "
+     "prompt is compressed at prefill only if the count left is divisible)"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -152,6 +155,9 @@ static int rkv_create(const struct policy_params *p, const struct policy_model *
         .window = s->imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
+        /* compat=released: modeling.py's `self.length` is never reset */
+        .divide_carry_flag = policy_param_int(p, "compat") == 1,
+        .divide_carry_count = policy_param_int(p, "compat") == 1,
     };
     *self = s;
     return 0;

@@ -64,6 +64,14 @@ enum keep_order {
 };
 #define KEEP_ORDER_CHOICES "score|position"
 
+/* compat=released: what the released scripts carry from one sample to the
+ * next (policy_info.divide_carry_*): R-KV's modeling.py never resets its
+ * token count, so the step flag and the count run on; SkipKV's
+ * reset_for_new_sample resets the count but not the flag.  A later sample's
+ * prefill then compresses only if the previous sample's last forward left the
+ * count divisible by divide_length.  none (default): each sequence afresh. */
+#define COMPAT_CHOICES "none|released"
+
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
  * index order.  0 <= k <= n. */
 int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e);

@@ -2,11 +2,15 @@
  * a sentence-level redundancy penalty (skip KV storage) and adaptive SEAL
  * steering (skip KV generation).
  *
- * At every compression step (the R-KV schedule, §1.2), for the sequence:
+ * In the forward before each compression step (the R-KV schedule, §1.2),
+ * as the released modeling_nhid.py does when a forward raises its step flag
+ * (`is_newline`; step_view.selects_next here), before that forward's sampled
+ * token is labelled:
  *   1. alpha = alpha0 - gamma * N_o            (steer=1; N_o counts Check sentences)
  *   2. complete sentences not compared yet are compared with every earlier
  *      one (sentences.h); the earlier sentence of a pair above tau is marked
  *      redundant for good;
+ * then at the compression step:
  *   3. per (layer, kv head) holding >= B slots:
  *        Z = lambda * I - (1 - lambda) * R                       (R-KV, §5)
  *        Z[t] -= lambda_ij for every candidate slot of a redundant sentence
@@ -17,10 +21,9 @@
  * Steering (steer=1) adds alpha * V to the residual stream entering `layer`
  * at split tokens inside the thought, as SEAL does (§6.6).
  *
- * Deviations, all small and documented: sentence similarity is evaluated in
- * the compressing step itself (the reference evaluates it one forward earlier,
- * so a sentence whose last row arrives in that forward is compared one
- * compression sooner here); the ragged runtime stores no pad slots, so
+ * The prompt's compression (a prefill step) gets no sentence penalty: the
+ * released flag's similarity is computed after that forward's compression.
+ * Deviations, all small and documented: the ragged runtime stores no pad slots, so
  * pad_policy matters only for padded caches; batch grouping belongs to the
  * runner, and `batching=grouped` only records that a preset expects it.
  *
@@ -73,6 +76,9 @@ const struct param_def skipkv_params[] = {
     {"evict", PARAM_BOOL, 1, 0, 1, NULL,
      "evict at all; 0: keep every token (FullKV) and only track sentences and PSS, whose pairs "
      "are then compared when the sequence ends"},
+    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
+     "released: the step flag outlives a sample as in modeling_nhid.py (a later prompt is "
+     "compressed at prefill only if the previous sample ended on a divisible count)"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -169,6 +175,8 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         .window = s->imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
+        /* compat=released: reset_for_new_sample resets the count, not the flag */
+        .divide_carry_flag = policy_param_int(p, "compat") == 1,
     };
     if (!s->evict) /* an observer: no selection, so no queries and no budget */
         *info = (struct policy_info){
@@ -227,6 +235,13 @@ static void skipkv_observe(void *self, int seq, const struct step_view *sv)
     struct skipkv *s = self;
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
     if (!q || q->failed) return;
+    /* The forward that raised the step flag ends: its rows are in, its
+     * sampled token not yet labelled (the released code labels a token in
+     * the forward that processes it). */
+    if (sv->selects_next) {
+        if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
+        if (s->sentence) sent_tracker_compare(&q->tr);
+    }
     if (sent_tracker_tokens(&q->tr, &sv->token, 1, &q->err) ||
         (s->steer && steer_seq_push(&q->st, sv->token, &q->err)))
         q->failed = 1;
@@ -261,8 +276,8 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
         return -1;
     }
     int w = s->imp.window, step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
-    if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
-    if (s->sentence) sent_tracker_compare(&q->tr);
+    /* at prefill the released layers hold no removal ranges yet */
+    int penalize = s->sentence && !cv->at_prefill;
     for (int l = 0; l < cv->n_layer; l++)
         for (int h = 0; h < cv->n_kv; h++) {
             int len = cache_view_len(cv, l, h), n_cand = len - w;
@@ -273,7 +288,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
                 if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
                 rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, SCORE_F32);
             }
-            if (s->sentence) {
+            if (penalize) {
                 const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
                 sent_tracker_penalize(&q->tr, pos, n_cand, len, s->sc.z, step);
             }

@@ -34,6 +34,9 @@ const struct param_def snapkv_params[] = {
      "kept slots in top-k score order (released code) or by position"},
     {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
      "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
+    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
+     "released (schedule=divide): the step counter runs on across samples as in R-KV's "
+     "modeling.py"},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
@@ -53,6 +56,10 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
     (void)m;
     int kernel = policy_param_int(p, "kernel");
     if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
+    int compat = policy_param_int(p, "compat") == 1;
+    if (compat && policy_param_int(p, "schedule") == 0)
+        return eb_fail(e, "compat=released reproduces R-KV's step counter: it needs "
+                          "schedule=divide (snapkv-decode)");
     struct snapkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
     s->imp = (struct importance_opts){
@@ -71,6 +78,9 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
         .window = s->imp.window,
         .schedule = policy_param_int(p, "schedule") == 0 ? POLICY_PREFILL_ONLY : POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
+        /* compat=released: R-KV's modeling.py never resets `self.length` */
+        .divide_carry_flag = compat,
+        .divide_carry_count = compat,
     };
     *self = s;
     return 0;

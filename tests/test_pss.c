@@ -115,7 +115,8 @@ static int check_rows(const struct run_output *o, int sample_idx, const char *wh
         if (!isnan(x->max_sim) && (x->max_sim < -1.0001 || x->max_sim > 1.0001)) bad = 1;
         if (x->evicted_step != STORE_NONE) {
             n_evicted++;
-            if (x->evicted_step < 1 || x->evicted_step > smp->gen_tokens) bad = 1;
+            /* on_step also runs for an EOS token, which gen_tokens does not count */
+            if (x->evicted_step < 1 || x->evicted_step > smp->gen_tokens + 1) bad = 1;
         }
         prev_end = (long)x->end_tok;
         n++;
@@ -159,7 +160,7 @@ static void check_store(struct run_output *out, int n_out)
                 "policy = 'fullkv-pss'") == 0);
     CHECK(store_query_number(st, "select count(distinct policy || budget) from v_sentence_kinds") >= 1);
     CHECK(store_query_number(st, "select count(*) from v_sentence_kinds where check_share < 0 or check_share > 1 "
-                "or n_traces < 1 or n_traces > 3 or policy = 'fullkv'") == 0);
+                "or n_traces < 1 or n_traces > 6 or policy = 'fullkv'") == 0); /* 2 skipkv-sent runs */
     CHECK(store_query_number(st, "select sum(n_traces) from v_sentence_kinds where policy = 'fullkv-pss'") <= N_ITEMS);
     store_close(st);
     unlink(path);
@@ -197,7 +198,7 @@ static void test_pss_samples(void)
     }
     const char *cfg = "{\"models\": \"" SMOL "\", \"datasets\": \"synthetic:3\","
                       " \"policies\": [\"fullkv\", \"fullkv-pss\", \"skipkv-sent\","
-                      " {\"name\": \"skipkv-sent\", \"tau\": -1}],"
+                      " {\"name\": \"skipkv-sent\", \"tau\": -1, \"divide_length\": 8}],"
                       " \"budgets\": 24, \"batch_sizes\": 3, \"batching\": \"grouped\","
                       " \"max_new_tokens\": 24}";
     CHECK(exp_config_parse(cfg, strlen(cfg), "pss.json", &c, &e) == 0);
@@ -248,7 +249,9 @@ static void test_pss_samples(void)
     CHECK(out[1].samples[0].n_compressions == 0);
 
     /* Per-sentence rows: none for fullkv; never evicted under the observer;
-     * evicted under tau = -1, where every earlier sentence is redundant. */
+     * evicted under tau = -1, where every earlier sentence is redundant, and
+     * a compression every 8 tokens (sentences are compared in the forward
+     * before a decode compression, as released; the prompt's gets no penalty). */
     CHECK(out[0].n_sents == 0);
     int evicted[N_RUNS] = {0};
     for (int k = 1; k < N_RUNS; k++)
@@ -380,7 +383,7 @@ static void test_seal_sentences(void)
     struct seq_view sq = {.n_prompt = np, .capacity = np + ng, .prompt = prompt};
     CHECK(p->ops->begin_sequence(p->self, 0, &sq, &e) == 0);
     for (int t = 0; t < ng; t++) {
-        struct step_view st = {gen[t], t + 1, np + t};
+        struct step_view st = {gen[t], t + 1, np + t, 0};
         p->ops->observe(p->self, 0, &st);
     }
     /* live, then finished: the same rows */

@@ -9,10 +9,13 @@
 #include "test.h"
 #include "test_util.h"
 
+#include "harness/exp/policy_schedule.h"
 #include "model/kvcache.h"
 
 #define FIX_JSON FIXTURE("policies/released.json")
 #define FIX_BIN FIXTURE("policies/released.bin")
+#define SEQ_JSON FIXTURE("policies/released_samples.json")
+#define SEQ_BIN FIXTURE("policies/released_samples.bin")
 
 static struct backend *be;
 
@@ -211,10 +214,164 @@ static void test_whole_generations(void)
     free(blob);
 }
 
+/* ---- samples one after another (compat=released) ---- */
+
+/* One policy instance runs the fixture's samples in order, each in a fresh
+ * cache, selecting when the glue's schedule (harness/exp/policy_schedule.c)
+ * says so; every compression must be the reference's, in sample, position
+ * and held slots. */
+static void run_samples(const cJSON *doc, const cJSON *run, const float *blob, int *n_steps,
+                        int *n_prefill_skipped)
+{
+    struct run_ctx r = {
+        .set = doc, .steps = cJSON_GetObjectItem(run, "steps"),
+        .nl = json_int(doc, "n_layer"), .nh = json_int(doc, "n_head"),
+        .nkv = json_int(doc, "n_kv"), .hd = json_int(doc, "head_dim"),
+        .budget = json_int(doc, "budget"), .divide = json_int(doc, "divide"),
+    };
+    const char *base = cJSON_GetObjectItem(run, "policy")->valuestring;
+    char spec[160];
+    snprintf(spec, sizeof spec, "%s%sdivide_length=%d", base, strchr(base, ':') ? "," : ":",
+             r.divide);
+    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    if (policy_create(spec, &pm, &p, &e)) {
+        CHECK_MSG(0, "%s: %s", spec, e.msg);
+        return;
+    }
+    int compat = strstr(base, "compat=released") != NULL;
+    CHECK_MSG(p->info.divide_carry_flag == compat, "%s: carry flag %d", spec,
+              p->info.divide_carry_flag);
+    CHECK_MSG(strstr(p->spec, compat ? "compat=released" : "compat=none") != NULL, "%s: spec %s",
+              spec, p->spec);
+    struct sched_run sr;
+    sched_run_init(&sr, &p->info);
+    int next = 0, ok = 1, n_layer = r.nl < 8 ? r.nl : 8;
+    const cJSON *sample;
+    int si = 0;
+    cJSON_ArrayForEach(sample, cJSON_GetObjectItem(doc, "samples")) {
+        r.total = json_int(sample, "total");
+        r.prompt = json_int(sample, "prompt");
+        r.q = blob + json_int(sample, "q");
+        r.k = blob + json_int(sample, "k");
+        struct kvcache *c = NULL;
+        struct keep_set ks = {.n_layer = r.nl, .n_kv = r.nkv, .stride = r.total};
+        float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
+        struct sched_seq ss;
+        ok = ok && kvcache_create(be, r.nl, r.nkv, r.hd, r.total, &c, &e) == 0 &&
+             kvcache_qring_enable(c, p->info.q_window, r.nh * r.hd, &e) == 0 &&
+             sched_begin(&sr, &ss, p->ops->name, &e) == 0;
+        ks.n_keep = malloc((size_t)r.nl * r.nkv * sizeof *ks.n_keep);
+        ks.idx = malloc((size_t)r.nl * r.nkv * r.total * sizeof *ks.idx);
+        kdev = be->alloc(be, (size_t)r.total * r.nkv * r.hd);
+        qdev = be->alloc(be, (size_t)r.total * r.nh * r.hd);
+        for (int l = 0; l < n_layer; l++)
+            qbuf[l] = be->alloc(be, (size_t)p->info.q_window * r.nh * r.hd);
+        struct seq_view sv = {.n_prompt = r.prompt, .capacity = r.total};
+        if (ok && p->ops->begin_sequence) ok = p->ops->begin_sequence(p->self, 0, &sv, &e) == 0;
+        for (int pos = r.prompt - 1; ok && pos < r.total; pos++) {
+            int at_prefill = pos == r.prompt - 1, changed = 0;
+            /* the prompt in one forward, then one token per forward */
+            ok = feed(c, &r, kdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
+            int wants = ok && sched_step(&sr, &ss, pos + 1, at_prefill);
+            if (at_prefill && !wants) (*n_prefill_skipped)++;
+            if (!wants) continue;
+            ok = select_compact(p, c, &r, qbuf, &ks, at_prefill, &changed, &e) == 0;
+            if (!ok || !changed) continue;
+            const cJSON *st = cJSON_GetArrayItem(r.steps, next);
+            int at = at_prefill ? -1 : pos;
+            CHECK_MSG(st && json_int(st, "sample") == si, "%s: a compression in sample %d "
+                      "(position %d), the reference's next is in sample %d", spec, si, at,
+                      st ? json_int(st, "sample") : -1);
+            if (st && json_int(st, "sample") == si) check_step(c, &r, spec, at, &next, n_steps);
+        }
+        CHECK_MSG(ok, "%s (sample %d): %s", spec, si, e.msg);
+        if (p->ops->end_sequence) p->ops->end_sequence(p->self, 0);
+        sched_end(&sr, &ss);
+        for (int l = 0; l < 8; l++)
+            if (qbuf[l]) be->free(be, qbuf[l]);
+        if (kdev) be->free(be, kdev);
+        if (qdev) be->free(be, qdev);
+        free(ks.n_keep);
+        free(ks.idx);
+        kvcache_free(c);
+        si++;
+    }
+    CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s: %d of %d compressions matched", spec,
+              next, cJSON_GetArraySize(r.steps));
+    policy_free(p);
+}
+
+static void test_samples_one_after_another(void)
+{
+    long n_blob = 0;
+    cJSON *doc = read_json(SEQ_JSON);
+    float *blob = doc ? read_floats(SEQ_BIN, &n_blob) : NULL;
+    if (!doc || !blob) {
+        cJSON_Delete(doc);
+        free(blob);
+        SKIP("%s or %s missing (tools/golden/released_ref.py)", SEQ_JSON, SEQ_BIN);
+    }
+    CHECK(n_blob == json_int(doc, "n_floats"));
+    const cJSON *run;
+    int n_runs = 0, n_compat = 0, n_heads = 0, skipped = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(doc, "runs")) {
+        int before = skipped;
+        run_samples(doc, run, blob, &n_heads, &skipped);
+        int compat = strstr(cJSON_GetObjectItem(run, "policy")->valuestring, "compat") != NULL;
+        /* compat=released leaves some prompts >= B whole; the default never */
+        CHECK_MSG(compat ? skipped > before : skipped == before, "%s: %d prefills not selected",
+                  cJSON_GetObjectItem(run, "policy")->valuestring, skipped - before);
+        n_runs++;
+        n_compat += compat;
+    }
+    CHECK(n_runs >= 6 && n_compat >= 3);
+    printf("  %d runs (%d compat=released) over %d samples each, %d (layer, kv head) caches "
+           "compared, %d prompts left whole\n", n_runs, n_compat,
+           cJSON_GetArraySize(cJSON_GetObjectItem(doc, "samples")), n_heads, skipped);
+    cJSON_Delete(doc);
+    free(blob);
+}
+
+/* The switch's edges: two live sequences cannot carry a count, the
+ * prefill-only SnapKV has none to carry, an unknown value is refused. */
+static void test_compat_edges(void)
+{
+    struct policy_model pm = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 8};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    CHECK(policy_create("rkv:compat=released", &pm, &p, &e) == 0);
+    if (!p) return;
+    CHECK(p->info.divide_carry_flag && p->info.divide_carry_count);
+    struct sched_run sr;
+    struct sched_seq a, b;
+    sched_run_init(&sr, &p->info);
+    CHECK(sched_begin(&sr, &a, "rkv", &e) == 0);
+    CHECK(sched_begin(&sr, &b, "rkv", &e) != 0 && strstr(e.msg, "one sequence at a time"));
+    sched_end(&sr, &a);
+    CHECK(sched_begin(&sr, &b, "rkv", &e) == 0);
+    policy_free(p);
+    p = NULL;
+    CHECK(policy_create("h2o-rkv:compat=released", &pm, &p, &e) == 0);
+    CHECK(p && p->info.divide_carry_flag && !p->info.divide_carry_count);
+    policy_free(p);
+    p = NULL;
+    CHECK(policy_create("rkv", &pm, &p, &e) == 0);
+    CHECK(p && !p->info.divide_carry_flag && !p->info.divide_carry_count);
+    policy_free(p);
+    p = NULL;
+    CHECK(policy_create("snapkv:compat=released", &pm, &p, &e) != 0 &&
+          strstr(e.msg, "schedule=divide"));
+    CHECK(policy_create("rkv:compat=bugs", &pm, &p, &e) != 0);
+}
+
 int main(void)
 {
     be = backend_cpu_create(2);
     RUN(test_whole_generations);
+    RUN(test_samples_one_after_another);
+    RUN(test_compat_edges);
     be->destroy(be);
     return test_summary("released");
 }

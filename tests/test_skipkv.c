@@ -160,15 +160,19 @@ static void test_golden_keepsets(void)
     const cJSON *comp;
     cJSON_ArrayForEach(comp, cJSON_GetObjectItem(c, "compressions")) {
         int upto = geti(comp, "n_tokens"), rows = geti(comp, "n_rows");
+        /* As the glue runs them: a forward's rows, then its sampled token;
+         * the forward before the compressing one raises the step flag. */
         for (; fed_tok < upto; fed_tok++) {
-            struct step_view stv = {toks[fed_tok], fed_tok - n_prompt + 1, fed_tok};
+            while (fed_rows < fed_tok) { /* in uneven chunks, as chunked prefill gives them */
+                int n = fed_tok - fed_rows < 7 ? fed_tok - fed_rows : 7;
+                p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim);
+                fed_rows += n;
+            }
+            struct step_view stv = {toks[fed_tok], fed_tok - n_prompt + 1, fed_tok,
+                                    fed_tok == upto - 2};
             p->ops->observe(p->self, 3, &stv);
         }
-        while (fed_rows < rows) { /* in uneven chunks, as chunked prefill + decode give them */
-            int n = rows - fed_rows < 7 ? rows - fed_rows : 7;
-            p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim);
-            fed_rows += n;
-        }
+        CHECK(fed_rows == rows);
         /* the cache view of this step */
         int len[8], *pos = calloc((size_t)n_layer * n_kv * CAP, sizeof *pos);
         float *kbuf[4], *qbuf[4];

@@ -1,5 +1,6 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/policy_schedule.h"
 #include "util/clock.h"
 
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 struct glue_seq {
     int n_steps;             /* tokens sampled so far */
+    struct sched_seq sched;
 };
 
 struct policy_glue {
@@ -29,6 +31,7 @@ struct policy_glue {
     int has_deferred;
     struct policy_glue_stats st;
     double kv_bytes_sum;
+    struct sched_run sched;  /* when to select, and what carries between sequences */
 };
 
 struct policy_model policy_model_of(const struct model *m)
@@ -240,25 +243,6 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
     return 0;
 }
 
-static int wants_select(const struct policy_glue *g, const struct kvcache *c, int at_prefill)
-{
-    switch (g->p->info.schedule) {
-    case POLICY_NEVER:
-        return 0;
-    case POLICY_PREFILL_ONLY:
-        return at_prefill;
-    case POLICY_DIVIDE:
-        /* The reference sets its flag when the token count is divisible and
-         * compresses in the next forward, which processed token next_pos - 1.
-         * Its count includes left pads (specs/policies.md §9.1 item 2): a padded
-         * sequence starts at position -n_pad, so add them back. */
-        return at_prefill || (c->next_pos + c->left_pad - 1) % g->p->info.divide_length == 0;
-    case POLICY_EVERY_STEP:
-        return 1;
-    }
-    return 0;
-}
-
 /* ---- generation hooks ---- */
 
 static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kvcache *cache,
@@ -268,6 +252,7 @@ static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kv
     struct glue_seq *s = glue_seq(g, seq, e);
     if (!s) return -1;
     memset(s, 0, sizeof *s);
+    if (sched_begin(&g->sched, &s->sched, g->p->ops->name, e)) return -1;
     if (g->p->ops->begin_sequence) {
         /* The policy sees the real prompt: its positions start at 0, as the
          * cache's do; the pads are visible through cache_view.pad. */
@@ -296,11 +281,16 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
     g->kv_bytes_sum += (double)cache->bytes;
     for (int i = 0; i < g->pm.n_layer * g->pm.n_kv; i++)
         if (cache->len[i] > g->st.max_slots) g->st.max_slots = cache->len[i];
+    /* The count includes left pads (specs/policies.md §9.1 item 2): a padded
+     * sequence starts at position -n_pad, so add them back. */
+    long processed = (long)cache->next_pos + cache->left_pad;
     if (g->p->ops->observe) {
-        struct step_view sv = {token, s->n_steps, cache->next_pos};
+        struct step_view sv = {token, s->n_steps, cache->next_pos,
+                               sched_selects_next(&g->sched, &s->sched, processed)};
         g->p->ops->observe(g->p->self, seq, &sv);
     }
-    if (wants_select(g, cache, at_prefill) && run_select(g, seq, cache, at_prefill, e)) return -1;
+    int wants = sched_step(&g->sched, &s->sched, processed, at_prefill);
+    if (wants && run_select(g, seq, cache, at_prefill, e)) return -1;
     g->st.policy_s += clock_now_s() - t0;
     if (g->inner && g->inner->on_step) return g->inner->on_step(g->inner->ctx, seq, token, cache, e);
     return 0;
@@ -310,6 +300,7 @@ static void glue_end(void *ctx, int seq, const struct gen_result *r)
 {
     struct policy_glue *g = ctx;
     if (r->peak_kv_bytes > g->st.peak_kv_bytes) g->st.peak_kv_bytes = r->peak_kv_bytes;
+    if (seq >= 0 && seq < g->seqs_cap) sched_end(&g->sched, &g->seqs[seq].sched);
     if (g->p->ops->end_sequence) g->p->ops->end_sequence(g->p->self, seq);
     if (g->inner && g->inner->end_sequence) g->inner->end_sequence(g->inner->ctx, seq, r);
 }
@@ -337,6 +328,7 @@ int policy_glue_create(struct policy *p, int budget, const struct model *m,
     g->m = m;
     g->be = m->be;
     g->pm = policy_model_of(m);
+    sched_run_init(&g->sched, in);
     g->ks.n_layer = g->pm.n_layer;
     g->ks.n_kv = g->pm.n_kv;
     g->ks.n_keep = eb_calloc((size_t)g->pm.n_layer * g->pm.n_kv, sizeof *g->ks.n_keep, e);
@@ -376,6 +368,8 @@ static int slot_limit(const struct policy_glue *g)
 {
     switch (g->p->info.schedule) {
     case POLICY_DIVIDE:
+        /* a carried flag may leave a prompt uncompressed: no bound */
+        if (g->sched.carry_flag) return 0;
         return g->budget + g->p->info.divide_length + 1;
     case POLICY_EVERY_STEP:
         return g->p->info.slot_slack < 0 ? 0 : g->budget + 2 + g->p->info.slot_slack;

@@ -2,7 +2,7 @@
  *
  * The glue turns the generation hooks of model/ into the policy's views:
  * after every sampled token it lets the policy observe, decides from the
- * policy's schedule whether to select (specs/policies.md §1.2: budget B
+ * policy's schedule (policy_schedule.h) whether to select (specs/policies.md §1.2: budget B
  * counts the window; at prefill when the prompt holds >= B tokens, using the
  * last w prompt queries; then at the step whose forward follows a token
  * count divisible by divide_length, once a head holds >= B slots; the

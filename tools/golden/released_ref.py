@@ -33,6 +33,10 @@ lower slot index ranks first.  A draw whose order would hinge on a gap smaller
 than the C side's float32 rounding (or a cosine at the 0.5 threshold) is
 redrawn, so tests/test_released.c can compare slot for slot.
 
+The second part (run_samples) runs several samples one after another through
+one policy, with and without what the released scripts carry from a sample to
+the next (compat=released): tests/fixtures/policies/released_samples.*.
+
 Writes tests/fixtures/policies/released.json and released.bin.
 Usage: python3 tools/golden/released_ref.py [--out tests/fixtures/policies]
 """
@@ -261,23 +265,26 @@ POLICIES = {
 
 # ------------------------------------------------------------ a whole generation
 
-def generate(update, opts, schedule, qwin, q, k, prompt, budget, n_head):
+def generate(update, opts, schedule, qwin, q, k, prompt, budget, n_head, prefill=True, count0=0):
     """rkv/modeling.py's flow for one sequence: the prompt's keys and its last
     qwin queries enter, update_kv runs (compression=None at the first forward);
     then one token per forward: its key is appended, its query joins the query
     cache (last qwin kept), and update_kv runs when the previous forward left
     length % divide == 0.  Returns, per compression, the token position whose
     forward compressed (-1: prefill) and the positions held per layer and kv
-    head in cache order."""
+    head in cache order.  prefill, count0: the compression flag and the count
+    `length` this sample starts with (see run_samples; one sequence alone:
+    None, i.e. compress, and 0)."""
     total = q.shape[1]
     n_kv = k.shape[2]
-    held = [[list(range(prompt)) for _ in range(n_kv)] for _ in range(N_LAYER)]
+    n_layer = q.shape[0]
+    held = [[list(range(prompt)) for _ in range(n_kv)] for _ in range(n_layer)]
     steps = []
 
     def compress(at, upto):
         rec = {"at": at, "held": []}
         changed = False
-        for layer in range(N_LAYER):
+        for layer in range(n_layer):
             kl = np.stack([k[layer, held[layer][h], h, :] for h in range(n_kv)])
             qc = q[layer, max(0, upto - qwin):upto]
             res = update(kl, qc, budget, n_head, **opts)
@@ -289,10 +296,11 @@ def generate(update, opts, schedule, qwin, q, k, prompt, budget, n_head):
         if changed:
             steps.append(rec)
 
-    compress(-1, prompt)
-    length = prompt
+    if prefill:
+        compress(-1, prompt)
+    length = count0 + prompt
     for pos in range(prompt, total):
-        for layer in range(N_LAYER):
+        for layer in range(n_layer):
             for h in range(n_kv):
                 held[layer][h].append(pos)
         if schedule == "divide" and length % DIVIDE == 0:
@@ -301,12 +309,127 @@ def generate(update, opts, schedule, qwin, q, k, prompt, budget, n_head):
     return steps
 
 
-def draw(rng, total, n_head, n_kv):
+# ------------------------------------------------------------ samples one after another
+#
+# What the released scripts carry from one sample to the next (one sample per
+# generate() call, eval_batch_size 1; each call gets a fresh DynamicCache, so
+# the query cache and the KV cache start empty):
+#   R-KV     rkv/modeling.py CausalLM_forward: `self.length` is set at the
+#            model's first forward (`if not hasattr(self, "length")`) and then
+#            only incremented (`self.length += input_ids.shape[1]`), never
+#            reset; `is_newline = self.length % self.config.divide_length == 0`
+#            is stored as `layer.self_attn.config.compression`, which starts as
+#            None (run_math.py's compression_config) and is never reset either.
+#            The attention forward compresses the prompt when it is None
+#            (first sample) or True, and leaves it whole when False.
+#   SkipKV   skipkv/modeling_nhid.py: the same flag, but run_math.py calls
+#            reset_for_new_sample() before each batch, which sets
+#            `self.length = 0`: the count restarts, the flag does not.
+# So a later sample's prompt (>= B tokens) is compressed at prefill only if
+# the previous sample's last forward left the count divisible.
+
+def run_samples(update, opts, qwin, samples, budget, n_head, carry):
+    """samples: [(q, k, prompt)] run one after another; carry: None (each
+    sample afresh: our default), "count" (R-KV) or "flag" (SkipKV).  Returns
+    the steps of every sample, each tagged with its sample index."""
+    length, flag, out = 0, None, []
+    for si, (q, k, prompt) in enumerate(samples):
+        if carry != "count":
+            length = 0
+        prefill = carry is None or flag is None or flag
+        steps = generate(update, opts, "divide", qwin, q, k, prompt, budget, n_head,
+                         prefill=prefill, count0=length)
+        length += q.shape[1]          # every token of the sample went through a forward
+        flag = length % DIVIDE == 0   # what its last forward left
+        out += [dict(s, sample=si) for s in steps]
+    return out
+
+
+def carried_prefills(totals, carry):
+    """Which samples compress their prompt, from the totals alone."""
+    length, flag, res = 0, None, []
+    for t in totals:
+        if carry != "count":
+            length = 0
+        res.append(carry is None or flag is None or flag)
+        length += t
+        flag = length % DIVIDE == 0
+    return res
+
+
+# spec -> (update, options, query window, what compat=released carries)
+SEQ_POLICIES = {
+    "rkv": (rkv_update, {"mix_lambda": 0.1}, 8, "count"),
+    "snapkv-decode": (snapkv_decode_update, {}, 8, "count"),
+    "h2o-rkv": (h2o_update, {}, 1, "flag"),
+}
+# prompts >= B; totals chosen so that sample 1 is not compressed at prefill
+# under either script, sample 2 only under R-KV's (its count is divisible,
+# SkipKV's restarted one is not) and sample 3 under both
+SEQ_SHAPE = dict(n_layer=1, n_head=4, n_kv=2, budget=32)
+SEQ_PROMPTS = [34, 37, 35, 40]
+SEQ_TOTALS = [85, 91, 96, 80]
+
+
+def main_samples(out_dir):
+    n_layer, n_head, n_kv, budget = (SEQ_SHAPE[x] for x in ("n_layer", "n_head", "n_kv", "budget"))
+    want = {"count": [True, False, True, True], "flag": [True, False, False, True]}
+    for carry, w in want.items():
+        assert carried_prefills(SEQ_TOTALS, carry) == w, carry
+    samples, blob, off, redraws = [], [], 0, 0
+    for si, (prompt, total) in enumerate(zip(SEQ_PROMPTS, SEQ_TOTALS)):
+        for attempt in range(400):
+            rng = np.random.default_rng(9100 + 100 * si + attempt)
+            q, k = draw(rng, total, n_head, n_kv, n_layer)
+            try:  # unambiguous under every prefill decision and count it can meet
+                for u, o, qw, _c in SEQ_POLICIES.values():
+                    for prefill in (True, False):
+                        for count0 in (0, sum(SEQ_TOTALS[:si])):
+                            generate(u, o, "divide", qw, q, k, prompt, budget, n_head,
+                                     prefill=prefill, count0=count0)
+                break
+            except Ambiguous:
+                redraws += 1
+        else:
+            raise SystemExit(f"no unambiguous draw for sample {si}")
+        qa = np.ascontiguousarray(q, dtype="<f4").ravel()
+        ka = np.ascontiguousarray(k, dtype="<f4").ravel()
+        samples.append(dict(prompt=prompt, total=total, q=off, k=off + qa.size))
+        blob += [qa, ka]
+        off += qa.size + ka.size
+    data = [(np.frombuffer(blob[2 * i].tobytes(), "<f4").astype(np.float32).reshape(
+                 n_layer, s["total"], n_head, HEAD_DIM),
+             np.frombuffer(blob[2 * i + 1].tobytes(), "<f4").astype(np.float32).reshape(
+                 n_layer, s["total"], n_kv, HEAD_DIM), s["prompt"])
+            for i, s in enumerate(samples)]
+    runs = []
+    for spec, (u, o, qw, carry) in SEQ_POLICIES.items():
+        for compat in (False, True):
+            steps = run_samples(u, o, qw, data, budget, n_head, carry if compat else None)
+            pre = [s["sample"] for s in steps if s["at"] < 0]
+            n_dec = sum(1 for s in steps if s["at"] >= 0)
+            if compat and pre != [i for i, w in enumerate(want[carry]) if w]:
+                raise SystemExit(f"{spec}: prefill compressions {pre}")
+            if n_dec < 8:
+                raise SystemExit(f"{spec}: only {n_dec} decode compressions")
+            runs.append(dict(policy=spec + (":compat=released" if compat else ""), steps=steps))
+    with open(os.path.join(out_dir, "released_samples.bin"), "wb") as f:
+        for a in blob:
+            f.write(a.tobytes())
+    doc = {"generator": "tools/golden/released_ref.py", "n_floats": off, "head_dim": HEAD_DIM,
+           "divide": DIVIDE, **SEQ_SHAPE, "samples": samples, "runs": runs}
+    with open(os.path.join(out_dir, "released_samples.json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    print(f"samples: {len(runs)} runs over {len(samples)} samples one after another, {off} floats, "
+          f"{redraws} ambiguous draws redrawn")
+
+
+def draw(rng, total, n_head, n_kv, n_layer=N_LAYER):
     """Queries: plain normals.  Keys: near-duplicate clusters (so the 0.5
     similarity threshold matters) and loners (so the no-match quirk does)."""
-    q = rng.standard_normal((N_LAYER, total, n_head, HEAD_DIM))
-    k = np.zeros((N_LAYER, total, n_kv, HEAD_DIM))
-    for layer in range(N_LAYER):
+    q = rng.standard_normal((n_layer, total, n_head, HEAD_DIM))
+    k = np.zeros((n_layer, total, n_kv, HEAD_DIM))
+    for layer in range(n_layer):
         for h in range(n_kv):
             bases = rng.standard_normal((6, HEAD_DIM)) * 1.5
             for t in range(total):
@@ -360,6 +483,7 @@ def main():
     with open(os.path.join(args.out, "released.json"), "w") as f:
         json.dump(doc, f, separators=(",", ":"))
     print(f"{len(runs)} runs on {len(sets)} sets, {off} floats, {redraws} ambiguous draws redrawn")
+    main_samples(args.out)
 
 
 if __name__ == "__main__":

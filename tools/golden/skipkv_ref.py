@@ -15,7 +15,10 @@ numpy float64, independently of the C code.
   - sentence representations (mean of the hidden rows over the span, then
     v / (|v| + 1e-8)), PSS lambda_ij at two compression steps (each newly
     complete sentence against every earlier one; the earlier sentence of a
-    pair above tau is marked, for good, the later pair's lambda wins);
+    pair above tau is marked, for good, the later pair's lambda wins),
+    evaluated in the forward before the compressing one, as the released
+    modeling_nhid.py (TTTTTTris/SkipKV @ 4492840) does when a forward raises
+    its step flag;
   - the final score Z = lambda*I - (1-lambda)*R - lambda_ij on every cached
     slot whose original position lies in a redundant sentence that holds at
     least two slots in the head (released SkipKV), and the
@@ -137,15 +140,24 @@ def run(rng, sets):
     n_prompt = 14
     sents = segment(tokens, set(sets["delim"]), set(sets["check"]), n_prompt)
     N = len(tokens)
-    steps = [N // 2, N]                      # tokens seen at each compression
+    # tokens seen at each compression; at the first, sentence (60, 64) has
+    # just got its last row: compared now it would mark (45, 50), but the
+    # released timing compares it only at the next compression
+    steps = [66, N]
     marks = {}                               # sentence index -> lambda
     compared = set()
     comps = []
     for n_tok in steps:
         n_rows = n_tok - 1                   # the token just sampled has no row yet
-        rep = reprs(sents, hidden, n_rows)
+        # The comparison ran one forward before the compressing one, when that
+        # forward raised the step flag (modeling_nhid.py CausalLM_forward:
+        # `if is_newline ...: extract_sentence_representations(...);
+        # cal_sentence_similarity_from_reprs(...)`): its input token, at
+        # position n_tok - 3, was the last one labelled and the last row in.
+        n_seen = n_tok - 2
+        rep = reprs(sents, hidden, n_seen)
         closed = [i for i, s in enumerate(sents) if s[1] < n_tok]
-        for i in closed:
+        for i in [i for i, s in enumerate(sents) if s[1] < n_seen]:
             if i in compared or rep[i] is None:
                 continue
             for j in range(i):
