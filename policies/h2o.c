@@ -91,9 +91,7 @@ static int h2o_begin(void *self, int seq, const struct seq_view *sv, struct eb_e
 static void h2o_end(void *self, int seq)
 {
     struct h2o *s = self;
-    if (seq < 0 || seq >= s->seqs.cap) return;
-    h2o_seq_free(s->seqs.state[seq]);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, h2o_seq_free);
 }
 
 static void h2o_observe_attn(void *self, int seq, const struct attn_view *a)

@@ -142,6 +142,8 @@ static inline void keep_set_none(struct keep_set *ks)
 }
 
 struct policy_params;
+struct policy_trace_stats;   /* steering.h */
+struct sent_info;            /* sentences.h */
 
 struct policy_ops {
     const char *name;
@@ -164,6 +166,12 @@ struct policy_ops {
     /* Optional: modify this sequence's hidden rows (backend) after `layer`. */
     int (*steer)(void *self, int seq, int layer, struct backend *be, float *hidden, int n_rows,
                  int dim, struct eb_err *e);
+    /* Optional, for policies that follow a trace's sentences (policy_trace_stats and
+     * policy_trace_sentences in steering.h give the contracts): the statistics and
+     * the sentences of seq's current trace, or of its last finished one. */
+    int (*trace_stats)(const void *self, int seq, struct policy_trace_stats *out);
+    int (*trace_sentences)(const void *self, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e);
 };
 
 /* An instance: made by policy_create (policies/registry.h). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "policies.h"
+#include "steering.h"
 
 static const struct policy_entry ENTRIES[] = {
     {"fullkv", "no eviction", &fullkv_ops, fullkv_params, NULL},
@@ -372,6 +373,20 @@ int policy_create(const char *spec, const struct policy_model *m, struct policy 
     *out = NULL;
     if (policy_parse(spec, &en, &pp, e)) return -1;
     return policy_instantiate(en, &pp, m, out, e);
+}
+
+int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    return p->ops->trace_stats ? p->ops->trace_stats(p->self, seq, out) : -1;
+}
+
+int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e)
+{
+    *out = NULL;
+    *n = 0;
+    return p->ops->trace_sentences ? p->ops->trace_sentences(p->self, seq, out, n, e) : 1;
 }
 
 void policy_free(struct policy *p)

@@ -120,8 +120,7 @@ static void seal_end(void *self, int seq)
     struct eb_err e;
     int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &e);
     trace_stats_table_put(&s->done, seq, &st, v, n, lost);
-    seal_seq_free(q);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, seal_seq_free);
 }
 
 static void seal_observe(void *self, int seq, const struct step_view *sv)
@@ -152,7 +151,7 @@ static int seal_select(void *self, int seq, const struct cache_view *cv, int bud
     return 0;
 }
 
-int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
+static int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
 {
     const struct seal *s = self;
     memset(out, 0, sizeof *out);
@@ -164,16 +163,8 @@ int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
     return trace_stats_table_get(&s->done, seq, out);
 }
 
-int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (p->ops == &seal_ops) return seal_trace_stats(p->self, seq, out);
-    if (p->ops == &skipkv_ops) return skipkv_trace_stats(p->self, seq, out);
-    return -1;
-}
-
-int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                         struct eb_err *e)
+static int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                                struct eb_err *e)
 {
     const struct seal *s = self;
     *out = NULL;
@@ -181,16 +172,6 @@ int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int 
     const struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (q) return sent_tracker_export(&q->tr, q->n_prompt, out, n, e);
     return trace_stats_table_sentences(&s->done, seq, out, n, e);
-}
-
-int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
-                           struct eb_err *e)
-{
-    *out = NULL;
-    *n = 0;
-    if (p->ops == &seal_ops) return seal_trace_sentences(p->self, seq, out, n, e);
-    if (p->ops == &skipkv_ops) return skipkv_trace_sentences(p->self, seq, out, n, e);
-    return 1;
 }
 
 const struct policy_ops seal_ops = {
@@ -202,4 +183,6 @@ const struct policy_ops seal_ops = {
     .observe = seal_observe,
     .select = seal_select,
     .steer = seal_steer,
+    .trace_stats = seal_trace_stats,
+    .trace_sentences = seal_trace_sentences,
 };

@@ -218,8 +218,7 @@ static void skipkv_end(void *self, int seq)
     struct sent_info *v = NULL;
     int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &q->err);
     trace_stats_table_put(&s->done, seq, &st, v, n, lost);
-    skv_seq_free(q);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, skv_seq_free);
 }
 
 static void skipkv_observe(void *self, int seq, const struct step_view *sv)
@@ -282,7 +281,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     return 0;
 }
 
-int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
+static int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
 {
     const struct skipkv *s = self;
     memset(out, 0, sizeof *out);
@@ -294,8 +293,8 @@ int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out
     return trace_stats_table_get(&s->done, seq, out);
 }
 
-int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                           struct eb_err *e)
+static int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                                  struct eb_err *e)
 {
     const struct skipkv *s = self;
     *out = NULL;
@@ -315,4 +314,6 @@ const struct policy_ops skipkv_ops = {
     .observe_hidden = skipkv_observe_hidden,
     .select = skipkv_select,
     .steer = skipkv_steer,
+    .trace_stats = skipkv_trace_stats,
+    .trace_sentences = skipkv_trace_sentences,
 };
