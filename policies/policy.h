@@ -153,12 +153,15 @@ struct policy_ops {
     /* Optional.  The sequence's cache is empty. */
     int (*begin_sequence)(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
     void (*end_sequence)(void *self, int seq);
+    /* The observe hooks return 0, or -1 with e set: generation then stops
+     * with that error (no hook keeps an error for a later call to report). */
     /* Optional: a token was sampled. */
-    void (*observe)(void *self, int seq, const struct step_view *s);
+    int (*observe)(void *self, int seq, const struct step_view *s, struct eb_err *e);
     /* NEED_ATTN_PROBS: called during the forward, once per layer. */
-    void (*observe_attn)(void *self, int seq, const struct attn_view *a);
+    int (*observe_attn)(void *self, int seq, const struct attn_view *a, struct eb_err *e);
     /* NEED_HIDDEN_LAST: host rows [n][dim] of this sequence's new tokens. */
-    void (*observe_hidden)(void *self, int seq, const float *rows, int n, int dim);
+    int (*observe_hidden)(void *self, int seq, const float *rows, int n, int dim,
+                          struct eb_err *e);
     /* Fill out for every (layer, kv head).  The policy may assume the keep-set
      * is applied (a failure to apply aborts generation). */
     int (*select)(void *self, int seq, const struct cache_view *cv, int budget,

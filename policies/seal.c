@@ -32,7 +32,7 @@ struct seal_seq {
     struct steer_seq st;
     struct sent_tracker tr;  /* labels only (no hidden states) */
     int n_prompt;
-    int failed;
+    int failed;              /* a hook failed (reported then): the trackers are not consistent */
 };
 
 struct seal {
@@ -123,14 +123,15 @@ static void seal_end(void *self, int seq)
     seq_table_drop(&s->seqs, seq, seal_seq_free);
 }
 
-static void seal_observe(void *self, int seq, const struct step_view *sv)
+static int seal_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct seal *s = self;
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
-    struct eb_err e;
-    if (!q || q->failed) return;
-    if (steer_seq_push(&q->st, sv->token, &e) || sent_tracker_tokens(&q->tr, &sv->token, 1, &e))
-        q->failed = 1; /* the next steer call reports it */
+    if (!q) return 0;
+    if (q->failed) return eb_fail(e, "policy seal: sequence %d's tracking failed earlier", seq);
+    if (steer_seq_push(&q->st, sv->token, e) || sent_tracker_tokens(&q->tr, &sv->token, 1, e))
+        return q->failed = 1, -1;
+    return 0;
 }
 
 static int seal_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
@@ -139,7 +140,7 @@ static int seal_steer(void *self, int seq, int layer, struct backend *be, float 
     struct seal *s = self;
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "policy seal: steer for unknown sequence %d", seq);
-    if (q->failed) return eb_fail(e, "policy seal: out of memory tracking sequence %d", seq);
+    if (q->failed) return eb_fail(e, "policy seal: sequence %d's tracking failed earlier", seq);
     return steerer_apply(&s->sr, &q->st, layer, be, hidden, n_rows, dim, s->coef, e);
 }
 

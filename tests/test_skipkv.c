@@ -162,11 +162,11 @@ static void test_golden_keepsets(void)
         int upto = geti(comp, "n_tokens"), rows = geti(comp, "n_rows");
         for (; fed_tok < upto; fed_tok++) {
             struct step_view stv = {toks[fed_tok], fed_tok - n_prompt + 1, fed_tok};
-            p->ops->observe(p->self, 3, &stv);
+            CHECK(p->ops->observe(p->self, 3, &stv, &e) == 0);
         }
         while (fed_rows < rows) { /* in uneven chunks, as chunked prefill + decode give them */
             int n = rows - fed_rows < 7 ? rows - fed_rows : 7;
-            p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim);
+            CHECK(p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim, &e) == 0);
             fed_rows += n;
         }
         /* the cache view of this step */

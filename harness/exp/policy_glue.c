@@ -25,8 +25,6 @@ struct policy_glue {
     size_t host_cap;
     struct keep_set ks;
     unsigned char *mark;     /* [ks.stride] duplicate check */
-    struct eb_err deferred;  /* an error inside a void model hook, reported at on_step */
-    int has_deferred;
     struct policy_glue_stats st;
     double kv_bytes_sum;
 };
@@ -114,43 +112,40 @@ static int reserve_keep(struct policy_glue *g, int stride, struct eb_err *e)
 
 /* ---- model hooks ---- */
 
-static void glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int layer,
-                            const float *probs, int n_new, int cap)
+static int glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int layer,
+                           const float *probs, int n_new, int cap, struct eb_err *e)
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
     const struct fwd_seq *q = &b->seqs[s];
     size_t n = (size_t)g->pm.n_head * n_new * cap;
-    if (g->has_deferred) return;
-    if (reserve_host(g, n, &g->deferred)) {
-        g->has_deferred = 1;
-        return;
-    }
+    if (reserve_host(g, n, e)) return -1;
     g->be->download(g->be, g->host, probs, n);
     struct attn_view av = {layer, g->host, g->pm.n_head, n_new, cap,
                            q->cache->len + (size_t)layer * g->pm.n_kv};
-    g->p->ops->observe_attn(g->p->self, q->id, &av);
+    int rc = g->p->ops->observe_attn(g->p->self, q->id, &av, e);
     g->st.policy_s += clock_now_s() - t0;
+    return rc ? eb_wrap(e, g->p->ops->name) : 0;
 }
 
-static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden)
+static int glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden,
+                            struct eb_err *e)
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
-    int dim = g->m->cfg.n_embd;
-    for (int s = 0; s < b->n_seq && !g->has_deferred; s++) {
+    int dim = g->m->cfg.n_embd, rc = 0;
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct fwd_seq *q = &b->seqs[s];
         int n_real = q->n_tokens - q->n_pad; /* policies never see pad rows */
         size_t n = (size_t)n_real * dim;
         if (n_real < 1) continue;
-        if (reserve_host(g, n, &g->deferred)) {
-            g->has_deferred = 1;
-            break;
-        }
+        if ((rc = reserve_host(g, n, e))) break;
         g->be->download(g->be, g->host, hidden + ((size_t)q->row0 + q->n_pad) * dim, n);
-        g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim);
+        if ((rc = g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim, e)))
+            eb_wrap(e, g->p->ops->name);
     }
     g->st.policy_s += clock_now_s() - t0;
+    return rc;
 }
 
 static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
@@ -284,10 +279,6 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
-    if (g->has_deferred) {
-        *e = g->deferred;
-        return -1;
-    }
     struct glue_seq *s = glue_seq(g, seq, e);
     if (!s) return -1;
     s->n_steps++;
@@ -298,7 +289,7 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
         if (cache->len[i] > g->st.max_slots) g->st.max_slots = cache->len[i];
     if (g->p->ops->observe) {
         struct step_view sv = {token, s->n_steps, cache->next_pos};
-        g->p->ops->observe(g->p->self, seq, &sv);
+        if (g->p->ops->observe(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
     }
     if (wants_select(g, cache, at_prefill) && run_select(g, seq, cache, at_prefill, e)) return -1;
     g->st.policy_s += clock_now_s() - t0;
