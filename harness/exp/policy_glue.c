@@ -42,20 +42,6 @@ struct policy_model policy_model_of_config(const struct model_config *cfg)
     return pm;
 }
 
-int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
-{
-    if (p->info.schedule == POLICY_NEVER) {
-        if (budget < 0) return eb_fail(e, "budget must be > 0 (got %d)", budget);
-        return 0;
-    }
-    if (budget <= 0)
-        return eb_fail(e, "policy %s needs a budget > 0 (got %d)", p->ops->name, budget);
-    if (budget <= p->info.window)
-        return eb_fail(e, "budget %d must exceed the %d slots policy %s always keeps (window)",
-                       budget, p->info.window, p->ops->name);
-    return 0;
-}
-
 void policy_glue_free(struct policy_glue *g)
 {
     if (!g) return;
@@ -237,21 +223,9 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
 
 static int wants_select(const struct policy_glue *g, const struct kvcache *c, int at_prefill)
 {
-    switch (g->p->info.schedule) {
-    case POLICY_NEVER:
-        return 0;
-    case POLICY_PREFILL_ONLY:
-        return at_prefill;
-    case POLICY_DIVIDE:
-        /* The reference sets its flag when the token count is divisible and
-         * compresses in the next forward, which processed token next_pos - 1.
-         * Its count includes left pads (specs/policies.md §9.1 item 2): a padded
-         * sequence starts at position -n_pad, so add them back. */
-        return at_prefill || (c->next_pos + c->left_pad - 1) % g->p->info.divide_length == 0;
-    case POLICY_EVERY_STEP:
-        return 1;
-    }
-    return 0;
+    /* A padded sequence starts at position -n_pad: the tokens its cache has
+     * seen, pads included, are next_pos + left_pad. */
+    return policy_compresses_at(&g->p->info, at_prefill, (long)c->next_pos + c->left_pad);
 }
 
 /* ---- generation hooks ---- */
@@ -316,11 +290,7 @@ int policy_glue_create(struct policy *p, int budget, const struct model *m,
                        p->ops->name);
     if ((in->needs & POLICY_NEED_HIDDEN_LAST) && !p->ops->observe_hidden)
         return eb_fail(e, "policy %s asks for hidden states but cannot observe them", p->ops->name);
-    if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
-        return eb_fail(e, "policy %s asks for recent queries with a window of %d", p->ops->name,
-                       in->q_window);
-    if (in->schedule == POLICY_DIVIDE && in->divide_length < 1)
-        return eb_fail(e, "policy %s: divide_length must be >= 1", p->ops->name);
+    if (policy_info_check(in, p->ops->name, e)) return -1;
     struct policy_glue *g = eb_calloc(1, sizeof *g, e);
     if (!g) return -1;
     g->p = p;
@@ -359,22 +329,6 @@ fail:
     return -1;
 }
 
-/* Most slots a head can hold once the prompt is in: compaction brings it back
- * to the budget at every selection, and between selections at most one
- * schedule period of tokens arrives (one more for the token appended before
- * on_step runs).  0: no bound (no eviction during decode). */
-static int slot_limit(const struct policy_glue *g)
-{
-    switch (g->p->info.schedule) {
-    case POLICY_DIVIDE:
-        return g->budget + g->p->info.divide_length + 1;
-    case POLICY_EVERY_STEP:
-        return g->p->info.slot_slack < 0 ? 0 : g->budget + 2 + g->p->info.slot_slack;
-    default:
-        return 0;
-    }
-}
-
 void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
                        struct gen_hooks *out)
 {
@@ -383,7 +337,7 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
     out->ctx = g;
     out->model = g->mh.needs || g->mh.after_layer ? &g->mh : NULL;
     out->recent_q_window = g->qbuf ? g->p->info.q_window : 0;
-    out->kv_slot_limit = slot_limit(g);
+    out->kv_slot_limit = policy_slot_limit(&g->p->info, g->budget);
     out->begin_sequence = glue_begin;
     out->on_step = glue_step;
     out->end_sequence = glue_end;
