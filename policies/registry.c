@@ -10,6 +10,15 @@
 #include "policies.h"
 #include "steering.h"
 
+/* Each policy's vtable and parameter table, defined in its own file. */
+extern const struct policy_ops fullkv_ops, streamingllm_ops, h2o_ops, h2o_rkv_ops, snapkv_ops,
+    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops;
+extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
+    h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
+    rpc_params[], beaconkv_params[], seal_params[], skipkv_params[];
+
+/* One row per name a policy is run under (presets included), in the order
+ * `evictbench` lists them; .style is how figures and tables show it. */
 static const struct policy_entry ENTRIES[] = {
     {"fullkv", "no eviction", &fullkv_ops, fullkv_params, NULL,
      {"FullKV", 0x000000, 4, 1}},
