@@ -129,8 +129,10 @@ static int seal_observe(void *self, int seq, const struct step_view *sv, struct 
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return 0;
     if (q->failed) return eb_fail(e, "policy seal: sequence %d's tracking failed earlier", seq);
-    if (steer_seq_push(&q->st, sv->token, e) || sent_tracker_tokens(&q->tr, &sv->token, 1, e))
-        return q->failed = 1, -1;
+    if (steer_seq_push(&q->st, sv->token, e) || sent_tracker_tokens(&q->tr, &sv->token, 1, e)) {
+        q->failed = 1;
+        return -1;
+    }
     return 0;
 }
 

@@ -228,8 +228,10 @@ static int skipkv_observe(void *self, int seq, const struct step_view *sv, struc
     if (!q) return 0;
     if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
     if (sent_tracker_tokens(&q->tr, &sv->token, 1, e) ||
-        (s->steer && steer_seq_push(&q->st, sv->token, e)))
-        return q->failed = 1, -1;
+        (s->steer && steer_seq_push(&q->st, sv->token, e))) {
+        q->failed = 1;
+        return -1;
+    }
     return 0;
 }
 
@@ -240,7 +242,10 @@ static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, 
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return 0;
     if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
-    if (sent_tracker_rows(&q->tr, rows, n, dim, e)) return q->failed = 1, -1;
+    if (sent_tracker_rows(&q->tr, rows, n, dim, e)) {
+        q->failed = 1;
+        return -1;
+    }
     return 0;
 }
 
