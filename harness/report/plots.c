@@ -437,7 +437,7 @@ int plots_make(struct store *s, const struct plots_options *o, struct eb_err *e)
     /* the registry's colours and names, fresh for every run */
     char palette[4200];
     snprintf(palette, sizeof palette, "%s/palette.gp", data_dir);
-    if (o->render && plots_palette_write(palette, e)) return -1;
+    if (plots_palette_write(palette, e)) return -1;
     struct fig_ctx c;
     memset(&c, 0, sizeof c);
     if (view_rows_load(s, "SELECT model, dataset, sampling, max_new_tokens, accuracy, "
