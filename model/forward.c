@@ -203,8 +203,9 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
                 .slot_mask = kvcache_pad_mask(kc, l),
             };
             be->attention(be, &a);
-            if (probs && hooks->attn_probs)
-                hooks->attn_probs(hooks->ctx, b, s, l, probs, q->n_tokens, kc->capacity);
+            if (probs && hooks->attn_probs &&
+                hooks->attn_probs(hooks->ctx, b, s, l, probs, q->n_tokens, kc->capacity, e))
+                return -1;
         }
 
         be->matmul(be, f->xb, f->att, w->wo, NULL, T);
@@ -224,7 +225,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
 
     if ((needs & MODEL_NEED_HIDDEN_LAST) && hooks->hidden_last) {
         be->rmsnorm(be, f->xb, f->x, m->output_norm, T, d, c->rms_eps);
-        hooks->hidden_last(hooks->ctx, b, f->xb);
+        if (hooks->hidden_last(hooks->ctx, b, f->xb, e)) return -1;
     }
     if (n_rows > 0) {
         be->gather_rows(be, f->xb, f->x, f->rows, n_rows, d);

@@ -129,12 +129,14 @@ struct model_hooks {
                        struct eb_err *e);
     /* MODEL_NEED_ATTN_PROBS: softmax probabilities of sequence s's new queries at
      * layer, backend [n_head][n_new][cap]; slot j of kv head h is key j of
-     * kvcache_k(cache, layer, h). */
-    void (*attn_probs)(void *ctx, const struct fwd_batch *b, int s, int layer, const float *probs,
-                       int n_new, int cap);
+     * kvcache_k(cache, layer, h).  Return -1 with e set to abort the forward. */
+    int (*attn_probs)(void *ctx, const struct fwd_batch *b, int s, int layer, const float *probs,
+                      int n_new, int cap, struct eb_err *e);
     /* MODEL_NEED_HIDDEN_LAST: the last layer's output after the final RMSNorm,
-     * backend rows [T][n_embd]. */
-    void (*hidden_last)(void *ctx, const struct fwd_batch *b, const float *hidden);
+     * backend rows [T][n_embd].  Return -1 with e set to fail the forward (the
+     * caches have advanced by then). */
+    int (*hidden_last)(void *ctx, const struct fwd_batch *b, const float *hidden,
+                       struct eb_err *e);
 };
 
 struct forward;

@@ -25,6 +25,9 @@ struct safetensors {
     int n_meta;
 };
 
+/* Largest tensor size in bytes (with every zero dimension taken as 1). */
+#define SHAPE_MAX_BYTES ((uint64_t)1 << 62)
+
 /* Largest integer a JSON number (a double) holds exactly. */
 #define JSON_MAX_EXACT 9007199254740992.0
 
@@ -53,6 +56,31 @@ static int json_uint(const cJSON *v, uint64_t *out)
     return 0;
 }
 
+/* A C0 control byte, DEL, or the lead byte of a UTF-8 C1 control (U+0080..U+009F). */
+static int control_at(const unsigned char *s)
+{
+    return s[0] < 0x20 || s[0] == 0x7f || (s[0] == 0xc2 && s[1] >= 0x80 && s[1] <= 0x9f);
+}
+
+/* A tensor name is printable: a control character (newline, escape, ...)
+ * would corrupt every message and table that shows it. */
+static int check_tensor_name(const char *name, struct eb_err *e)
+{
+    for (size_t k = 0; name[k]; k++) {
+        unsigned char c = (unsigned char)name[k];
+        if (!control_at((const unsigned char *)name + k)) continue;
+        char shown[64];
+        size_t n = 0;
+        for (; name[n] && n < sizeof shown - 1; n++)
+            shown[n] = (unsigned char)name[n] < 0x20 || name[n] == 0x7f || name[n] & 0x80 ? '?'
+                                                                                      : name[n];
+        shown[n] = '\0';
+        return eb_fail(e, "tensor name '%s%s' holds control character 0x%02x at byte %zu", shown,
+                       name[n] ? "..." : "", c, k);
+    }
+    return 0;
+}
+
 /* Parse one tensor entry into t (name already set). */
 static int parse_tensor(const cJSON *entry, const char *name, size_t data_size,
                         const unsigned char *data, struct tensor_ref *t, uint64_t *begin_out,
@@ -76,16 +104,20 @@ static int parse_tensor(const cJSON *entry, const char *name, size_t data_size,
     if (ndim > 4)
         return eb_fail(e, "tensor '%s' has %d dimensions; at most 4 are supported", name, ndim);
     uint64_t dims[4] = {1, 1, 1, 1};
-    uint64_t nelem = 1;
+    uint64_t nelem = 1, span = 1;
     int i = 0;
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         if (json_uint(d, &dims[i]) != 0)
             return eb_fail(e, "tensor '%s': shape entry %d is not a non-negative integer", name, i);
-        /* Bound the element count well below overflow; real sizes are checked
-         * against the data section just below. */
-        if (dims[i] != 0 && nelem > ((uint64_t)1 << 62) / dims[i])
-            return eb_fail(e, "tensor '%s': shape is absurdly large", name);
+        /* The byte size must stay well below overflow, and so must every
+         * product of dimensions a reader forms from ne[] (span: the product
+         * of the non-zero ones; a zero dimension does not excuse the others).
+         * Real sizes are checked against the data section just below. */
+        if (dims[i] > 1 && span > SHAPE_MAX_BYTES / dtype_size(type) / dims[i])
+            return eb_fail(e, "tensor '%s': shape is absurdly large (its size overflows 2^62 "
+                              "bytes)", name);
+        if (dims[i] > 1) span *= dims[i];
         nelem *= dims[i];
         i++;
     }
@@ -258,6 +290,7 @@ static int parse_header(struct safetensors *st, struct eb_err *e)
             continue;
         }
         struct tensor_ref *t = &st->tensors[st->n_tensors];
+        if (check_tensor_name(item->string, e) != 0) goto done;
         if (parse_tensor(item, item->string, data_size, data, t, &begins[st->n_tensors], e) != 0)
             goto done;
         t->name = strdup(item->string);

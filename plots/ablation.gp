@@ -11,8 +11,8 @@ wide = 1
 load plotdir . '/common.gp'
 unset title
 
-step_name(p) = (p eq 'rkv') ? 'R-KV' : (p eq 'skipkv-sent') ? '+sentence' : \
-               (p eq 'skipkv-sent-steer') ? '+steering' : (p eq 'skipkv') ? 'SkipKV' : \
+# each step's bar is named by what it adds; the rest by the registry's display name
+step_name(p) = (p eq 'skipkv-sent') ? '+sentence' : (p eq 'skipkv-sent-steer') ? '+steering' : \
                (p eq 'seal-static') ? 'static steer' : policy_name(p)
 bar_label(p, b) = step_name(p) . "\n" . b
 has_acc = (ref_acc == ref_acc)

@@ -6,7 +6,10 @@
 #   datafile  the panel's tab-separated data (NULL = not measured)
 #   title1, title2   the two title lines (what, model, dataset / setting, sampling)
 #   wide      set to 1 before loading for side-by-side panels
-#   plotdir   where the scripts are (palette.gp is loaded from there)
+#   plotdir   where the scripts are
+#   palette   the palette evictbench writes from the policy registry
+#             (results/plots/data/palette.gp: policy_rgb, policy_pt, policy_dt,
+#             policy_name; `evictbench plots` passes it)
 #   pol<i>, suf<i>   series i's policy and the rest of its legend entry
 # No display is needed: only the pngcairo and svg terminals are used.
 
@@ -16,7 +19,15 @@ if (!exists("wide")) wide = 0
 if (!exists("title1")) title1 = ''
 if (!exists("title2")) title2 = ''
 if (!exists("plotdir")) plotdir = 'plots'
-load plotdir . '/palette.gp'
+if (!exists("palette")) palette = 'results/plots/data/palette.gp'
+
+# Colours for a policy without its own (by series number: Paul Tol's set), and
+# for correct vs incorrect traces.  Policies' own colours: the palette.
+fallback_rgb(i) = (i % 6 == 0) ? 0x332288 : (i % 6 == 1) ? 0x882255 : (i % 6 == 2) ? 0x44AA99 : \
+                  (i % 6 == 3) ? 0xDDCC77 : (i % 6 == 4) ? 0x88CCEE : 0x999933
+correct_color = '#009E73'
+incorrect_color = '#D55E00'
+load palette
 
 # series i: its policy and its legend entry ("R-KV, budget 64")
 pol(i) = value(sprintf('pol%d', i))

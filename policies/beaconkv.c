@@ -230,9 +230,7 @@ static int beaconkv_begin(void *self, int seq, const struct seq_view *sv, struct
 static void beaconkv_end(void *self, int seq)
 {
     struct beaconkv *s = self;
-    if (seq < 0 || seq >= s->seqs.cap) return;
-    beacon_seq_free(s->seqs.state[seq]);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, beacon_seq_free);
 }
 
 static int cmp_int(const void *a, const void *b)

@@ -91,17 +91,16 @@ static int h2o_begin(void *self, int seq, const struct seq_view *sv, struct eb_e
 static void h2o_end(void *self, int seq)
 {
     struct h2o *s = self;
-    if (seq < 0 || seq >= s->seqs.cap) return;
-    h2o_seq_free(s->seqs.state[seq]);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, h2o_seq_free);
 }
 
-static void h2o_observe_attn(void *self, int seq, const struct attn_view *a)
+static int h2o_observe_attn(void *self, int seq, const struct attn_view *a, struct eb_err *e)
 {
+    (void)e;
     struct h2o *s = self;
     struct h2o_seq *q = seq_table_get(&s->seqs, seq);
     if (!q || !q->score || a->layer < 0 || a->layer >= s->m.n_layer || a->n_head != s->m.n_head)
-        return;
+        return 0;
     int group = s->m.n_head / s->m.n_kv;
     for (int g = 0; g < s->m.n_kv; g++) {
         double *sc = q->score + ((size_t)a->layer * s->m.n_kv + g) * q->cap;
@@ -113,6 +112,7 @@ static void h2o_observe_attn(void *self, int seq, const struct attn_view *a)
                 for (int j = 0; j < len; j++) sc[j] += (double)p[j] / group;
             }
     }
+    return 0;
 }
 
 static int h2o_select(void *self, int seq, const struct cache_view *cv, int budget,

@@ -48,7 +48,7 @@ struct policy_info {
     /* POLICY_DIVIDE over the sequences one instance runs one after another.
      * Both 0 (the default): every sequence starts afresh.  compat=released sets
      * them to reproduce the papers' scripts, whose step flag (and, in R-KV's,
-     * token count) outlives a sample (harness/exp/policy_schedule.h). */
+     * token count) outlives a sample (policies/schedule.h). */
     int divide_carry_flag;   /* a prefill selects only if the previous sequence's last
                                 forward left the count divisible (the first one always) */
     int divide_carry_count;  /* the count runs on across sequences instead of restarting */
@@ -151,6 +151,8 @@ static inline void keep_set_none(struct keep_set *ks)
 }
 
 struct policy_params;
+struct policy_trace_stats;   /* steering.h */
+struct sent_info;            /* sentences.h */
 
 struct policy_ops {
     const char *name;
@@ -160,12 +162,15 @@ struct policy_ops {
     /* Optional.  The sequence's cache is empty. */
     int (*begin_sequence)(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
     void (*end_sequence)(void *self, int seq);
+    /* The observe hooks return 0, or -1 with e set: generation then stops
+     * with that error (no hook keeps an error for a later call to report). */
     /* Optional: a token was sampled. */
-    void (*observe)(void *self, int seq, const struct step_view *s);
+    int (*observe)(void *self, int seq, const struct step_view *s, struct eb_err *e);
     /* NEED_ATTN_PROBS: called during the forward, once per layer. */
-    void (*observe_attn)(void *self, int seq, const struct attn_view *a);
+    int (*observe_attn)(void *self, int seq, const struct attn_view *a, struct eb_err *e);
     /* NEED_HIDDEN_LAST: host rows [n][dim] of this sequence's new tokens. */
-    void (*observe_hidden)(void *self, int seq, const float *rows, int n, int dim);
+    int (*observe_hidden)(void *self, int seq, const float *rows, int n, int dim,
+                          struct eb_err *e);
     /* Fill out for every (layer, kv head).  The policy may assume the keep-set
      * is applied (a failure to apply aborts generation). */
     int (*select)(void *self, int seq, const struct cache_view *cv, int budget,
@@ -173,6 +178,12 @@ struct policy_ops {
     /* Optional: modify this sequence's hidden rows (backend) after `layer`. */
     int (*steer)(void *self, int seq, int layer, struct backend *be, float *hidden, int n_rows,
                  int dim, struct eb_err *e);
+    /* Optional, for policies that follow a trace's sentences (policy_trace_stats and
+     * policy_trace_sentences in steering.h give the contracts): the statistics and
+     * the sentences of seq's current trace, or of its last finished one. */
+    int (*trace_stats)(const void *self, int seq, struct policy_trace_stats *out);
+    int (*trace_sentences)(const void *self, int seq, struct sent_info **out, int *n,
+                           struct eb_err *e);
 };
 
 /* An instance: made by policy_create (policies/registry.h). */

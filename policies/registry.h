@@ -38,17 +38,30 @@ struct policy_params {
 double policy_param(const struct policy_params *p, const char *key);
 int policy_param_int(const struct policy_params *p, const char *key);
 
+/* How figures and tables show an entry: the one place for it (the harness
+ * writes the gnuplot palette from these, harness/report/palette.c). */
+struct policy_style {
+    const char *display;      /* legend and table name, e.g. "R-KV" */
+    int rgb;                  /* line colour 0xRRGGBB; -1: one by series number */
+    int point;                /* gnuplot point type; 0: one by series number */
+    int dashed;               /* 1: drawn dashed, as a reference (FullKV) */
+};
+
 struct policy_entry {
     const char *name;
     const char *summary;
     const struct policy_ops *ops;
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
+    struct policy_style style;
 };
 
 /* All entries, in a stable order. */
 const struct policy_entry *policy_registry(int *n);
 const struct policy_entry *policy_registry_find(const char *name);
+/* The display name of a registry entry ("rkv" -> "R-KV"); any other name
+ * (NULL: "?") is returned as it is. */
+const char *policy_display_name(const char *name);
 
 /* Parse NAME[:key=value,...] into its entry and resolved parameters.  Needs
  * no model, so configs can be checked before anything loads. */

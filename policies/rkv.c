@@ -202,10 +202,7 @@ static int rkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_e
 static void rkv_end(void *self, int seq)
 {
     struct rkv *s = self;
-    void **slot = seq < s->seqs.cap && seq >= 0 ? &s->seqs.state[seq] : NULL;
-    if (!slot) return;
-    rkv_seq_free(*slot);
-    *slot = NULL;
+    seq_table_drop(&s->seqs, seq, rkv_seq_free);
 }
 
 /* batch0_bug: the lowest-numbered live sequence. */

@@ -237,9 +237,7 @@ static int rpc_begin(void *self, int seq, const struct seq_view *sv, struct eb_e
 static void rpc_end(void *self, int seq)
 {
     struct rpc *s = self;
-    if (seq < 0 || seq >= s->seqs.cap) return;
-    free(s->seqs.state[seq]);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, free);
 }
 
 static int reserve(struct rpc *s, int n, struct eb_err *e)

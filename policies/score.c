@@ -196,6 +196,13 @@ void *seq_table_get(const struct seq_table *t, int seq)
     return seq >= 0 && seq < t->cap ? t->state[seq] : NULL;
 }
 
+void seq_table_drop(struct seq_table *t, int seq, void (*free_state)(void *))
+{
+    if (seq < 0 || seq >= t->cap || !t->state[seq]) return;
+    if (free_state) free_state(t->state[seq]);
+    t->state[seq] = NULL;
+}
+
 void seq_table_free(struct seq_table *t, void (*free_state)(void *))
 {
     for (int i = 0; i < t->cap; i++)

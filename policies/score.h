@@ -92,6 +92,9 @@ struct seq_table {
 /* The slot of seq (grown as needed), or NULL with e set. */
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
 void *seq_table_get(const struct seq_table *t, int seq);
+/* End seq: free its state (free_state may be NULL for none) and clear the
+ * slot.  An id never begun or out of range is a no-op. */
+void seq_table_drop(struct seq_table *t, int seq, void (*free_state)(void *));
 void seq_table_free(struct seq_table *t, void (*free_state)(void *));
 
 /* Precision the scores are combined in.  The released R-KV/SnapKV/H2O code

@@ -32,7 +32,7 @@ struct seal_seq {
     struct steer_seq st;
     struct sent_tracker tr;  /* labels only (no hidden states) */
     int n_prompt;
-    int failed;
+    int failed;              /* a hook failed (reported then): the trackers are not consistent */
 };
 
 struct seal {
@@ -120,18 +120,20 @@ static void seal_end(void *self, int seq)
     struct eb_err e;
     int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &e);
     trace_stats_table_put(&s->done, seq, &st, v, n, lost);
-    seal_seq_free(q);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, seal_seq_free);
 }
 
-static void seal_observe(void *self, int seq, const struct step_view *sv)
+static int seal_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct seal *s = self;
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
-    struct eb_err e;
-    if (!q || q->failed) return;
-    if (steer_seq_push(&q->st, sv->token, &e) || sent_tracker_tokens(&q->tr, &sv->token, 1, &e))
-        q->failed = 1; /* the next steer call reports it */
+    if (!q) return 0;
+    if (q->failed) return eb_fail(e, "policy seal: sequence %d's tracking failed earlier", seq);
+    if (steer_seq_push(&q->st, sv->token, e) || sent_tracker_tokens(&q->tr, &sv->token, 1, e)) {
+        q->failed = 1;
+        return -1;
+    }
+    return 0;
 }
 
 static int seal_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
@@ -140,7 +142,7 @@ static int seal_steer(void *self, int seq, int layer, struct backend *be, float 
     struct seal *s = self;
     struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "policy seal: steer for unknown sequence %d", seq);
-    if (q->failed) return eb_fail(e, "policy seal: out of memory tracking sequence %d", seq);
+    if (q->failed) return eb_fail(e, "policy seal: sequence %d's tracking failed earlier", seq);
     return steerer_apply(&s->sr, &q->st, layer, be, hidden, n_rows, dim, s->coef, e);
 }
 
@@ -152,7 +154,7 @@ static int seal_select(void *self, int seq, const struct cache_view *cv, int bud
     return 0;
 }
 
-int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
+static int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
 {
     const struct seal *s = self;
     memset(out, 0, sizeof *out);
@@ -164,16 +166,8 @@ int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
     return trace_stats_table_get(&s->done, seq, out);
 }
 
-int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stats *out)
-{
-    memset(out, 0, sizeof *out);
-    if (p->ops == &seal_ops) return seal_trace_stats(p->self, seq, out);
-    if (p->ops == &skipkv_ops) return skipkv_trace_stats(p->self, seq, out);
-    return -1;
-}
-
-int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                         struct eb_err *e)
+static int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                                struct eb_err *e)
 {
     const struct seal *s = self;
     *out = NULL;
@@ -181,16 +175,6 @@ int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int 
     const struct seal_seq *q = seq_table_get(&s->seqs, seq);
     if (q) return sent_tracker_export(&q->tr, q->n_prompt, out, n, e);
     return trace_stats_table_sentences(&s->done, seq, out, n, e);
-}
-
-int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
-                           struct eb_err *e)
-{
-    *out = NULL;
-    *n = 0;
-    if (p->ops == &seal_ops) return seal_trace_sentences(p->self, seq, out, n, e);
-    if (p->ops == &skipkv_ops) return skipkv_trace_sentences(p->self, seq, out, n, e);
-    return 1;
 }
 
 const struct policy_ops seal_ops = {
@@ -202,4 +186,6 @@ const struct policy_ops seal_ops = {
     .observe = seal_observe,
     .select = seal_select,
     .steer = seal_steer,
+    .trace_stats = seal_trace_stats,
+    .trace_sentences = seal_trace_sentences,
 };

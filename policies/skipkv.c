@@ -87,8 +87,7 @@ struct skv_seq {
     struct steer_seq st;
     int n_prompt;            /* the generation step is tr.n_tokens - n_prompt */
     double alpha;
-    int failed;              /* an error in a void hook; select reports it */
-    struct eb_err err;
+    int failed;              /* a hook failed (reported then): the tracker is not consistent */
 };
 
 struct skipkv {
@@ -224,17 +223,18 @@ static void skipkv_end(void *self, int seq)
     sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
     fill_stats(s, q, &st);
     struct sent_info *v = NULL;
-    int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &q->err);
+    struct eb_err e;
+    int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &e);
     trace_stats_table_put(&s->done, seq, &st, v, n, lost);
-    skv_seq_free(q);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, skv_seq_free);
 }
 
-static void skipkv_observe(void *self, int seq, const struct step_view *sv)
+static int skipkv_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct skipkv *s = self;
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (!q || q->failed) return;
+    if (!q) return 0;
+    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
     /* The forward that raised the step flag ends: its rows are in, its
      * sampled token not yet labelled (the released code labels a token in
      * the forward that processes it). */
@@ -242,17 +242,26 @@ static void skipkv_observe(void *self, int seq, const struct step_view *sv)
         if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
         if (s->sentence) sent_tracker_compare(&q->tr);
     }
-    if (sent_tracker_tokens(&q->tr, &sv->token, 1, &q->err) ||
-        (s->steer && steer_seq_push(&q->st, sv->token, &q->err)))
+    if (sent_tracker_tokens(&q->tr, &sv->token, 1, e) ||
+        (s->steer && steer_seq_push(&q->st, sv->token, e))) {
         q->failed = 1;
+        return -1;
+    }
+    return 0;
 }
 
-static void skipkv_observe_hidden(void *self, int seq, const float *rows, int n, int dim)
+static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, int dim,
+                                 struct eb_err *e)
 {
     struct skipkv *s = self;
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (!q || q->failed) return;
-    if (sent_tracker_rows(&q->tr, rows, n, dim, &q->err)) q->failed = 1;
+    if (!q) return 0;
+    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
+    if (sent_tracker_rows(&q->tr, rows, n, dim, e)) {
+        q->failed = 1;
+        return -1;
+    }
+    return 0;
 }
 
 static int skipkv_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
@@ -271,10 +280,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     struct skipkv *s = self;
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
-    if (q->failed) {
-        *e = q->err;
-        return -1;
-    }
+    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
     int w = s->imp.window, step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
     /* at prefill the released layers hold no removal ranges yet */
     int penalize = s->sentence && !cv->at_prefill;
@@ -297,7 +303,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     return 0;
 }
 
-int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
+static int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
 {
     const struct skipkv *s = self;
     memset(out, 0, sizeof *out);
@@ -309,8 +315,8 @@ int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out
     return trace_stats_table_get(&s->done, seq, out);
 }
 
-int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                           struct eb_err *e)
+static int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
+                                  struct eb_err *e)
 {
     const struct skipkv *s = self;
     *out = NULL;
@@ -330,4 +336,6 @@ const struct policy_ops skipkv_ops = {
     .observe_hidden = skipkv_observe_hidden,
     .select = skipkv_select,
     .steer = skipkv_steer,
+    .trace_stats = skipkv_trace_stats,
+    .trace_sentences = skipkv_trace_sentences,
 };

@@ -158,25 +158,20 @@ struct policy_trace_stats {
     int valid;
 };
 /* The statistics of seq's current trace, or of its last finished one (kept
- * until the id is reused), under seal or skipkv (and their presets).
- * Returns -1 for other policies or an unknown sequence. */
+ * until the id is reused), through the policy's trace_stats entry (seal,
+ * skipkv and their presets have one).  Returns -1 for policies without it or
+ * an unknown sequence. */
 int policy_trace_stats(const struct policy *p, int seq, struct policy_trace_stats *out);
-int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out);
-int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out);
 
 /* The sentences of seq's current trace, or of its last finished one (kept
- * until the id is reused, as the statistics are), in order, under seal or
- * skipkv (and their presets): spans, labels, max_sim (NAN under seal and
+ * until the id is reused, as the statistics are), in order, through the
+ * policy's trace_sentences entry (seal, skipkv and their presets): spans, labels, max_sim (NAN under seal and
  * skipkv's sentence=0, which build no representations) and evicted steps
  * (-1 unless skipkv's sentence penalty reached the sentence).  Returns 0
  * with *out malloc'd (the caller frees; NULL when *n is 0), 1 when the
- * policy keeps no sentences for seq (other policies, an unknown sequence),
- * -1 when they were lost or on out of memory (e set). */
+ * policy keeps no sentences for seq (no trace_sentences entry, an unknown
+ * sequence), -1 when they were lost or on out of memory (e set). */
 int policy_trace_sentences(const struct policy *p, int seq, struct sent_info **out, int *n,
-                           struct eb_err *e);
-int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                         struct eb_err *e);
-int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
                            struct eb_err *e);
 
 #endif

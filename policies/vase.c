@@ -312,9 +312,7 @@ static int vase_begin(void *self, int seq, const struct seq_view *sv, struct eb_
 static void vase_end(void *self, int seq)
 {
     struct vase *s = self;
-    if (seq < 0 || seq >= s->seqs.cap) return;
-    vase_seq_free(s->seqs.state[seq]);
-    s->seqs.state[seq] = NULL;
+    seq_table_drop(&s->seqs, seq, vase_seq_free);
 }
 
 /* Host scratch for heads of len slots, backend scratch of dev_n floats. */

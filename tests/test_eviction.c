@@ -133,7 +133,7 @@ static void test_unbound_budget_smollm2(void)
 
 /* ---- a test-only policy: every step, keep everything (or a broken set) ---- */
 
-enum { MODE_KEEP_ALL = 0, MODE_DUPLICATE = 1, MODE_OUT_OF_RANGE = 2 };
+enum { MODE_KEEP_ALL = 0, MODE_DUPLICATE = 1, MODE_OUT_OF_RANGE = 2, MODE_FAIL_OBSERVE = 3 };
 struct test_policy {
     int mode;
     long attn_calls;
@@ -149,10 +149,14 @@ static void tp_destroy(void *self)
 {
     (void)self;
 }
-static void tp_observe_attn(void *self, int seq, const struct attn_view *a)
+static int tp_observe_attn(void *self, int seq, const struct attn_view *a, struct eb_err *e)
 {
     (void)seq; (void)a;
-    ((struct test_policy *)self)->attn_calls++;
+    struct test_policy *t = self;
+    /* an observe hook's error stops the forward at once, with its message */
+    long k = t->attn_calls++;
+    if (t->mode == MODE_FAIL_OBSERVE && k == 4) return eb_fail(e, "observe failed at call %ld", k);
+    return 0;
 }
 static int tp_select(void *self, int seq, const struct cache_view *cv, int budget,
                      struct keep_set *out, struct eb_err *e)
@@ -230,6 +234,11 @@ static void test_keep_everything_and_validation(void)
     got = run_test_policy(m, prompt, n, 10, MODE_OUT_OF_RANGE, &calls, err, sizeof err, &n_got);
     CHECK(got == NULL);
     CHECK_MSG(strstr(err, "out of range"), "%s", err);
+    free(got);
+    got = run_test_policy(m, prompt, n, 10, MODE_FAIL_OBSERVE, &calls, err, sizeof err, &n_got);
+    CHECK(got == NULL);
+    CHECK_MSG(strstr(err, "test-keep-all: observe failed at call 4"), "%s", err);
+    CHECK(calls == 5); /* no hook ran after the failing one */
     free(got);
     free(ref);
     free(prompt);

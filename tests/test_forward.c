@@ -292,6 +292,7 @@ static void test_ragged_batch(void)
 struct hook_log {
     int layers_seen, hidden_calls, probs_calls;
     double probs_row_sum;
+    int fail_probs_at;       /* > 0: the attn_probs call with this number fails */
 };
 
 static int log_after_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
@@ -302,22 +303,25 @@ static int log_after_layer(void *ctx, const struct fwd_batch *b, int layer, floa
     return 0;
 }
 
-static void log_probs(void *ctx, const struct fwd_batch *b, int s, int layer, const float *probs,
-                      int n_new, int cap)
+static int log_probs(void *ctx, const struct fwd_batch *b, int s, int layer, const float *probs,
+                     int n_new, int cap, struct eb_err *e)
 {
-    (void)b; (void)s; (void)layer;
+    (void)b; (void)s;
     struct hook_log *h = ctx;
+    if (h->probs_calls + 1 == h->fail_probs_at) return eb_fail(e, "probs hook failed at layer %d", layer);
     float *row = malloc((size_t)cap * sizeof *row);
     be->download(be, row, probs + (size_t)(n_new - 1) * cap, (size_t)cap); /* head 0, last query */
     for (int j = 0; j < cap; j++) h->probs_row_sum += row[j];
     h->probs_calls++;
     free(row);
+    return 0;
 }
 
-static void log_hidden(void *ctx, const struct fwd_batch *b, const float *hidden)
+static int log_hidden(void *ctx, const struct fwd_batch *b, const float *hidden, struct eb_err *e)
 {
-    (void)b; (void)hidden;
+    (void)b; (void)hidden; (void)e;
     ((struct hook_log *)ctx)->hidden_calls++;
+    return 0;
 }
 
 static void test_hooks(void)
@@ -330,7 +334,7 @@ static void test_hooks(void)
     int ids[] = {1, 5, 9, 200};
     CHECK(forward_create(m, 4, 4, &f, &e) == 0);
     CHECK(model_kvcache_create(m, 8, &c, &e) == 0);
-    struct hook_log log = {0, 0, 0, 0};
+    struct hook_log log = {0, 0, 0, 0, 0};
     struct model_hooks h = {&log, MODEL_NEED_ATTN_PROBS | MODEL_NEED_HIDDEN_LAST, log_after_layer,
                             log_probs, log_hidden};
     struct fwd_seq s = {.id = 0, .cache = c, .tokens = ids, .n_tokens = 4, .logits = FWD_LOGITS_LAST};
@@ -340,6 +344,14 @@ static void test_hooks(void)
     CHECK(log.probs_calls == m->cfg.n_layer);
     CHECK_NEAR(log.probs_row_sum, m->cfg.n_layer, 1e-4);
     CHECK(log.hidden_calls == 1);
+    /* an observe hook's error ends the forward at once, with its message */
+    kvcache_free(c);
+    CHECK(model_kvcache_create(m, 8, &c, &e) == 0);
+    s.cache = c;
+    log = (struct hook_log){0, 0, 0, 0, 2};
+    CHECK(model_forward(f, &b, &h, &e) == -1);
+    CHECK_MSG(strstr(e.msg, "probs hook failed at layer 1") != NULL, "%s", e.msg);
+    CHECK(log.probs_calls == 1 && log.layers_seen == 1 && log.hidden_calls == 0);
     kvcache_free(c);
     forward_free(f);
     model_free(m);

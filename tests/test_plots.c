@@ -1000,24 +1000,76 @@ static void test_tables_skip_empty(void)
     CHECK(file_size(path) > 100);
 }
 
-/* The tables' display names are the figures' (plots/palette.gp policy_name). */
-static void test_palette_names_match(void)
+/* The palette comes from the registry: every entry's display name, colour,
+ * point type and dash appear in the generated palette.gp, as the tables name
+ * them; gnuplot evaluates it to the same values; and no script names a
+ * policy the registry does not have (a dead entry) or carries its own list. */
+static void test_palette_from_registry(void)
 {
-    char *gp = read_file("plots/palette.gp", NULL);
-    if (!gp) SKIP("plots/palette.gp not found (run from the repository root)");
-    const char *block = strstr(gp, "policy_name(p) =");
-    CHECK(block != NULL);
-    int n = 0;
-    for (const char *at = block; at && (at = strstr(at, "(p eq '")); at++) {
-        char key[64], name[64];
-        if (sscanf(at, "(p eq '%63[^']') ? '%63[^']'", key, name) != 2) break;
-        CHECK_MSG(!strcmp(policy_display_name(key), name), "%s: palette.gp says %s, C says %s", key,
-                  name, policy_display_name(key));
-        n++;
+    char *gp = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(plots_palette_text(&gp, &e) == 0, "%s", e.msg);
+    if (!gp) return;
+    const char *rgb = strstr(gp, "policy_rgb(p, i) ="), *pt = strstr(gp, "policy_pt(p, i) =");
+    const char *dt = strstr(gp, "policy_dt(p) ="), *nm = strstr(gp, "policy_name(p) =");
+    CHECK(rgb && pt && dt && nm && rgb < pt && pt < dt && dt < nm);
+    int n;
+    const struct policy_entry *en = policy_registry(&n);
+    CHECK(n >= 20);
+    for (int i = 0; rgb && pt && dt && nm && i < n; i++) {
+        const struct policy_style *s = &en[i].style;
+        CHECK_MSG(s->display && *s->display, "%s has no display name", en[i].name);
+        if (!s->display) continue;
+        for (const char *c = s->display; *c; c++) CHECK((unsigned char)*c >= 0x20);
+        CHECK_STR(policy_display_name(en[i].name), s->display);
+        char want[160];
+        snprintf(want, sizeof want, "(p eq '%s') ? '%s' :", en[i].name, s->display);
+        CHECK_MSG(strstr(nm, want) != NULL, "palette lacks %s", want);
+        snprintf(want, sizeof want, "(p eq '%s') ? 0x%06X :", en[i].name, (unsigned)s->rgb);
+        if (s->rgb >= 0) CHECK_MSG(strstr(rgb, want) && strstr(rgb, want) < pt, "lacks %s", want);
+        snprintf(want, sizeof want, "(p eq '%s') ? %d :", en[i].name, s->point);
+        if (s->point > 0) CHECK_MSG(strstr(pt, want) && strstr(pt, want) < dt, "lacks %s", want);
+        snprintf(want, sizeof want, "(p eq '%s') ? 2 :", en[i].name);
+        CHECK_MSG((strstr(dt, want) != NULL && strstr(dt, want) < nm) == (s->dashed != 0),
+                  "%s: dash", en[i].name);
     }
-    CHECK(n >= 10);
+    CHECK_STR(policy_display_name("fullkv"), "FullKV");
+    CHECK_STR(policy_display_name("rpc"), "RPC");
     CHECK_STR(policy_display_name("my-new-policy"), "my-new-policy");
+    CHECK_STR(policy_display_name("vase"), "vase"); /* the old dead entry: no such policy */
+    /* gnuplot reads it as the figures do (common.gp defines fallback_rgb) */
+    char path[600], cmd[1600], out[256] = "";
+    snprintf(path, sizeof path, "%s/palette_eval.gp", tmp_root);
+    if (has_gnuplot() && plots_palette_write(path, &e) == 0) {
+        snprintf(cmd, sizeof cmd, "gnuplot -e \"fallback_rgb(i) = 7; load '%s'; print "
+                 "policy_name('rpc') . '|' . policy_color('rkv', 0) . '|' . policy_dt('fullkv') . "
+                 "'|' . policy_rgb('no-such', 3) . '|' . policy_name('no-such')\" 2>&1", path);
+        FILE *f = popen(cmd, "r");
+        if (f) {
+            if (!fgets(out, sizeof out, f)) out[0] = '\0';
+            pclose(f);
+        }
+        CHECK_STR(out, "RPC|#0072b2|2|7|no-such\n");
+    }
     free(gp);
+    /* no script keeps a list of its own */
+    static const char *const scripts[] = {"ablation", "accuracy_vs_budget",
+        "batching_bs1_vs_padded_vs_grouped", "common", "fidelity_vs_budget", "length_vs_budget",
+        "peak_kv_vs_budget", "pss_correct_vs_incorrect", "throughput_vs_batch", NULL};
+    for (int i = 0; scripts[i]; i++) {
+        snprintf(path, sizeof path, "plots/%s.gp", scripts[i]);
+        char *text = read_file(path, NULL);
+        CHECK_MSG(text != NULL, "%s missing", path);
+        /* a policy is compared as (p eq 'name'); fmt, settings and status otherwise */
+        for (const char *at = text; at && (at = strstr(at, "(p eq '")); at++) {
+            char key[64];
+            if (sscanf(at, "(p eq '%63[^']'", key) != 1) continue;
+            CHECK_MSG(policy_registry_find(key) != NULL, "%s names '%s', not a registry policy",
+                      path, key);
+        }
+        free(text);
+    }
+    CHECK(access("plots/palette.gp", F_OK) != 0); /* the palette is generated, not kept */
 }
 
 int main(void)
@@ -1030,7 +1082,7 @@ int main(void)
     snprintf(db_full, sizeof db_full, "%s/full.db", tmp_root);
     snprintf(db_small, sizeof db_small, "%s/small.db", tmp_root);
     RUN(test_labels);
-    RUN(test_palette_names_match);
+    RUN(test_palette_from_registry);
     RUN(test_fixture_database);
     RUN(test_plots_full);
     RUN(test_plots_skip_empty);

@@ -357,7 +357,7 @@ static void test_golden_h2o(void)
             for (int l = 0; l < m.n_layer; l++) {
                 struct attn_view av = {l, blob + cJSON_GetArrayItem(cJSON_GetObjectItem(fw, "probs"), l)->valueint,
                                        m.n_head, n_new, len[l * m.n_kv], len + l * m.n_kv};
-                p->ops->observe_attn(p->self, 7, &av);
+                CHECK(p->ops->observe_attn(p->self, 7, &av, &e) == 0);
             }
             struct cache_view cv = {.be = be, .n_layer = m.n_layer, .n_head = m.n_head,
                                     .n_kv = m.n_kv, .head_dim = m.head_dim, .capacity = cap,

@@ -384,7 +384,7 @@ static void test_seal_sentences(void)
     CHECK(p->ops->begin_sequence(p->self, 0, &sq, &e) == 0);
     for (int t = 0; t < ng; t++) {
         struct step_view st = {gen[t], t + 1, np + t, 0};
-        p->ops->observe(p->self, 0, &st);
+        CHECK(p->ops->observe(p->self, 0, &st, &e) == 0);
     }
     /* live, then finished: the same rows */
     CHECK(policy_trace_sentences(p, 0, &v, &n, &e) == 0 && n == 4);

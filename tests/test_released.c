@@ -9,7 +9,7 @@
 #include "test.h"
 #include "test_util.h"
 
-#include "harness/exp/policy_schedule.h"
+#include "policies/schedule.h"
 #include "model/kvcache.h"
 
 #define FIX_JSON FIXTURE("policies/released.json")
@@ -217,7 +217,7 @@ static void test_whole_generations(void)
 /* ---- samples one after another (compat=released) ---- */
 
 /* One policy instance runs the fixture's samples in order, each in a fresh
- * cache, selecting when the glue's schedule (harness/exp/policy_schedule.c)
+ * cache, selecting when the glue's schedule (policies/schedule.c)
  * says so; every compression must be the reference's, in sample, position
  * and held slots. */
 static void run_samples(const cJSON *doc, const cJSON *run, const float *blob, int *n_steps,

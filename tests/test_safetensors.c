@@ -227,6 +227,25 @@ static void test_corrupt_tensors(void)
                       "has 5 dimensions");
     expect_bad_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [4294967296, 4294967296, 4294967296],"
                       " \"data_offsets\": [0, 8]}}", 8, "absurdly large");
+    /* 2^31 * 2^31 elements of 4 bytes wrap a 64-bit size to 0 bytes: once accepted with
+     * data_offsets [0, 0] */
+    expect_bad_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [2147483648, 2147483648],"
+                      " \"data_offsets\": [0, 0]}}", 8, "shape is absurdly large");
+    expect_bad_header("{\"w\": {\"dtype\": \"BF16\", \"shape\": [1073741824, 1073741824, 4],"
+                      " \"data_offsets\": [0, 0]}}", 8, "overflows 2^62 bytes");
+    /* a zero dimension makes the tensor empty, but ne[1] * ne[2] would still overflow */
+    expect_bad_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [0, 4294967296, 4294967296],"
+                      " \"data_offsets\": [0, 0]}}", 8, "shape is absurdly large");
+    /* control characters in a tensor name: C0, DEL and UTF-8 C1 (U+0085) */
+    expect_bad_header("{\"w\\nx\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+                      "tensor name 'w?x' holds control character 0x0a at byte 1");
+    expect_bad_header("{\"\\u001b[31mred\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}",
+                      8, "holds control character 0x1b at byte 0");
+    expect_bad_header("{\"ok\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]},"
+                      " \"a\\u007f\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [4, 8]}}", 8,
+                      "holds control character 0x7f at byte 1");
+    expect_bad_header("{\"w\\u0085\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}", 8,
+                      "tensor name 'w?" "?' holds control character 0xc2 at byte 1");
     expect_bad_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [8, 0]}}", 8,
                       "are reversed");
     expect_bad_header("{\"w\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0]}}", 8,
@@ -246,7 +265,9 @@ static void test_accepted_edges(void)
 {
     const char *h = "{\"a\": {\"dtype\": \"BF16\", \"shape\": [0], \"data_offsets\": [0, 0]},"
                     " \"b\": {\"dtype\": \"F16\", \"shape\": [2, 2], \"data_offsets\": [0, 8]},"
-                    " \"c\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [8, 12]}}      ";
+                    " \"c\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [8, 12]},"
+                    " \"\\u00e9\\u00a0d\": {\"dtype\": \"F32\", \"shape\": [0, 65536, 65536],"
+                    " \"data_offsets\": [12, 12]}}      ";
     size_t size;
     unsigned char *b = make_file(strlen(h), h, 12, &size);
     struct safetensors *st;
@@ -254,13 +275,15 @@ static void test_accepted_edges(void)
     int rc = safetensors_open_memory(b, size, "edges", &st, &e);
     CHECK_MSG(rc == 0, "%s", e.msg);
     if (rc == 0) {
-        CHECK(safetensors_tensor_count(st) == 3);
+        CHECK(safetensors_tensor_count(st) == 4);
+        /* U+00E9 and U+00A0 are printable (0xc3 0xa9, 0xc2 0xa0): not C1 controls */
+        CHECK(safetensors_find(st, "\xc3\xa9\xc2\xa0" "d") != NULL);
         const struct tensor_ref *t = safetensors_find(st, "b");
         CHECK(t && t->ne[0] == 2 && t->ne[1] == 2 && t->data == b + 8 + strlen(h));
         /* File order is kept. */
         CHECK_STR(safetensors_tensor(st, 0)->name, "a");
         CHECK_STR(safetensors_tensor(st, 2)->name, "c");
-        CHECK(safetensors_tensor(st, 3) == NULL && safetensors_tensor(st, -1) == NULL);
+        CHECK(safetensors_tensor(st, 4) == NULL && safetensors_tensor(st, -1) == NULL);
         safetensors_close(st);
     }
     free(b);

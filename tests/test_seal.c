@@ -135,7 +135,7 @@ static void test_steering_positions(void)
     CHECK(memcmp(host, before, sizeof host) == 0);
     for (int t = 0; t < 5; t++) {
         struct step_view st = {gen[t], t + 1, 3 + t, 0};
-        p->ops->observe(p->self, 0, &st);
+        CHECK(p->ops->observe(p->self, 0, &st, &e) == 0);
         for (int i = 0; i < DIM; i++) before[i] = (float)(t + 1) * 0.5f - (float)i * 0.25f;
         for (int l = 0; l < 4; l++) {
             be->upload(be, h, before, DIM);

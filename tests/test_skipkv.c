@@ -165,12 +165,13 @@ static void test_golden_keepsets(void)
         for (; fed_tok < upto; fed_tok++) {
             while (fed_rows < fed_tok) { /* in uneven chunks, as chunked prefill gives them */
                 int n = fed_tok - fed_rows < 7 ? fed_tok - fed_rows : 7;
-                p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim);
+                CHECK(p->ops->observe_hidden(p->self, 3, hidden + (size_t)fed_rows * dim, n, dim,
+                                             &e) == 0);
                 fed_rows += n;
             }
             struct step_view stv = {toks[fed_tok], fed_tok - n_prompt + 1, fed_tok,
                                     fed_tok == upto - 2};
-            p->ops->observe(p->self, 3, &stv);
+            CHECK(p->ops->observe(p->self, 3, &stv, &e) == 0);
         }
         CHECK(fed_rows == rows);
         /* the cache view of this step */

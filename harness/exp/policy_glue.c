@@ -1,6 +1,5 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
 #include "harness/exp/policy_glue.h"
-#include "harness/exp/policy_schedule.h"
 #include "util/clock.h"
 
 #include <stdlib.h>
@@ -27,8 +26,6 @@ struct policy_glue {
     size_t host_cap;
     struct keep_set ks;
     unsigned char *mark;     /* [ks.stride] duplicate check */
-    struct eb_err deferred;  /* an error inside a void model hook, reported at on_step */
-    int has_deferred;
     struct policy_glue_stats st;
     double kv_bytes_sum;
     struct sched_run sched;  /* when to select, and what carries between sequences */
@@ -45,20 +42,6 @@ struct policy_model policy_model_of_config(const struct model_config *cfg)
                               .n_kv = cfg->n_head_kv, .head_dim = cfg->head_dim,
                               .n_embd = cfg->n_embd};
     return pm;
-}
-
-int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
-{
-    if (p->info.schedule == POLICY_NEVER) {
-        if (budget < 0) return eb_fail(e, "budget must be > 0 (got %d)", budget);
-        return 0;
-    }
-    if (budget <= 0)
-        return eb_fail(e, "policy %s needs a budget > 0 (got %d)", p->ops->name, budget);
-    if (budget <= p->info.window)
-        return eb_fail(e, "budget %d must exceed the %d slots policy %s always keeps (window)",
-                       budget, p->info.window, p->ops->name);
-    return 0;
 }
 
 void policy_glue_free(struct policy_glue *g)
@@ -117,43 +100,40 @@ static int reserve_keep(struct policy_glue *g, int stride, struct eb_err *e)
 
 /* ---- model hooks ---- */
 
-static void glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int layer,
-                            const float *probs, int n_new, int cap)
+static int glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int layer,
+                           const float *probs, int n_new, int cap, struct eb_err *e)
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
     const struct fwd_seq *q = &b->seqs[s];
     size_t n = (size_t)g->pm.n_head * n_new * cap;
-    if (g->has_deferred) return;
-    if (reserve_host(g, n, &g->deferred)) {
-        g->has_deferred = 1;
-        return;
-    }
+    if (reserve_host(g, n, e)) return -1;
     g->be->download(g->be, g->host, probs, n);
     struct attn_view av = {layer, g->host, g->pm.n_head, n_new, cap,
                            q->cache->len + (size_t)layer * g->pm.n_kv};
-    g->p->ops->observe_attn(g->p->self, q->id, &av);
+    int rc = g->p->ops->observe_attn(g->p->self, q->id, &av, e);
     g->st.policy_s += clock_now_s() - t0;
+    return rc ? eb_wrap(e, g->p->ops->name) : 0;
 }
 
-static void glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden)
+static int glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden,
+                            struct eb_err *e)
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
-    int dim = g->m->cfg.n_embd;
-    for (int s = 0; s < b->n_seq && !g->has_deferred; s++) {
+    int dim = g->m->cfg.n_embd, rc = 0;
+    for (int s = 0; s < b->n_seq && rc == 0; s++) {
         const struct fwd_seq *q = &b->seqs[s];
         int n_real = q->n_tokens - q->n_pad; /* policies never see pad rows */
         size_t n = (size_t)n_real * dim;
         if (n_real < 1) continue;
-        if (reserve_host(g, n, &g->deferred)) {
-            g->has_deferred = 1;
-            break;
-        }
+        if ((rc = reserve_host(g, n, e))) break;
         g->be->download(g->be, g->host, hidden + ((size_t)q->row0 + q->n_pad) * dim, n);
-        g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim);
+        if ((rc = g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim, e)))
+            eb_wrap(e, g->p->ops->name);
     }
     g->st.policy_s += clock_now_s() - t0;
+    return rc;
 }
 
 static int glue_after_layer(void *ctx, const struct fwd_batch *b, int layer, float *hidden,
@@ -269,10 +249,6 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
 {
     struct policy_glue *g = ctx;
     double t0 = clock_now_s();
-    if (g->has_deferred) {
-        *e = g->deferred;
-        return -1;
-    }
     struct glue_seq *s = glue_seq(g, seq, e);
     if (!s) return -1;
     s->n_steps++;
@@ -287,7 +263,7 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
     if (g->p->ops->observe) {
         struct step_view sv = {token, s->n_steps, cache->next_pos,
                                sched_selects_next(&g->sched, &s->sched, processed)};
-        g->p->ops->observe(g->p->self, seq, &sv);
+        if (g->p->ops->observe(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
     }
     int wants = sched_step(&g->sched, &s->sched, processed, at_prefill);
     if (wants && run_select(g, seq, cache, at_prefill, e)) return -1;
@@ -316,11 +292,7 @@ int policy_glue_create(struct policy *p, int budget, const struct model *m,
                        p->ops->name);
     if ((in->needs & POLICY_NEED_HIDDEN_LAST) && !p->ops->observe_hidden)
         return eb_fail(e, "policy %s asks for hidden states but cannot observe them", p->ops->name);
-    if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
-        return eb_fail(e, "policy %s asks for recent queries with a window of %d", p->ops->name,
-                       in->q_window);
-    if (in->schedule == POLICY_DIVIDE && in->divide_length < 1)
-        return eb_fail(e, "policy %s: divide_length must be >= 1", p->ops->name);
+    if (policy_info_check(in, p->ops->name, e)) return -1;
     struct policy_glue *g = eb_calloc(1, sizeof *g, e);
     if (!g) return -1;
     g->p = p;
@@ -360,24 +332,6 @@ fail:
     return -1;
 }
 
-/* Most slots a head can hold once the prompt is in: compaction brings it back
- * to the budget at every selection, and between selections at most one
- * schedule period of tokens arrives (one more for the token appended before
- * on_step runs).  0: no bound (no eviction during decode). */
-static int slot_limit(const struct policy_glue *g)
-{
-    switch (g->p->info.schedule) {
-    case POLICY_DIVIDE:
-        /* a carried flag may leave a prompt uncompressed: no bound */
-        if (g->sched.carry_flag) return 0;
-        return g->budget + g->p->info.divide_length + 1;
-    case POLICY_EVERY_STEP:
-        return g->p->info.slot_slack < 0 ? 0 : g->budget + 2 + g->p->info.slot_slack;
-    default:
-        return 0;
-    }
-}
-
 void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
                        struct gen_hooks *out)
 {
@@ -386,7 +340,7 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
     out->ctx = g;
     out->model = g->mh.needs || g->mh.after_layer ? &g->mh : NULL;
     out->recent_q_window = g->qbuf ? g->p->info.q_window : 0;
-    out->kv_slot_limit = slot_limit(g);
+    out->kv_slot_limit = sched_slot_limit(&g->sched, g->budget);
     out->begin_sequence = glue_begin;
     out->on_step = glue_step;
     out->end_sequence = glue_end;

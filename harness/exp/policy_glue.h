@@ -2,7 +2,7 @@
  *
  * The glue turns the generation hooks of model/ into the policy's views:
  * after every sampled token it lets the policy observe, decides from the
- * policy's schedule (policy_schedule.h) whether to select (specs/policies.md §1.2: budget B
+ * policy's schedule (policies/schedule.h) whether to select (specs/policies.md §1.2: budget B
  * counts the window; at prefill when the prompt holds >= B tokens, using the
  * last w prompt queries; then at the step whose forward follows a token
  * count divisible by divide_length, once a head holds >= B slots; the
@@ -16,6 +16,7 @@
 
 #include "model/generate.h"
 #include "policies/policy.h"
+#include "policies/schedule.h"  /* policy_check_budget, the schedule and the slot limit */
 
 struct policy_glue;
 
@@ -36,10 +37,6 @@ struct policy_glue_stats {
  * from a loaded model or from a model file's config before loading. */
 struct policy_model policy_model_of(const struct model *m);
 struct policy_model policy_model_of_config(const struct model_config *cfg);
-
-/* A budget this policy can run with: > 0 and above its window (FullKV: any;
- * 0 means none given). */
-int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
 
 /* p is borrowed and must outlive the glue. */
 int policy_glue_create(struct policy *p, int budget, const struct model *m,

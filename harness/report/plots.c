@@ -303,9 +303,10 @@ static int emit_panel(const struct plots_options *o, const struct figure *fig,
 {
     const char *scripts = o->script_dir ? o->script_dir : "plots";
     const char *gnuplot = o->gnuplot ? o->gnuplot : "gnuplot";
-    char data[4096], out[4096], script[4096], log[4096];
+    char data[4096], out[4096], script[4096], log[4096], palette[4096];
     if (path_of(data, sizeof data, data_dir, stem, ".tsv", e) ||
-        path_of(script, sizeof script, scripts, fig->name, ".gp", e))
+        path_of(script, sizeof script, scripts, fig->name, ".gp", e) ||
+        path_of(palette, sizeof palette, data_dir, "palette", ".gp", e))
         return -1;
     if (write_data(data, p, fig, e)) return -1;
     note(o, PLOTS_DATA, fig->name, data);
@@ -318,6 +319,7 @@ static int emit_panel(const struct plots_options *o, const struct figure *fig,
         struct sbuf all = {0};
         sb_printf(&all, "%s", vars);
         gp_str(&all, "plotdir", scripts);
+        gp_str(&all, "palette", palette);
         gp_str(&all, "datafile", data);
         gp_str(&all, "out", out);
         gp_str(&all, "fmt", fmt);
@@ -432,6 +434,10 @@ int plots_make(struct store *s, const struct plots_options *o, struct eb_err *e)
     if (snprintf(data_dir, sizeof data_dir, "%s/data", o->out_dir) >= (int)sizeof data_dir)
         return eb_fail(e, "%s: path too long", o->out_dir);
     if (plots_mkdirs(data_dir, e)) return -1;
+    /* the registry's colours and names, fresh for every run */
+    char palette[4200];
+    snprintf(palette, sizeof palette, "%s/palette.gp", data_dir);
+    if (plots_palette_write(palette, e)) return -1;
     struct fig_ctx c;
     memset(&c, 0, sizeof c);
     if (view_rows_load(s, "SELECT model, dataset, sampling, max_new_tokens, accuracy, "

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "policies/registry.h"  /* policy_display_name */
 #include "util/err.h"
 
 struct store;
@@ -42,9 +43,8 @@ double view_num(const struct view_rows *t, int row, int col);
 
 /* "greedy", "T=0.6, top-p=0.95, 4 samples" ... from a runs.sampling_json. */
 void describe_sampling(const char *sampling_json, char *out, size_t n);
-/* The display name of a policy ("rkv" -> "R-KV"), the same as plots/palette.gp's
- * policy_name; an unknown name is returned as it is. */
-const char *policy_display_name(const char *policy);
+/* policy_display_name ("rkv" -> "R-KV"): policies/registry.h, the same names
+ * as the generated palette's policy_name. */
 /* "batch 10, padded" ("batch 10" when the mode is not known). */
 void describe_batching(const char *batch_size, const char *batching, char *out, size_t n);
 
@@ -68,6 +68,13 @@ struct plots_options {
     plots_note_fn note;         /* may be NULL */
     void *ctx;
 };
+
+/* The gnuplot palette (policy_rgb, policy_color, policy_pt, policy_dt,
+ * policy_name) from the policy registry's styles: as malloc'd text, or
+ * written to path.  plots_make writes it to <out_dir>/data/palette.gp and
+ * hands it to every script as `palette`. */
+int plots_palette_text(char **out, struct eb_err *e);
+int plots_palette_write(const char *path, struct eb_err *e);
 
 /* Names of the figures, in the order they are made; NULL past the end. */
 const char *plots_figure_name(int i);

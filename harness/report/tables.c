@@ -251,7 +251,6 @@ static int table_throughput(struct out_files *o, const struct span *p, char *why
 
 static const char *step_name(const char *policy, const char *batching)
 {
-    if (same(policy, "rkv")) return "R-KV";
     if (same(policy, "skipkv-sent")) return "+ sentence scoring";
     if (same(policy, "skipkv-sent-steer")) return "+ adaptive steering";
     if (same(policy, "skipkv")) return same(batching, "grouped") ? "+ batch grouping (SkipKV)" : "SkipKV";

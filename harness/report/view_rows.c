@@ -145,18 +145,3 @@ void describe_batching(const char *batch_size, const char *batching, char *out, 
         snprintf(out, n, "batch %s, %s", batch_size, batching);
 }
 
-const char *policy_display_name(const char *policy)
-{
-    /* the same display names as plots/palette.gp (policy_name) */
-    static const char *const names[][2] = {
-        {"fullkv", "FullKV"}, {"streamingllm", "StreamingLLM"}, {"h2o", "H2O"},
-        {"snapkv", "SnapKV"}, {"rkv", "R-KV"}, {"skipkv", "SkipKV"}, {"skipkv-full", "SkipKV"},
-        {"skipkv-sent", "SkipKV (sentence only)"}, {"skipkv-sent-steer", "SkipKV (no grouping)"},
-        {"seal", "SEAL"}, {"seal-static", "static steering"}, {"vase", "VASE"},
-        {"beaconkv", "BeaconKV"},
-    };
-    if (!policy) return "?";
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(policy, names[i][0])) return names[i][1];
-    return policy;
-}

@@ -20,6 +20,26 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* An accepted shape: every product of its non-zero dimensions, in bytes of
+ * at least 2, stays within 2^62, and its size is its element count times 2
+ * or 4 bytes (no wrap). */
+static void check_shape(const struct tensor_ref *t)
+{
+    uint64_t span = 1, nelem = 1;
+    for (int k = 0; k < 4; k++) {
+        if (t->ne[k] < 0) __builtin_trap();
+        uint64_t d = (uint64_t)t->ne[k];
+        if (d > 1) {
+            if (span > ((uint64_t)1 << 61) / d) __builtin_trap();
+            span *= d;
+        }
+        nelem *= d;
+    }
+    if (t->nbytes % 2 != 0 || (nelem == 0 ? t->nbytes != 0
+                                          : t->nbytes / 2 != nelem && t->nbytes / 4 != nelem))
+        __builtin_trap();
+}
+
 static void parse(const uint8_t *buf, size_t size)
 {
     struct safetensors *st;
@@ -34,6 +54,10 @@ static void parse(const uint8_t *buf, size_t size)
             sink ^= p[t->nbytes - 1];
         }
         if (safetensors_find(st, t->name) == NULL) __builtin_trap();
+        check_shape(t);
+        for (const unsigned char *c = (const unsigned char *)t->name; *c; c++)
+            if (*c < 0x20 || *c == 0x7f || (c[0] == 0xc2 && c[1] >= 0x80 && c[1] <= 0x9f))
+                __builtin_trap(); /* control characters are rejected */
     }
     (void)safetensors_metadata(st, "format");
     (void)sink;
