@@ -79,9 +79,9 @@ void pad_buf_free(struct pad_buf *pb)
  * value never reaches a real token (pads are masked). */
 int pad_token(const struct runner *r)
 {
-    int id = r->tok ? tokenizer_eos(r->tok) : -1;
-    if (id < 0 && r->m->cfg.n_eos > 0) id = r->m->cfg.eos_ids[0];
-    return id >= 0 && id < r->m->cfg.n_vocab ? id : 0;
+    int id = r->s.tok ? tokenizer_eos(r->s.tok) : -1;
+    if (id < 0 && r->s.m->cfg.n_eos > 0) id = r->s.m->cfg.eos_ids[0];
+    return id >= 0 && id < r->s.m->cfg.n_vocab ? id : 0;
 }
 
 /* Rewrite reqs[0..nb) to point at left-padded copies of their prompts, each
