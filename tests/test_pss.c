@@ -56,7 +56,7 @@ static int *ids[N_ITEMS];
 static int find_point(const struct sweep *s, const char *policy, int with_tau)
 {
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->pts[i].policy, policy) &&
+        if (!strcmp(s->pts[i].policy->name, policy) &&
             (strstr(s->pts[i].params_json, "tau") != NULL) == with_tau)
             return i;
     return -1;
@@ -198,7 +198,7 @@ static void test_pss_samples(void)
                       " \"budgets\": 24, \"batch_sizes\": 3, \"batching\": \"grouped\","
                       " \"max_new_tokens\": 24}";
     CHECK(exp_config_parse(cfg, strlen(cfg), "pss.json", &c, &e) == 0);
-    CHECK_MSG(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == 0, "%s", e.msg);
+    CHECK_MSG(sweep_expand(&c, NULL, &s, &e) == 0, "%s", e.msg);
     struct runner_opts o;
     memset(&o, 0, sizeof o);
     o.threads = 2;

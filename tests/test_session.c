@@ -127,7 +127,7 @@ static int runner_point(const char *json, struct run_output *out)
     int rc = -1;
     memset(&sw, 0, sizeof sw);
     if (exp_config_parse(json, strlen(json), "t.json", &c, &e)) goto fail;
-    if (sweep_expand(&c, NULL, runner_policy_check, &sw, &e) || sw.n != 1 ||
+    if (sweep_expand(&c, NULL, &sw, &e) || sw.n != 1 ||
         runner_create(&ro, &r, &e) || runner_run_point(r, &c, &sw.pts[0], out, &e))
         goto done;
     rc = 0;
@@ -239,7 +239,7 @@ static void test_generate_cli_same_text(void)
                       "\"chatml-boxed\", \"policies\": {\"name\": \"h2o\", \"budget\": 24}, "
                       "\"max_new_tokens\": 20}";
     CHECK(exp_config_parse(cfg, strlen(cfg), "t.json", &c, &e) == 0 &&
-          sweep_expand(&c, NULL, runner_policy_check, &sw, &e) == 0 &&
+          sweep_expand(&c, NULL, &sw, &e) == 0 &&
           runner_create(&ro, &r, &e) == 0 && runner_run_point(r, &c, &sw.pts[0], &ro_out, &e) == 0);
     if (gen && ro_out.n_samples == 1)
         CHECK_MSG(!strcmp(ro_out.samples[0].text, gen->valuestring), "runner '%s'\n  generate '%s'",

@@ -64,7 +64,7 @@ static void print_progress(void *ctx, const struct runner_progress *p)
 /* "done" (recorded under this key: a rerun skips it), "stale" (recorded for
  * the same point under another key: code, data or parameters changed), or
  * "new".  Without a database every point is new. */
-static const char *point_state(struct store *st, const struct sweep_point *p, struct eb_err *e)
+static const char *point_state(struct store *st, const struct point *p, struct eb_err *e)
 {
     if (!st) return "new";
     struct run_record r;
@@ -74,8 +74,8 @@ static const char *point_state(struct store *st, const struct sweep_point *p, st
     r.dataset = p->dataset;
     r.data_offset = p->data_offset;
     r.data_limit = p->data_limit >= 0 ? p->data_limit : STORE_NONE;
-    r.policy = p->policy;
-    r.budget = p->budget >= 0 ? p->budget : STORE_NONE;
+    r.policy = p->policy->name;
+    r.budget = p->budget != POINT_NO_BUDGET ? p->budget : STORE_NONE;
     r.batch_size = p->batch_size;
     r.batching = batching_name(p->batching);
     int done = store_run_done(st, p->run_key, e);
@@ -115,7 +115,7 @@ static int run_config(struct exp_config *cfg, const struct common *c)
     struct runner *r = NULL;
     int rc = 1;
     if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
-    if (sweep_expand(cfg, c->data_dir, runner_policy_check, &sw, &e)) return cli_error(e.msg);
+    if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
     /* A shard runs its part of the points (harness/cluster/shard.h). */
     struct sweep part = sw, *todo = &sw;
     if (c->shard_count) {

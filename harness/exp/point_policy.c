@@ -13,44 +13,12 @@
 #include "harness/grade/grade.h"
 #include "harness/exp/runner_priv.h"
 
-/* {"name": policy, ...params} parsed by the registry. */
-static int policy_lookup(const char *policy, const char *params_json,
-                         const struct policy_entry **entry, struct policy_params *pp,
-                         struct eb_err *e)
-{
-    cJSON *o = cJSON_Parse(params_json && params_json[0] ? params_json : "{}");
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return eb_fail(e, "policy parameters are not a JSON object");
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "name");
-    if (!cJSON_AddStringToObject(o, "name", policy)) {
-        cJSON_Delete(o);
-        return eb_fail(e, "out of memory");
-    }
-    int rc = policy_parse_json(o, entry, pp, e);
-    cJSON_Delete(o);
-    return rc;
-}
-
-int runner_policy_check(const char *policy, const char *params_json, struct eb_err *e)
-{
-    const struct policy_entry *entry;
-    struct policy_params pp;
-    return policy_lookup(policy, params_json, &entry, &pp, e);
-}
-
 int point_policy_open(struct session_policy *pp, const struct runner *r,
-                      const struct exp_config *cfg, const struct sweep_point *pt,
+                      const struct exp_config *cfg, const struct point *pt,
                       struct eb_err *e)
 {
     memset(pp, 0, sizeof *pp);
-    const struct policy_entry *entry;
-    struct policy_params params;
-    if (policy_lookup(pt->policy, pt->params_json, &entry, &params, e)) return -1;
-    if (pt->budget > INT32_MAX) return eb_fail(e, "budget %lld is too large", (long long)pt->budget);
-    struct policy_request rq = {entry, &params, (int)(pt->budget > 0 ? pt->budget : 0),
-                                cfg->steer_vector, 0};
+    struct policy_request rq = {pt->policy, &pt->params, pt->budget, cfg->steer_vector, 0};
     return session_policy_open(&r->s, &rq, pp, e);
 }
 

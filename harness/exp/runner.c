@@ -75,7 +75,7 @@ static int ensure_model(struct runner *r, const char *name, enum model_weights w
 struct gen_run {
     struct runner *r;
     const struct exp_config *cfg;
-    const struct sweep_point *pt;
+    const struct point *pt;
     const struct runner_item *items;
     const char *grader;
     int ns, total, think_open;
@@ -179,7 +179,7 @@ static int account_kv(struct gen_run *g, const struct gen_stats *st, const struc
 
 static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
 {
-    const struct sweep_point *pt = g->pt;
+    const struct point *pt = g->pt;
     struct runner *r = g->r;
     int maxlen = 0;
     for (int k = 0; k < nb; k++) {
@@ -244,7 +244,7 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
     out->run.peak_kv_bytes = (int64_t)g->peak_kv;
     out->run.mean_kv_bytes = g->kv_steps > 0 ? g->kv_sum / (double)g->kv_steps : NAN;
-    if (!(out->run.params_json = own(out, stored_params(g->cfg, g->pt, g->pp.spec, g->pad_tokens))))
+    if (!(out->run.params_json = own(out, stored_params(g->pt, g->pp.spec, g->pad_tokens))))
         return eb_fail(e, "out of memory");
     return 0;
 }
@@ -261,7 +261,7 @@ static void gen_run_free(struct gen_run *g)
     free(g->meas);
 }
 
-static int run_generate(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+static int run_generate(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                         const struct runner_item *items, int n, struct run_output *out,
                         struct eb_err *e)
 {
@@ -269,10 +269,9 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     struct gen_run g;
     memset(&g, 0, sizeof g);
     g.t_point = clock_now_s();
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
-    const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
-    g.grader = dspec ? dspec->grader : "math";
+    g.grader = point_grader(pt);
     g.r = r; g.cfg = cfg; g.pt = pt; g.items = items; g.out = out;
     g.ns = cfg->sampling.n_samples;
     g.total = n * g.ns;
@@ -308,7 +307,7 @@ fail:
 
 /* ---- prompts from a dataset ---- */
 
-static int load_items(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+static int load_items(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                       struct eb_err *e)
 {
     char key[1024];
@@ -347,13 +346,13 @@ static int load_items(struct runner *r, const struct exp_config *cfg, const stru
     return 0;
 }
 
-int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      struct run_output *out, struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     const struct runner_item *items = r->o.items;
     int n = r->o.n_items;
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (!items) {
         if (load_items(r, cfg, pt, e)) return -1;
         items = r->items;
@@ -362,12 +361,12 @@ int runner_run_point(struct runner *r, const struct exp_config *cfg, const struc
     return runner_run_items(r, cfg, pt, items, n, out, e);
 }
 
-int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      const struct runner_item *items, int n, struct run_output *out,
                      struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     if (cfg->mode == EXP_MODE_FIDELITY) return run_fidelity(r, cfg, pt, items, n, out, e);
     return run_generate(r, cfg, pt, items, n, out, e);
@@ -399,7 +398,7 @@ static int owner_dead(const struct runner *r, struct store *st, const char *run_
 static int sweep_point(struct runner *r, const struct sweep *s, int i, struct store *st,
                        int64_t exp_id, struct sweep_summary *sum, struct eb_err *e)
 {
-    const struct sweep_point *pt = &s->pts[i];
+    const struct point *pt = &s->pts[i];
     char label[512];
     sweep_point_label(pt, label, sizeof label);
     r->point = i + 1;

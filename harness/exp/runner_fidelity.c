@@ -36,14 +36,13 @@ static int fidelity_item(struct runner *r, struct session_policy *pp, const stru
     return session_generate(&r->s, &req, 1, &so, g, NULL, e);
 }
 
-int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                         const struct runner_item *items, int n, struct run_output *out,
                         struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     double t0 = clock_now_s();
-    const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
-    const char *grader = dspec ? dspec->grader : "math";
+    const char *grader = point_grader(pt);
     struct session_policy pp;
     if (point_policy_open(&pp, r, cfg, pt, e)) return -1;
     out->samples = eb_calloc((size_t)n, sizeof *out->samples, e);
@@ -98,7 +97,7 @@ int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sw
     out->run.wall_s = clock_now_s() - t0;
     out->run.gen_tokens = gen_tokens;
     out->run.peak_kv_bytes = (int64_t)peak;
-    if (!(out->run.params_json = own(out, stored_params(cfg, pt, pp.spec, 0)))) {
+    if (!(out->run.params_json = own(out, stored_params(pt, pp.spec, 0)))) {
         eb_fail(e, "out of memory");
         goto fail;
     }

@@ -92,7 +92,7 @@ struct pad_buf {
 
 int cmp_len_idx(const void *a, const void *b);
 void set_oom(struct run_output *o, const char *msg);
-struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
+struct gen_request *make_requests(const struct exp_config *cfg, const struct point *pt,
                                          const struct runner_item *items, int n, struct eb_err *e);
 void pad_buf_free(struct pad_buf *pb);
 int pad_token(const struct runner *r);
@@ -100,13 +100,13 @@ int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int max
                           int pad_id, struct eb_err *e);
 void report(struct runner *r, const struct runner_progress *in);
 void set_error(struct run_output *o, const char *msg);
-char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
+char *stored_params(const struct point *pt, const char *spec,
                     long pad_tokens);
 int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
                 const struct runner_item *it, const char *grader, int think_open,
                 const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e);
 void run_record_of_point(struct run_record *run, const struct runner *r,
-                         const struct exp_config *cfg, const struct sweep_point *pt);
+                         const struct exp_config *cfg, const struct point *pt);
 const char *own(struct run_output *o, char *s);
 int prompt_opens_think(const struct runner *r, const struct exp_config *cfg);
 int sample_sentences(const struct session_policy *pp, int seq, int64_t sample_idx,
@@ -114,9 +114,9 @@ int sample_sentences(const struct session_policy *pp, int seq, int64_t sample_id
 void sample_trace_stats(const struct session_policy *pp, int seq, struct sample_record *s);
 /* The point's policy for the session's model (FullKV: none). */
 int point_policy_open(struct session_policy *pp, const struct runner *r,
-                      const struct exp_config *cfg, const struct sweep_point *pt,
+                      const struct exp_config *cfg, const struct point *pt,
                       struct eb_err *e);
-int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                  const struct runner_item *items, int n, struct run_output *out,
                  struct eb_err *e);
 

@@ -215,13 +215,13 @@ void run_output_free(struct run_output *o)
 
 /* params_json as stored: the point's parameters, the resolved policy spec, the
  * weight mode and, for padded/grouped, the pad slots the left-padded batches held. */
-char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
+char *stored_params(const struct point *pt, const char *spec,
                     long pad_tokens)
 {
     cJSON *o = cJSON_Parse(pt->params_json);
     if (!o) return NULL;
     if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
-    cJSON_AddStringToObject(o, "weights", model_weights_name(cfg->weights));
+    cJSON_AddStringToObject(o, "weights", model_weights_name(pt->weights));
     if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED)
         cJSON_AddNumberToObject(o, "pad_tokens", (double)pad_tokens);
     char *s = cJSON_PrintUnformatted(o);
@@ -232,7 +232,7 @@ char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, 
 /* The run row's identity: every field a point decides (the outcome fields
  * are filled as the run goes). */
 void run_record_of_point(struct run_record *run, const struct runner *r,
-                                const struct exp_config *cfg, const struct sweep_point *pt)
+                                const struct exp_config *cfg, const struct point *pt)
 {
     run_record_init(run);
     run->run_key = pt->run_key;
@@ -240,8 +240,8 @@ void run_record_of_point(struct run_record *run, const struct runner *r,
     run->dataset = pt->dataset;
     run->data_offset = pt->data_offset;
     run->data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
-    run->policy = pt->policy;
-    run->budget = pt->budget >= 0 ? pt->budget : STORE_NONE;
+    run->policy = pt->policy->name;
+    run->budget = pt->budget != POINT_NO_BUDGET ? pt->budget : STORE_NONE;
     run->batch_size = pt->batch_size;
     run->batching = batching_name(pt->batching);
     run->sampling_json = pt->sampling_json;

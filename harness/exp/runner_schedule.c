@@ -30,7 +30,7 @@ void set_error(struct run_output *o, const char *msg)
 }
 
 /* Requests of a point: item i, sample j -> index i * n_samples + j. */
-struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
+struct gen_request *make_requests(const struct exp_config *cfg, const struct point *pt,
                                          const struct runner_item *items, int n, struct eb_err *e)
 {
     int ns = cfg->sampling.n_samples;
