@@ -180,6 +180,22 @@ static char *describe(const struct run_cli *a)
     return s;
 }
 
+/* The stored description names the policy as a config would:
+ * {"name": ..., its parameters as stored with the run}. */
+static int describe_policy(struct exp_config *cfg, const struct point *p, struct eb_err *e)
+{
+    cJSON *o = cJSON_Parse(cfg->json), *pol = cJSON_Parse(p->params_json);
+    int ok = o && pol && cJSON_IsObject(pol) && cJSON_AddStringToObject(pol, "name", p->policy->name) &&
+             cJSON_ReplaceItemInObjectCaseSensitive(o, "policies", pol);
+    if (!ok) cJSON_Delete(pol);
+    char *s = ok ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) return eb_fail(e, "run: out of memory");
+    free(cfg->json);
+    cfg->json = s;
+    return 0;
+}
+
 /* The settings a config would hold, from the flags. */
 static int run_config_of(const struct run_cli *a, struct exp_config *cfg, struct eb_err *e)
 {
@@ -245,6 +261,13 @@ static int run_point_of(const struct run_cli *a, const struct exp_config *cfg, s
     return sweep_point_finish(p, cfg, a->c.data_dir, e);
 }
 
+/* The one point of the flags, and the experiment's description with it. */
+static int run_point_and_json(const struct run_cli *a, struct exp_config *cfg, struct point *p,
+                              struct eb_err *e)
+{
+    return run_point_of(a, cfg, p, e) || describe_policy(cfg, p, e) ? -1 : 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_cli a;
@@ -264,7 +287,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!(sw.pts = calloc(1, sizeof *sw.pts))) { rc = cli_error("run: out of memory"); goto done; }
     sw.n = 1;
-    if (run_point_of(&a, &cfg, &sw.pts[0], &e)) {
+    if (run_point_and_json(&a, &cfg, &sw.pts[0], &e)) {
         rc = cli_error(e.msg);
         goto done;
     }
