@@ -51,18 +51,18 @@ static int pads_of(const struct gen_options *opt, int req)
 }
 
 /* Pads take negative positions: only the real tokens use up the context. */
-static int effective_max_new(const struct model_config *c, const struct gen_options *opt,
-                             const struct gen_request *r, int n_pad)
+int generate_max_new(const struct model_config *c, const struct gen_options *opt,
+                     const struct gen_request *r, int n_pad)
 {
     int room = ctx_len(c, opt) - (r->n_prompt - n_pad);
     return r->max_new < room ? r->max_new : room;
 }
 
 /* Slots to allocate for one request's cache (see gen_hooks.kv_slot_limit). */
-static int cache_slots(const struct model_config *c, const struct gen_options *opt,
-                       const struct gen_request *r, int n_pad)
+int generate_cache_slots(const struct model_config *c, const struct gen_options *opt,
+                         const struct gen_request *r, int n_pad)
 {
-    int mx = effective_max_new(c, opt, r, n_pad);
+    int mx = generate_max_new(c, opt, r, n_pad);
     int full = r->n_prompt + (mx > 0 ? mx : 0);
     int limit = opt->hooks ? opt->hooks->kv_slot_limit : 0;
     if (limit <= 0) return full > 0 ? full : 1;
@@ -98,7 +98,7 @@ size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes
     if (!kv) return SIZE_MAX;
     for (int i = 0; i < n; i++) {
         kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim,
-                                    cache_slots(c, opt, &reqs[i], pads_of(opt, i)));
+                                    generate_cache_slots(c, opt, &reqs[i], pads_of(opt, i)));
     }
     qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
     for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
@@ -158,7 +158,7 @@ int generate_check(const struct model_config *c, size_t weight_bytes, int weight
     return 0;
 }
 
-static int is_eos(const struct model *m, const struct gen_options *opt, int tok)
+int generate_is_eos(const struct model *m, const struct gen_options *opt, int tok)
 {
     if (opt->ignore_eos) return 0;
     const int *ids = opt->eos_ids ? opt->eos_ids : m->cfg.eos_ids;
@@ -185,13 +185,13 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     memset(s, 0, sizeof *s);
     s->req = req;
     int n_pad = pads_of(opt, req);
-    s->max_new = effective_max_new(&m->cfg, opt, r, n_pad);
+    s->max_new = generate_max_new(&m->cfg, opt, r, n_pad);
     int n_valid = opt->n_vocab_valid > 0 && opt->n_vocab_valid < m->cfg.n_vocab ? opt->n_vocab_valid
                                                                                  : m->cfg.n_vocab;
     res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
     if (!res->tokens) return eb_fail_nomem(e, "generate: out of memory");
     if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
-    if (model_kvcache_create(m, cache_slots(&m->cfg, opt, r, n_pad), &s->cache, e)) {
+    if (model_kvcache_create(m, generate_cache_slots(&m->cfg, opt, r, n_pad), &s->cache, e)) {
         sampler_free(&s->sampler);
         return -1;
     }
@@ -301,7 +301,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             const float *lg = forward_logits(f) + (size_t)seqs[q].logit_row0 * m->cfg.n_vocab;
             int tok = sampler_sample(&s->sampler, lg, m->cfg.n_vocab);
             s->last = tok;
-            int eos = is_eos(m, opt, tok);
+            int eos = generate_is_eos(m, opt, tok);
             if (!eos) res->tokens[res->n_tokens++] = tok;
             if (h && h->on_step && h->on_step(h->ctx, s->req, tok, s->cache, e)) goto out;
             if (eos || res->n_tokens >= s->max_new) {

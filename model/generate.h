@@ -118,6 +118,17 @@ int generate_check(const struct model_config *cfg, size_t weight_bytes, int weig
                    const struct gen_request *reqs, int n, const struct gen_options *opt,
                    struct eb_err *e);
 
+/* What generate() decides for one request, for a caller that replays a
+ * sequence itself (teacher forcing, harness/exp/session_teacher.c): the new
+ * tokens it may take (max_new clamped to the context), the slots its cache
+ * gets (honouring hooks->kv_slot_limit) and whether a token ends it (the
+ * EOS ids of opt or the model; never with ignore_eos). */
+int generate_max_new(const struct model_config *c, const struct gen_options *opt,
+                     const struct gen_request *r, int n_pad);
+int generate_cache_slots(const struct model_config *c, const struct gen_options *opt,
+                         const struct gen_request *r, int n_pad);
+int generate_is_eos(const struct model *m, const struct gen_options *opt, int tok);
+
 /* MemAvailable from /proc/meminfo, else sysconf's available pages. */
 size_t generate_available_memory(void);
 

@@ -156,7 +156,7 @@ static void test_point_work_and_view(void)
         CHECK_MSG(0, "%s", e.msg);
         return;
     }
-    if (sweep_expand(&cfg, NULL, NULL, &sw, &e)) {
+    if (sweep_expand(&cfg, NULL, &sw, &e)) {
         CHECK_MSG(0, "%s", e.msg);
         exp_config_free(&cfg);
         return;

@@ -136,17 +136,17 @@ static void test_sweep_counts(void)
     struct eb_err e;
     struct sweep s;
     CHECK(parse(SWEEP_CFG, &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, NULL, &s, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == 0);
     /* per dataset: fullkv 1 (bs1) + 2 (bs4 x 2 modes) = 3; rkv 2 params x 2 budgets x 3 = 12;
      * streamingllm 1 budget x 3 = 3  ->  18, times 2 datasets */
     CHECK_MSG(s.n == 36, "%d points", s.n);
     int fullkv = 0, bs1_grouped = 0, budget32 = 0;
     for (int i = 0; i < s.n; i++) {
-        const struct sweep_point *p = &s.pts[i];
+        const struct point *p = &s.pts[i];
         CHECK(p->index == i);
-        if (!strcmp(p->policy, "fullkv")) { fullkv++; CHECK(p->budget == -1); }
+        if (!strcmp(p->policy->name, "fullkv")) { fullkv++; CHECK(p->budget == POINT_NO_BUDGET); }
         if (p->batch_size == 1 && p->batching != BATCHING_RAGGED) bs1_grouped++;
-        if (p->budget == 32) { budget32++; CHECK(!strcmp(p->policy, "streamingllm")); }
+        if (p->budget == 32) { budget32++; CHECK(!strcmp(p->policy->name, "streamingllm")); }
         CHECK_STR(p->model_id, "nosuch-model@absent");
         for (int j = 0; j < i; j++) CHECK(strcmp(p->run_key, s.pts[j].run_key) != 0);
     }
@@ -162,12 +162,12 @@ static void test_sweep_counts(void)
     exp_config_free(&c);
     CHECK(parse("{\"models\": \"m\", \"datasets\": \"synthetic:2\", \"mode\": \"fidelity\", "
                 "\"policies\": [\"fullkv\", \"rkv\"], \"budgets\": [64, 128]}", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, NULL, &s, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == 0);
     CHECK(s.n == 2);
     sweep_free(&s);
     exp_config_free(&c);
     CHECK(parse("{\"models\": \"m\", \"datasets\": \"synthetic:2\", \"mode\": \"fidelity\"}", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, NULL, &s, &e) == -1);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == -1);
     exp_config_free(&c);
 }
 
@@ -177,11 +177,11 @@ static void test_policy_check_path(void)
     struct eb_err e;
     struct sweep s;
     CHECK(parse("{" BASE ", \"policies\": [\"fullkv\", \"no-such-policy\"]}", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == -1);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == -1);
     CHECK_MSG(strncmp(e.msg, "x.json: $.policies[1]: ", 23) == 0, "%s", e.msg);
     exp_config_free(&c);
     CHECK(parse("{" BASE ", \"policies\": [{\"name\": \"fullkv\", \"no_such_param\": 3}]}", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == -1);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == -1);
     CHECK_MSG(strncmp(e.msg, "x.json: $.policies[0]: ", 23) == 0, "%s", e.msg);
     exp_config_free(&c);
 }
@@ -193,7 +193,7 @@ static int first_key_in(const char *text, const char *data_dir, char key[RUNKEY_
     struct eb_err e;
     struct sweep s;
     if (parse(text, &c, &e)) { fprintf(stderr, "  %s\n", e.msg); return -1; }
-    if (sweep_expand(&c, data_dir, NULL, &s, &e)) { exp_config_free(&c); return -1; }
+    if (sweep_expand(&c, data_dir, &s, &e)) { exp_config_free(&c); return -1; }
     memcpy(key, s.pts[0].run_key, RUNKEY_HEX_LEN + 1);
     sweep_free(&s);
     exp_config_free(&c);
@@ -316,7 +316,7 @@ static void test_shipped_configs(void)
         CHECK_MSG(rc == 0, "%s", e.msg);
         if (rc == 0) {
             struct sweep s;
-            rc = sweep_expand(&c, NULL, NULL, &s, &e);
+            rc = sweep_expand(&c, NULL, &s, &e);
             CHECK_MSG(rc == 0 && s.n > 0, "%s: %s", path, e.msg);
             if (rc == 0) sweep_free(&s);
             exp_config_free(&c);

@@ -52,14 +52,12 @@ static int *run(const struct model *m, const int *prompt, int n_prompt, int max_
     opt.prefill_chunk = 16; /* several prefill chunks: the query ring spans them */
     struct gen_result res;
     struct eb_err e = {0};
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
+    struct session_policy sp = {0};
     struct gen_hooks hooks;
     int *out = NULL;
     if (spec) {
-        struct policy_model pm = policy_model_of(m);
-        if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) goto done;
-        policy_glue_hooks(g, inner, &hooks);
+        if (open_test_policy(m, NULL, spec, budget, &sp, &e)) goto done;
+        session_policy_hooks(&sp, inner, &hooks);
         opt.hooks = &hooks;
     } else if (inner) {
         opt.hooks = inner;
@@ -67,11 +65,10 @@ static int *run(const struct model *m, const int *prompt, int n_prompt, int max_
     if (generate(m, &req, 1, &opt, &res, NULL, &e)) goto done;
     out = res.tokens;
     *n_out = res.n_tokens;
-    if (g && gst) policy_glue_stats(g, gst);
+    if (sp.glue && gst) policy_glue_stats(sp.glue, gst);
 done:
     if (!out) snprintf(err, errn, "%s", e.msg);
-    policy_glue_free(g);
-    policy_free(p);
+    session_policy_close(&sp);
     return out;
 }
 

@@ -240,25 +240,22 @@ static int run_padded_policy(struct model *m, const char *spec, int budget, int 
     struct gen_options opt = {0};
     opt.ignore_eos = 1;
     opt.n_pad = &n_pad;
-    struct policy_model pm = policy_model_of(m);
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
+    struct session_policy sp = {0};
     struct gen_hooks inner = {.ctx = w, .on_step = watch_step}, hooks;
     struct gen_result res;
     struct eb_err e = {0};
     int rc = -1;
     memset(w, 0, sizeof *w);
-    if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) goto out;
-    policy_glue_hooks(g, &inner, &hooks);
+    if (open_test_policy(m, NULL, spec, budget, &sp, &e)) goto out;
+    session_policy_hooks(&sp, &inner, &hooks);
     opt.hooks = &hooks;
     if (generate(m, &r, 1, &opt, &res, NULL, &e)) goto out;
     gen_results_free(&res, 1);
-    policy_glue_stats(g, gst);
+    policy_glue_stats(sp.glue, gst);
     rc = 0;
 out:
     if (rc) fprintf(stderr, "  %s: %s\n", spec, e.msg);
-    policy_glue_free(g);
-    policy_free(p);
+    session_policy_close(&sp);
     return rc;
 }
 

@@ -56,7 +56,7 @@ static int *ids[N_ITEMS];
 static int find_point(const struct sweep *s, const char *policy, int with_tau)
 {
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->pts[i].policy, policy) &&
+        if (!strcmp(s->pts[i].policy->name, policy) &&
             (strstr(s->pts[i].params_json, "tau") != NULL) == with_tau)
             return i;
     return -1;
@@ -68,10 +68,7 @@ static int direct_stats(const struct model *m, const struct tokenizer *tok, cons
                         char **text, struct sent_info **sents, int *n_sents)
 {
     struct eb_err e = {0};
-    struct policy_model pm = policy_model_of(m);
-    pm.tok = tok;
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
+    struct session_policy sp = {0};
     struct gen_hooks hooks;
     struct gen_request req = {.prompt = it->prompt, .n_prompt = it->n_prompt, .max_new = MAX_NEW,
                               .sampling = sampler_params_greedy()};
@@ -80,20 +77,20 @@ static int direct_stats(const struct model *m, const struct tokenizer *tok, cons
     struct gen_stats st;
     int rc = -1;
     opt.n_vocab_valid = tokenizer_n_vocab(tok);
-    if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, 0, m, &g, &e)) goto out;
-    policy_glue_hooks(g, NULL, &hooks);
+    if (open_test_policy(m, tok, spec, 0, &sp, &e)) goto out;
+    session_policy_hooks(&sp, NULL, &hooks);
     opt.hooks = &hooks;
     if (generate(m, &req, 1, &opt, &res, &st, &e)) goto out;
     size_t tl;
     int drc = tokenizer_decode(tok, res.tokens, res.n_tokens, text, &tl, &e);
     gen_results_free(&res, 1);
-    if (drc || policy_trace_stats(p, 0, out) || policy_trace_sentences(p, 0, sents, n_sents, &e))
+    if (drc || policy_trace_stats(sp.pol, 0, out) ||
+        policy_trace_sentences(sp.pol, 0, sents, n_sents, &e))
         goto out;
     rc = 0;
 out:
     if (rc) fprintf(stderr, "  direct run: %s\n", e.msg);
-    policy_glue_free(g);
-    policy_free(p);
+    session_policy_close(&sp);
     return rc;
 }
 
@@ -202,7 +199,7 @@ static void test_pss_samples(void)
                       " \"budgets\": 24, \"batch_sizes\": 3, \"batching\": \"grouped\","
                       " \"max_new_tokens\": 24}";
     CHECK(exp_config_parse(cfg, strlen(cfg), "pss.json", &c, &e) == 0);
-    CHECK_MSG(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == 0, "%s", e.msg);
+    CHECK_MSG(sweep_expand(&c, NULL, &s, &e) == 0, "%s", e.msg);
     struct runner_opts o;
     memset(&o, 0, sizeof o);
     o.threads = 2;

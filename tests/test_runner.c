@@ -89,7 +89,7 @@ static int sweep_tiny(const char *json, const struct runner_opts *base, struct s
     int rc = -1;
     memset(&s, 0, sizeof s);
     if (exp_config_parse(json, strlen(json), "test.json", &c, &e) ||
-        sweep_expand(&c, NULL, runner_policy_check, &s, &e)) {
+        sweep_expand(&c, NULL, &s, &e)) {
         fprintf(stderr, "  %s\n", e.msg);
         exp_config_free(&c);
         return -1;
@@ -325,7 +325,7 @@ static void test_smollm2_dataset(void)
     struct sweep_summary sum;
     int64_t exp_id;
     CHECK(exp_config_parse(cfg, strlen(cfg), "smol.json", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, runner_policy_check, &s, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == 0);
     o.threads = 1;
     CHECK(store_open(db_path, &st, &e) == 0);
     CHECK(store_begin_experiment(st, c.name, c.json, code_version(), &exp_id, &e) == 0);
@@ -473,7 +473,7 @@ static void test_dead_owner_lease(void)
     struct sweep s;
     struct eb_err e = {0};
     CHECK(exp_config_parse(SPLIT_CFG, strlen(SPLIT_CFG), "t.json", &c, &e) == 0);
-    CHECK(sweep_expand(&c, NULL, NULL, &s, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == 0);
     struct store *st = NULL;
     CHECK(store_open(db_path, &st, &e) == 0);
     if (!st) return;

@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/session.h"
 #include "harness/store/store.h"
 #include "kernels/backend.h"
 #include "model/generate.h"
@@ -98,6 +99,22 @@ static inline int same_ints(const int *a, int na, const int *b, int nb)
     return 1;
 }
 
+/* spec (no defaults file) opened at budget for a model the test loaded, by
+ * the session's one policy-opening sequence (harness/exp/session.h); tok
+ * may be NULL.  0, or -1 with e set. */
+static inline int open_test_policy(const struct model *m, const struct tokenizer *tok,
+                                   const char *spec, int budget, struct session_policy *sp,
+                                   struct eb_err *e)
+{
+    const struct policy_entry *entry;
+    struct policy_params params;
+    memset(sp, 0, sizeof *sp);
+    if (session_policy_resolve(spec, NULL, NULL, budget, 1, &entry, &params, e)) return -1;
+    struct policy_target t = {&m->cfg, m, tok, NULL};
+    struct policy_request rq = {entry, &params, budget, NULL, 1};
+    return policy_target_open(&t, &rq, sp, e);
+}
+
 /* Greedy generation, in one batch, of the prompt and the prompt less its
  * last token, max_new tokens each (EOS ignored), with policy spec at budget
  * (spec NULL: none, FullKV).  Fills res[0..1]; the glue's max_slots and
@@ -107,8 +124,7 @@ static inline int run_policy(const struct model *m, const char *spec, int budget
                              struct gen_result *res, int *max_slots, long *compressions)
 {
     struct eb_err e;
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
+    struct session_policy sp = {0};
     struct gen_hooks hooks;
     struct gen_options opt = {.max_live = 2, .ignore_eos = 1};
     struct gen_request req[2];
@@ -116,25 +132,22 @@ static inline int run_policy(const struct model *m, const char *spec, int budget
         req[i] = (struct gen_request){.prompt = prompt, .n_prompt = n_prompt - i,
                                       .max_new = max_new, .sampling = sampler_params_greedy()};
     if (spec) {
-        struct policy_model pm = policy_model_of(m);
-        if (policy_create(spec, &pm, &p, &e) || policy_glue_create(p, budget, m, &g, &e)) {
+        if (open_test_policy(m, NULL, spec, budget, &sp, &e)) {
             fprintf(stderr, "  %s\n", e.msg);
-            policy_free(p);
             return -1;
         }
-        policy_glue_hooks(g, NULL, &hooks);
+        session_policy_hooks(&sp, NULL, &hooks);
         opt.hooks = &hooks;
     }
     int rc = generate(m, req, 2, &opt, res, NULL, &e);
     if (rc) fprintf(stderr, "  %s: %s\n", spec ? spec : "fullkv", e.msg);
-    if (g) {
+    if (sp.glue) {
         struct policy_glue_stats st;
-        policy_glue_stats(g, &st);
+        policy_glue_stats(sp.glue, &st);
         if (max_slots) *max_slots = st.max_slots;
         if (compressions) *compressions = st.compressions;
     }
-    policy_glue_free(g);
-    policy_free(p);
+    session_policy_close(&sp);
     return rc;
 }
 

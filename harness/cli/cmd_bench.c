@@ -7,11 +7,9 @@
 #include "kernels/backend.h"
 #include "model/generate.h"
 #include "model/model_tokenizer.h"
-#include "policies/steering.h"
 #include "harness/exp/bench_policies.h"
 #include "harness/cli/cli.h"
-#include "harness/exp/device.h"
-#include "harness/exp/policy_glue.h"
+#include "harness/exp/session.h"
 #include "harness/cli/cmd_generate.h"
 
 static void print_help(void)
@@ -56,9 +54,10 @@ struct bench_row {
     double rss_mb;
 };
 
-static int run_decode(const struct model *m, int batch, int n_new, struct bench_row *row,
+static int run_decode(struct session *s, int batch, int n_new, struct bench_row *row,
                       struct eb_err *e)
 {
+    const struct model *m = s->m;
     enum { PROMPT = 32 };
     int *ids = malloc((size_t)batch * PROMPT * sizeof *ids);
     struct gen_request *req = calloc((size_t)batch, sizeof *req);
@@ -69,10 +68,9 @@ static int run_decode(const struct model *m, int batch, int n_new, struct bench_
         fill_tokens(ids + b * PROMPT, PROMPT, m->cfg.n_vocab, b + 1);
         req[b] = (struct gen_request){ids + b * PROMPT, PROMPT, n_new, sampler_params_greedy()};
     }
-    struct gen_options opt = {0};
-    opt.ignore_eos = 1;
+    struct session_gen_opts so = {.ignore_eos = 1};
     struct gen_stats st;
-    if (generate(m, req, batch, &opt, res, &st, e)) goto out;
+    if (session_generate(s, req, batch, &so, res, &st, e)) goto out;
     row->tok_s = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
     row->kv_bytes = st.peak_kv_bytes;
     row->rss_mb = peak_rss_mb();
@@ -104,20 +102,19 @@ static int parse_batches(const char *list, int *out, int max)
     }
 }
 
-static int run_prefill(const struct model *m, int len, struct bench_row *row, struct eb_err *e)
+static int run_prefill(struct session *s, int len, struct bench_row *row, struct eb_err *e)
 {
+    const struct model *m = s->m;
     int *ids = malloc((size_t)len * sizeof *ids);
     if (!ids) return eb_fail(e, "bench: out of memory");
     fill_tokens(ids, len, m->cfg.n_vocab, 0);
     struct gen_request req = {ids, len, 1, sampler_params_greedy()};
-    struct gen_options opt = {0};
-    opt.ignore_eos = 1;
-    opt.prefill_chunk = len;
+    struct session_gen_opts so = {.ignore_eos = 1, .prefill_chunk = len};
     struct gen_result res;
     struct gen_stats st;
     double best = 0;
     for (int rep = 0; rep < 2; rep++) { /* the first run warms caches and page tables */
-        if (generate(m, &req, 1, &opt, &res, &st, e)) { free(ids); return -1; }
+        if (session_generate(s, &req, 1, &so, &res, &st, e)) { free(ids); return -1; }
         gen_results_free(&res, 1);
         double r = st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0;
         if (r > best) best = r;
@@ -211,20 +208,19 @@ static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
 }
 
 /* The prefill row and one decode row per batch size, then the table. */
-static int runtime_table(const struct bench_cli *a, const struct model *m,
-                         const struct backend *be, struct eb_err *e)
+static int runtime_table(const struct bench_cli *a, struct session *s, struct eb_err *e)
 {
     struct bench_row rows[9];
     char names[9][32];
     snprintf(names[0], sizeof names[0], "prefill %ld", a->prompt_len);
     rows[0].name = names[0];
-    if (run_prefill(m, (int)a->prompt_len, &rows[0], e)) return -1;
+    if (run_prefill(s, (int)a->prompt_len, &rows[0], e)) return -1;
     for (int i = 0; i < a->n_batches; i++) {
         snprintf(names[i + 1], sizeof names[i + 1], "decode batch %d", a->batches[i]);
         rows[i + 1].name = names[i + 1];
-        if (run_decode(m, a->batches[i], (int)a->n_new, &rows[i + 1], e)) return -1;
+        if (run_decode(s, a->batches[i], (int)a->n_new, &rows[i + 1], e)) return -1;
     }
-    print_table(m, be, a->model, a->threads, rows, a->n_new, a->batches, a->n_batches, a->tsv);
+    print_table(s->m, s->be, a->model, a->threads, rows, a->n_new, a->batches, a->n_batches, a->tsv);
     return 0;
 }
 
@@ -235,39 +231,19 @@ int cmd_bench(int argc, char **argv)
     if (prc) return prc == 1 ? 0 : 2;
 
     struct eb_err e = {0};
-    struct model_file *mf = NULL;
-    struct model *m = NULL;
-    struct backend *be = NULL;
-    if (device_backend(a.device, (int)a.threads, &be, &e)) return cli_error(e.msg);
-    if (model_file_open(a.model, &mf, &e) || model_load_opts(mf, be, &a.load, &m, &e)) {
-        model_file_close(mf);
-        be->destroy(be);
-        return cli_error(e.msg);
-    }
-    /* The sentence and steering policies read the tokenizer and the model's
-     * identity (their steering vectors must match it). */
-    struct tokenizer *tok = NULL;
-    if (a.policies && model_file_tokenizer(mf, &tok, &e)) {
-        model_file_close(mf);
-        model_free(m);
-        be->destroy(be);
-        return cli_error(e.msg);
-    }
-    model_file_close(mf); /* the model keeps what it still reads */
-
-    int rc = runtime_table(&a, m, be, &e) ? cli_error(e.msg) : 0;
-    if (rc == 0 && a.policies) {
-        char identity[256];
-        struct policy_model pm = policy_model_of(m);
-        pm.tok = tok;
-        pm.model_name = a.model;
-        pm.model_identity = identity;
-        if (steering_model_identity(&m->cfg, identity, sizeof identity, &e) ||
-            bench_policies_for(m, &pm, a.policies, a.budgets, (int)a.policy_new, 32, stdout, &e))
-            rc = cli_error(e.msg);
-    }
-    tokenizer_free(tok);
-    model_free(m);
-    be->destroy(be);
+    struct session s;
+    struct session_opts so = {a.device, (int)a.threads, 0};
+    session_init(&s, &so);
+    int rc = 0;
+    if (session_model(&s, a.model, a.load.weights, &e)) rc = cli_error(e.msg);
+    /* The sentence and steering policies read the tokenizer. */
+    else if (a.policies && !s.tok)
+        rc = cli_errorf("bench: %s: the model has no tokenizer (the policy table needs one)", a.model);
+    else if (runtime_table(&a, &s, &e))
+        rc = cli_error(e.msg);
+    else if (a.policies &&
+             bench_policies_for(&s, a.policies, a.budgets, (int)a.policy_new, 32, stdout, &e))
+        rc = cli_error(e.msg);
+    session_close(&s);
     return rc;
 }

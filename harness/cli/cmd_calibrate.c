@@ -43,6 +43,7 @@
 #include "policies/steering.h"
 #include "harness/cli/cli.h"
 #include "harness/exp/device.h"
+#include "harness/exp/session.h"
 #include "harness/grade/grade.h"
 #include "util/clock.h"
 
@@ -287,10 +288,7 @@ static void progress(int done, int limit, int got_c, int want_c, int got_i, int 
 /* Everything one calibrate command holds; cal_state_free releases it. */
 struct cal_state {
     enum chat_template tpl;
-    struct model_file *mf;
-    struct tokenizer *tok;
-    struct backend *be;
-    struct model *m;
+    struct session s;
     struct dataset ds;
     enum grade_dataset gds;
     struct sent_tokens st;
@@ -304,7 +302,7 @@ struct cal_state {
     struct cal_ctx cc;
     struct model_hooks mh;
     struct gen_hooks gh;
-    struct gen_options opt;
+    struct session_gen_opts so;
     int got_c, got_i;
 };
 
@@ -326,10 +324,7 @@ static void cal_state_free(struct cal_state *g)
     free(g->S.exec);
     sent_tokens_free(&g->st);
     dataset_free(&g->ds);
-    model_free(g->m);
-    if (g->be) g->be->destroy(g->be);
-    tokenizer_free(g->tok);
-    model_file_close(g->mf);
+    session_close(&g->s);
 }
 
 /* Model, tokenizer, sentence tokens, data and buffers; the capture hook. */
@@ -344,31 +339,29 @@ static int cal_open(const struct cal_cli *a, struct cal_state *g, struct eb_err 
     g->last = calloc((size_t)round, sizeof *g->last);
     if (!g->prompts || !g->n_prompt || !g->caps || !g->reqs || !g->res || !g->last)
         return eb_fail(e, "calibrate: out of memory");
-    if (model_file_open(a->model, &g->mf, e)) return -1;
-    const struct model_config *cfg = model_file_config(g->mf);
+    struct session_opts so = {a->device, (int)a->threads, 0};
+    session_init(&g->s, &so);
+    if (session_open(&g->s, a->model, MODEL_WEIGHTS_F32, 1, e)) return -1;
+    const struct model_config *cfg = session_config(&g->s);
     if (a->layer < 1 || a->layer >= cfg->n_layer)
         return eb_fail(e, "calibrate: --layer %ld outside [1, %d) for this model", a->layer, cfg->n_layer);
-    if (model_file_tokenizer(g->mf, &g->tok, e)) return -1;
-    if (sent_tokens_from_tokenizer(g->tok, 0, &g->st, e)) return eb_wrap(e, "calibrate");
+    if (sent_tokens_from_tokenizer(g->s.tok, 0, &g->st, e)) return eb_wrap(e, "calibrate");
     g->think_tags = !strcmp(a->think, "tags") || (!strcmp(a->think, "auto") && g->st.think_open >= 0);
     if (g->think_tags && g->st.think_open < 0)
         return eb_fail(e, "calibrate: --think tags, but the tokenizer has no <think> token (use --think always)");
     if (dataset_load(a->data, a->data_dir, (int)a->offset, (int)a->limit, &g->ds, e)) return -1;
     g->gds = grade_dataset_from_name(a->data);
-    if (device_backend(a->device, (int)a->threads, &g->be, e)) return eb_wrap(e, "calibrate");
-    if (model_load(g->mf, g->be, &g->m, e)) return -1;
-    int dim = g->dim = g->m->cfg.n_embd;
+    if (session_load(&g->s, e)) return eb_wrap(e, "calibrate");
+    int dim = g->dim = g->s.m->cfg.n_embd;
     g->S.nonexec = calloc((size_t)dim, sizeof *g->S.nonexec);
     g->S.exec = calloc((size_t)dim, sizeof *g->S.exec);
     g->row = malloc((size_t)dim * sizeof *g->row);
     if (!g->S.nonexec || !g->S.exec || !g->row) return eb_fail(e, "calibrate: out of memory");
-    g->cc = (struct cal_ctx){g->m, &g->st, (int)a->layer, dim, g->caps, g->n_prompt, g->prompts,
+    g->cc = (struct cal_ctx){g->s.m, &g->st, (int)a->layer, dim, g->caps, g->n_prompt, g->prompts,
                              g->last, !strcmp(a->split, "pairs"), g->row, 0};
     g->mh = (struct model_hooks){.ctx = &g->cc, .after_layer = cal_after_layer};
     g->gh = (struct gen_hooks){.ctx = &g->cc, .model = &g->mh};
-    g->opt.max_live = round;
-    g->opt.n_vocab_valid = tokenizer_n_vocab(g->tok);
-    g->opt.hooks = &g->gh;
+    g->so = (struct session_gen_opts){.max_live = round, .hooks = &g->gh};
     return 0;
 }
 
@@ -384,7 +377,8 @@ static int encode_round(const struct cal_cli *a, struct cal_state *g, int start,
         snprintf(user, ql, "%s%s", SEAL_PROMPT, it->problem);
         free(g->prompts[i]);
         g->prompts[i] = NULL;
-        int erc = chat_encode(g->tok, g->tpl, user, &g->prompts[i], &g->n_prompt[i], e);
+        int erc = session_encode(&g->s, g->tpl, 0, user, strlen(user), &g->prompts[i],
+                                 &g->n_prompt[i], e);
         free(user);
         if (erc) {
             char what[160];
@@ -408,13 +402,13 @@ static int grade_round(const struct cal_cli *a, struct cal_state *g, int start, 
         const struct gen_result *r = &g->res[i];
         char *text = NULL;
         size_t tl = 0;
-        int ok = tokenizer_decode(g->tok, r->tokens, r->n_tokens, &text, &tl, e) == 0;
+        int ok = tokenizer_decode(g->s.tok, r->tokens, r->n_tokens, &text, &tl, e) == 0;
         int correct = ok ? grade_answer(text, g->ds.items[start + i].answer, g->gds, NULL) : -1;
         free(text);
         if (correct < 0)
             return eb_fail(e, "calibrate: grading problem %s failed", g->ds.items[start + i].id);
         if (!(correct ? g->got_c < a->n_correct : g->got_i < a->n_incorrect)) continue;
-        if (add_steps(g->tok, &g->st, g->think_tags, !strcmp(a->keywords, "fixed"), g->cc.pairs,
+        if (add_steps(g->s.tok, &g->st, g->think_tags, !strcmp(a->keywords, "fixed"), g->cc.pairs,
                       g->prompts[i], g->n_prompt[i], r->tokens, r->n_tokens, &g->caps[i], g->dim,
                       &g->S, e))
             return eb_wrap(e, "calibrate");
@@ -445,7 +439,7 @@ static int write_vector(const struct cal_cli *a, struct cal_state *g, double t0,
     sv.n_incorrect = g->got_i;
     sv.max_new = (int)a->max_new;
     snprintf(sv.model, sizeof sv.model, "%s", a->model);
-    if (steering_model_identity(&g->m->cfg, sv.model_identity, sizeof sv.model_identity, e))
+    if (steering_model_identity(&g->s.m->cfg, sv.model_identity, sizeof sv.model_identity, e))
         return eb_wrap(e, "calibrate");
     snprintf(sv.dataset, sizeof sv.dataset, "%s", a->data);
     snprintf(sv.keywords, sizeof sv.keywords, "%s", a->keywords);
@@ -481,7 +475,8 @@ static int cal_rounds(const struct cal_cli *a, struct cal_state *g, double t0, s
          start += g->round) {
         int n = n_items - start < g->round ? n_items - start : g->round;
         if (encode_round(a, g, start, n, e)) return -1;
-        if (generate(g->m, g->reqs, n, &g->opt, g->res, NULL, e)) return eb_wrap(e, "calibrate");
+        if (session_generate(&g->s, g->reqs, n, &g->so, g->res, NULL, e))
+            return eb_wrap(e, "calibrate");
         int rc = grade_round(a, g, start, n, e);
         gen_results_free(g->res, n);
         if (rc) return -1;

@@ -1,4 +1,5 @@
-/* cmd_exp.c - `evictbench exp CONFIG` and `evictbench run` (one point from flags). */
+/* cmd_exp.c - `evictbench exp CONFIG`, and what `run` (cmd_run.c) shares
+ * with it: the common options and running a sweep into the store. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "harness/cli/cli.h"
 #include "harness/cli/cmd_exp.h"
+#include "harness/cli/exp_common.h"
 #include "harness/exp/code_hash.h"
 #include "harness/exp/config.h"
 #include "harness/exp/device.h"
@@ -27,14 +29,6 @@ static void on_sigint(int sig)
     stop_requested = 1;
 }
 
-struct common {
-    const char *db, *data_dir;
-    long threads, mem_limit_mb;
-    const char *device;         /* --device; NULL: cpu */
-    int dry_run, quiet;
-    int shard_index, shard_count;   /* exp --shard I/N; 0: the whole sweep */
-};
-
 static void fmt_time(double s, char *buf, size_t cap)
 {
     if (s < 0) { snprintf(buf, cap, "?"); return; }
@@ -45,7 +39,7 @@ static void fmt_time(double s, char *buf, size_t cap)
 
 static void print_progress(void *ctx, const struct runner_progress *p)
 {
-    const struct common *c = ctx;
+    const struct exp_common *c = ctx;
     if (c->quiet) return;
     char eta[32], seta[32];
     fmt_time(p->eta_s, eta, sizeof eta);
@@ -64,7 +58,7 @@ static void print_progress(void *ctx, const struct runner_progress *p)
 /* "done" (recorded under this key: a rerun skips it), "stale" (recorded for
  * the same point under another key: code, data or parameters changed), or
  * "new".  Without a database every point is new. */
-static const char *point_state(struct store *st, const struct sweep_point *p, struct eb_err *e)
+static const char *point_state(struct store *st, const struct point *p, struct eb_err *e)
 {
     if (!st) return "new";
     struct run_record r;
@@ -74,8 +68,8 @@ static const char *point_state(struct store *st, const struct sweep_point *p, st
     r.dataset = p->dataset;
     r.data_offset = p->data_offset;
     r.data_limit = p->data_limit >= 0 ? p->data_limit : STORE_NONE;
-    r.policy = p->policy;
-    r.budget = p->budget >= 0 ? p->budget : STORE_NONE;
+    r.policy = p->policy->name;
+    r.budget = p->budget != POINT_NO_BUDGET ? p->budget : STORE_NONE;
     r.batch_size = p->batch_size;
     r.batching = batching_name(p->batching);
     int done = store_run_done(st, p->run_key, e);
@@ -107,15 +101,22 @@ static int print_points(const struct sweep *s, const char *db)
 }
 
 /* Validate, expand and run a parsed config. */
-static int run_config(struct exp_config *cfg, const struct common *c)
+static int run_config(struct exp_config *cfg, const struct exp_common *c)
 {
     struct eb_err e = {0};
     struct sweep sw;
+    if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
+    if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
+    return exp_run_sweep(cfg, &sw, c);
+}
+
+int exp_run_sweep(struct exp_config *cfg, struct sweep *s, const struct exp_common *c)
+{
+    struct eb_err e = {0};
+    struct sweep sw = *s;
     struct store *st = NULL;
     struct runner *r = NULL;
     int rc = 1;
-    if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
-    if (sweep_expand(cfg, c->data_dir, runner_policy_check, &sw, &e)) return cli_error(e.msg);
     /* A shard runs its part of the points (harness/cluster/shard.h). */
     struct sweep part = sw, *todo = &sw;
     if (c->shard_count) {
@@ -171,9 +172,7 @@ done:
     return rc;
 }
 
-/* Options both commands take; returns 1 when argv[*i] was one of them, 0 if
- * not, -1 on a bad value. */
-static int common_option(int argc, char **argv, int *i, struct common *c)
+int exp_common_option(int argc, char **argv, int *i, struct exp_common *c)
 {
     const char *o = argv[*i], *v;
     if (!strcmp(o, "--dry-run")) { c->dry_run = 1; return 1; }
@@ -194,7 +193,7 @@ static int common_option(int argc, char **argv, int *i, struct common *c)
     return 1;
 }
 
-static const char COMMON_HELP[] =
+const char EXP_COMMON_HELP[] =
     "  --db FILE            results database (default results/results.db)\n"
     "  --data-dir DIR       dataset files (default $EVICTBENCH_DATA, else datasets/data)\n"
     "  --threads N          CPU threads (default: all cores)\n"
@@ -207,7 +206,7 @@ static const char COMMON_HELP[] =
 int cmd_exp(int argc, char **argv)
 {
     const char *config = NULL;
-    struct common c = {0};  /* --db default: results/results.db, or the shard's own file */
+    struct exp_common c = {0};  /* --db default: results/results.db, or the shard's own file */
     char shard_db[4096];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -217,10 +216,10 @@ int cmd_exp(int argc, char **argv)
                    "  --shard I/N          run only shard I of N (1 <= I <= N): the points split by\n"
                    "                       run key, balanced by samples x max tokens; default --db\n"
                    "                       results/slurm/<config>/shard-I-of-N.db (see `slurm`)\n",
-                   COMMON_HELP);
+                   EXP_COMMON_HELP);
             return 0;
         }
-        int k = common_option(argc, argv, &i, &c);
+        int k = exp_common_option(argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
         if (!strcmp(argv[i], "--shard")) {
@@ -249,153 +248,5 @@ int cmd_exp(int argc, char **argv)
     if (!c.db) c.db = "results/results.db";
     int rc = run_config(&cfg, &c);
     exp_config_free(&cfg);
-    return rc;
-}
-
-/* ---- evictbench run: flags -> a one-point config ---- */
-
-/* A scalar from text: a number when it parses as one, true/false, else a string. */
-static cJSON *scalar(const char *v)
-{
-    char *end;
-    double d = strtod(v, &end);
-    if (*v && !*end) return cJSON_CreateNumber(d);
-    if (!strcmp(v, "true")) return cJSON_CreateTrue();
-    if (!strcmp(v, "false")) return cJSON_CreateFalse();
-    return cJSON_CreateString(v);
-}
-
-/* "NAME[:k=v,...]" -> {"name": NAME, k: v, ...} */
-static cJSON *policy_object(const char *spec)
-{
-    cJSON *o = cJSON_CreateObject();
-    char *s = strdup(spec);
-    if (!o || !s) { cJSON_Delete(o); free(s); return NULL; }
-    char *colon = strchr(s, ':');
-    if (colon) *colon = '\0';
-    cJSON_AddStringToObject(o, "name", s);
-    for (char *kv = colon ? strtok(colon + 1, ",") : NULL; kv; kv = strtok(NULL, ",")) {
-        char *eq = strchr(kv, '=');
-        if (!eq || eq == kv) { cJSON_Delete(o); free(s); return NULL; }
-        *eq = '\0';
-        cJSON_AddItemToObject(o, kv, scalar(eq + 1));
-    }
-    free(s);
-    return o;
-}
-
-static void print_run_help(void)
-{
-    printf("usage: evictbench run --model M --dataset D [options]\n\n"
-           "Runs one point and records it like `exp` does (a rerun skips it).\n\n"
-           "  --model M            registry name (e.g. smollm2-135m), GGUF file or HF directory\n"
-           "  --dataset D          dataset name (e.g. gsm8k, synthetic:20)\n"
-           "  --limit N --offset K the slice of the dataset (default: all from 0)\n"
-           "  --prompt TPL         r1-boxed (default), chatml-boxed, seal, rkv\n"
-           "  --policy P           NAME[:key=value,...] (default fullkv)\n"
-           "  --budget B           KV budget in tokens (default 1024; fullkv ignores it)\n"
-           "  --batch B            batch size (default 1)\n"
-           "  --batching MODE      ragged (default), continuous, grouped, padded\n"
-           "  --weights W          f32 (exact, default) or native (the file's quantized types)\n"
-           "  --max-new N          tokens to generate at most (default 1024)\n"
-           "  --max-total N        cap on prompt + generated tokens\n"
-           "  --max-kv-bytes N     KV bytes a batch may hold; more is recorded as 'oom'\n"
-           "  --greedy             argmax decoding (the default)\n"
-           "  --temperature T --top-p P --top-k K --n-samples N   sampling\n"
-           "  --seed S             sampling seed (default 0)\n"
-           "  --fidelity           fidelity mode (replay greedy FullKV traces under the policy)\n"
-           "  --name NAME          experiment name (default \"run\")\n%s", COMMON_HELP);
-}
-
-/* The config key an integer option of `run` sets. */
-static const char *config_key_of(const char *o)
-{
-    static const char *const map[][2] = {
-        {"--limit", "limit"}, {"--offset", "offset"}, {"--budget", "budgets"},
-        {"--batch", "batch_sizes"}, {"--max-new", "max_new_tokens"},
-        {"--max-total", "max_total_tokens"}, {"--max-kv-bytes", "max_kv_bytes"},
-        {"--top-k", "top_k"}, {"--n-samples", "n_samples"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(o, map[i][0])) return map[i][1];
-    return "seed";
-}
-
-int cmd_run(int argc, char **argv)
-{
-    struct common c = {.db = "results/results.db"};
-    cJSON *cfg = cJSON_CreateObject(), *ds = cJSON_CreateObject(), *samp = cJSON_CreateObject();
-    const char *model = NULL, *dataset = NULL, *name = "run";
-    int rc = 2, greedy = 0, sampling = 0;
-    if (!cfg || !ds || !samp) { rc = cli_error("run: out of memory"); goto done; }
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v;
-        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_run_help(); rc = 0; goto done; }
-        int k = common_option(argc, argv, &i, &c);
-        if (k < 0) goto done;
-        if (k) continue;
-        if (!strcmp(o, "--greedy")) { greedy = 1; continue; }
-        if (!strcmp(o, "--fidelity")) { cJSON_AddStringToObject(cfg, "mode", "fidelity"); continue; }
-        static const char *const with_value[] = {
-            "--model", "--dataset", "--limit", "--offset", "--prompt", "--policy", "--budget",
-            "--batch", "--batching", "--max-new", "--max-total", "--max-kv-bytes", "--temperature",
-            "--top-p", "--top-k", "--n-samples", "--seed", "--name", "--weights", NULL};
-        int known = 0;
-        for (int j = 0; with_value[j]; j++) known |= !strcmp(o, with_value[j]);
-        if (!known) { cli_errorf("run: unknown option '%s' (see evictbench run --help)", o); goto done; }
-        if (!(v = cli_value(argc, argv, &i))) goto done;
-        long n;
-        double d;
-        if (!strcmp(o, "--model")) model = v;
-        else if (!strcmp(o, "--dataset")) dataset = v;
-        else if (!strcmp(o, "--name")) name = v;
-        else if (!strcmp(o, "--prompt")) cJSON_AddStringToObject(cfg, "prompt", v);
-        else if (!strcmp(o, "--batching")) cJSON_AddStringToObject(cfg, "batching", v);
-        else if (!strcmp(o, "--weights")) cJSON_AddStringToObject(cfg, "weights", v);
-        else if (!strcmp(o, "--policy")) {
-            cJSON *p = policy_object(v);
-            if (!p) { cli_errorf("--policy: expected NAME[:key=value,...], got '%s'", v); goto done; }
-            cJSON_AddItemToObject(cfg, "policies", p);
-        } else if (!strcmp(o, "--temperature") || !strcmp(o, "--top-p")) {
-            if (cli_float(o, v, 0, 100, &d)) goto done;
-            cJSON_AddNumberToObject(samp, o[2] == 't' && o[3] == 'e' ? "temperature" : "top_p", d);
-            sampling = 1;
-        } else {
-            if (cli_int(o, v, 0, 1L << 53, &n)) goto done;
-            const char *key = config_key_of(o);
-            cJSON *dst = (!strcmp(key, "limit") || !strcmp(key, "offset")) ? ds
-                       : (!strcmp(key, "top_k") || !strcmp(key, "n_samples") || !strcmp(key, "seed")) ? samp
-                       : cfg;
-            cJSON_AddNumberToObject(dst, key, (double)n);
-            if (dst == samp && strcmp(key, "seed")) sampling = 1;
-        }
-    }
-    if (!model || !dataset) { cli_error("run: --model and --dataset are required (see evictbench run --help)"); goto done; }
-    if (greedy && sampling) { cli_error("run: --greedy cannot be combined with sampling options"); goto done; }
-    cJSON_AddStringToObject(cfg, "name", name);
-    cJSON_AddStringToObject(cfg, "models", model);
-    cJSON_AddStringToObject(ds, "name", dataset);
-    cJSON_AddItemToObject(cfg, "datasets", ds);
-    ds = NULL;
-    if (cJSON_GetArraySize(samp) > 0) {
-        cJSON_AddItemToObject(cfg, "sampling", samp);
-        samp = NULL;
-    }
-    char *text = cJSON_PrintUnformatted(cfg);
-    if (!text) { rc = cli_error("run: out of memory"); goto done; }
-    struct exp_config ec;
-    struct eb_err e = {0};
-    if (exp_config_parse(text, strlen(text), "run", &ec, &e)) {
-        free(text);
-        rc = cli_error(e.msg);
-        goto done;
-    }
-    free(text);
-    rc = run_config(&ec, &c);
-    exp_config_free(&ec);
-done:
-    cJSON_Delete(cfg);
-    cJSON_Delete(ds);
-    cJSON_Delete(samp);
     return rc;
 }

@@ -17,8 +17,8 @@
 #include "harness/cli/cli.h"
 #include "harness/exp/device.h"
 #include "harness/cli/cmd_generate.h"
-#include "harness/exp/policy_defaults.h"
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/session.h"
 
 static void print_help(void)
 {
@@ -33,6 +33,7 @@ static void print_help(void)
         "  --prompts FILE       JSONL lines {\"id\": ..., \"prompt\": \"...\"}; writes lines\n"
         "                       {\"id\", \"text\", \"prompt_tokens\", \"gen_tokens\", \"finish\"}\n"
         "  --max-new N          tokens to generate at most (default 256)\n"
+        "  --ignore-eos         generate exactly --max-new tokens per prompt (EOS does not stop)\n"
         "  --greedy             argmax decoding (the default)\n"
         "  --temperature T --top-p P --top-k K   sampling (top-p 1 and top-k 0 disable the cuts)\n"
         "  --seed S             sampling seed; prompt i of a file uses S + i (default 0)\n"
@@ -83,7 +84,7 @@ struct gen_cli {
     long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
-    int greedy_flag, sampling_flag, stats, no_policy_defaults;
+    int greedy_flag, sampling_flag, stats, no_policy_defaults, ignore_eos;
     struct model_load_opts load;
 };
 
@@ -136,6 +137,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         const char *o = argv[i], *v;
         if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
         if (!strcmp(o, "--stats")) { a->stats = 1; continue; }
+        if (!strcmp(o, "--ignore-eos")) { a->ignore_eos = 1; continue; }
         if (!strcmp(o, "--no-policy-defaults")) { a->no_policy_defaults = 1; continue; }
         if (!strcmp(o, "--")) {  /* the end of options: what follows is the prompt text */
             if (i + 2 != argc)
@@ -222,18 +224,6 @@ static int check_args(const struct gen_cli *a)
     return 0;
 }
 
-/* Render with the chat template and encode one user text; 0 or -1 (e set). */
-static int encode_prompt(const struct tokenizer *tok, enum chat_template tpl, const char *text,
-                         size_t len, int **ids, int *n, struct eb_err *e)
-{
-    if (len == 0) return eb_fail(e, "the prompt is empty");
-    if (utf8_validate((const unsigned char *)text, len) != len)
-        return eb_fail(e, "the prompt is not valid UTF-8 (byte %zu)",
-                       utf8_validate((const unsigned char *)text, len));
-    if (memchr(text, '\0', len)) return eb_fail(e, "the prompt contains a NUL character");
-    return chat_encode(tok, tpl, text, ids, n, e);
-}
-
 static char *read_whole(const char *path, size_t *len, struct eb_err *e)
 {
     FILE *f = fopen(path, "rb");
@@ -259,7 +249,7 @@ static char *read_whole(const char *path, size_t *len, struct eb_err *e)
 }
 
 /* Parse the JSONL prompts file into items (encoded).  Blank lines are skipped. */
-static int load_prompts(const char *path, const struct tokenizer *tok, enum chat_template tpl,
+static int load_prompts(const char *path, const struct session *ss, enum chat_template tpl,
                         struct prompt_item **out, int *n_out, struct eb_err *e)
 {
     size_t len;
@@ -303,7 +293,8 @@ static int load_prompts(const char *path, const struct tokenizer *tok, enum chat
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(obj, "id");
         it->id = id ? cJSON_Duplicate(id, 1) : NULL;
         n++;
-        int erc = encode_prompt(tok, tpl, pr->valuestring, strlen(pr->valuestring), &it->ids, &it->n, e);
+        int erc = session_encode(ss, tpl, 0, pr->valuestring, strlen(pr->valuestring), &it->ids,
+                                 &it->n, e);
         cJSON_Delete(obj);
         if (erc) {
             char where[300];
@@ -362,22 +353,19 @@ static int write_results(const char *out_path, const struct tokenizer *tok,
 }
 
 /* The policy of a.policy with the model's defaults (no dataset here;
- * explicit parameters win), checked against the budget. */
-static int open_policy(const struct gen_cli *a, struct model_file *mf, struct tokenizer *tok,
-                       char *identity, size_t cap, char **spec, struct policy **pol,
-                       struct eb_err *e)
+ * explicit parameters win), checked against the budget; its glue comes
+ * with the weights. */
+static int open_policy(const struct gen_cli *a, const struct session *ss,
+                       struct session_policy *sp, struct eb_err *e)
 {
-    struct policy_model pm = policy_model_of_config(model_file_config(mf));
-    pm.tok = tok;
-    pm.model_name = a->model;
-    pm.steer_vector = a->steer_vector;
-    if (steering_model_identity(model_file_config(mf), identity, cap, e)) return -1;
-    pm.model_identity = identity;
-    if (a->no_policy_defaults) *spec = strdup(a->policy);
-    else if (policy_defaults_apply_spec(a->policy, a->model, NULL, a->budget, spec, e)) return -1;
-    if (!*spec) return eb_fail(e, "out of memory");
-    if (policy_create(*spec, &pm, pol, e) || policy_check_budget(*pol, (int)a->budget, e)) return -1;
-    if ((*pol)->info.notice) fprintf(stderr, "evictbench: note: %s\n", (*pol)->info.notice);
+    const struct policy_entry *entry;
+    struct policy_params params;
+    if (session_policy_resolve(a->policy, a->model, NULL, (int)a->budget, a->no_policy_defaults,
+                               &entry, &params, e))
+        return -1;
+    struct policy_request rq = {entry, &params, (int)a->budget, a->steer_vector, 1};
+    if (session_policy_open(ss, &rq, sp, e)) return -1;
+    if (sp->pol->info.notice) fprintf(stderr, "evictbench: note: %s\n", sp->pol->info.notice);
     return 0;
 }
 
@@ -447,15 +435,15 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
 }
 
 /* The one prompt of --prompt, or every prompt of a JSONL file, encoded. */
-static int read_prompts(const struct gen_cli *a, const struct tokenizer *tok,
+static int read_prompts(const struct gen_cli *a, const struct session *ss,
                         enum chat_template tpl, struct prompt_item **items, int *n,
                         struct eb_err *e)
 {
-    if (!a->prompt) return load_prompts(a->prompts_path, tok, tpl, items, n, e);
+    if (!a->prompt) return load_prompts(a->prompts_path, ss, tpl, items, n, e);
     if (!(*items = calloc(1, sizeof **items))) return eb_fail(e, "out of memory");
     *n = 1;
-    return encode_prompt(tok, tpl, a->prompt, strlen(a->prompt), &(*items)[0].ids,
-                         &(*items)[0].n, e);
+    return session_encode(ss, tpl, 0, a->prompt, strlen(a->prompt), &(*items)[0].ids,
+                          &(*items)[0].n, e);
 }
 
 /* The streamed text's last bytes (an incomplete UTF-8 sequence) and a newline. */
@@ -470,18 +458,12 @@ static void finish_stream(struct stream_ctx *sc)
 
 /* Everything one generate command holds; gen_state_free releases it. */
 struct gen_state {
-    struct model_file *mf;
-    struct tokenizer *tok;
-    struct backend *be;
-    struct model *m;
+    struct session s;
+    struct session_policy sp;
     struct prompt_item *items;
     int n;
     struct gen_request *reqs;
     struct gen_result *res;
-    struct policy *pol;
-    struct policy_glue *glue;
-    char *spec;
-    char identity[256];
 };
 
 static void gen_state_free(struct gen_state *g)
@@ -494,65 +476,57 @@ static void gen_state_free(struct gen_state *g)
         free(g->items[i].ids);
     }
     free(g->items);
-    policy_glue_free(g->glue);
-    policy_free(g->pol);
-    free(g->spec);
-    model_free(g->m);
-    if (g->be) g->be->destroy(g->be);
-    tokenizer_free(g->tok);
-    model_file_close(g->mf);
+    session_policy_close(&g->sp);
+    session_close(&g->s);
 }
 
 /* Everything that can fail before the weights load: model file, tokenizer,
  * policy and budget, --out, prompts, requests and whether the batch fits. */
 static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct gen_state *g,
-                       struct gen_options *opt, struct eb_err *e)
+                       struct session_gen_opts *so, struct eb_err *e)
 {
-    if (model_file_open(a->model, &g->mf, e) || model_file_tokenizer(g->mf, &g->tok, e)) return -1;
-    if (a->policy && open_policy(a, g->mf, g->tok, g->identity, sizeof g->identity, &g->spec,
-                                 &g->pol, e))
-        return eb_wrap(e, "generate");
+    struct session_opts o = {a->device, (int)a->threads, (size_t)a->mem_limit_mb * 1024 * 1024};
+    session_init(&g->s, &o);
+    if (session_open(&g->s, a->model, a->load.weights, 1, e)) return -1;
+    if (a->policy && open_policy(a, &g->s, &g->sp, e)) return eb_wrap(e, "generate");
     if (a->out_path && check_out_path(a->out_path, e)) return eb_wrap(e, "generate");
-    if (read_prompts(a, g->tok, tpl, &g->items, &g->n, e)) return eb_wrap(e, "generate");
+    if (read_prompts(a, &g->s, tpl, &g->items, &g->n, e)) return eb_wrap(e, "generate");
     g->reqs = make_gen_requests(a, g->items, g->n);
     g->res = calloc((size_t)g->n, sizeof *g->res);
     if (!g->reqs || !g->res) return eb_fail(e, "generate: out of memory");
-    opt->max_live = (int)a->batch;
-    opt->n_vocab_valid = tokenizer_n_vocab(g->tok);
-    opt->mem_limit = (size_t)a->mem_limit_mb * 1024 * 1024;
-    return generate_check(model_file_config(g->mf), model_weight_bytes_opts(g->mf, &a->load), 0,
-                          g->reqs, g->n,
-                          opt, e);
+    so->max_live = (int)a->batch;
+    so->ignore_eos = a->ignore_eos;
+    so->policy = a->policy ? &g->sp : NULL;
+    struct gen_hooks hooks;
+    struct gen_options opt;
+    session_gen_options(&g->s, so, &hooks, &opt);
+    return generate_check(session_config(&g->s), model_weight_bytes_opts(g->s.mf, &a->load), 0,
+                          g->reqs, g->n, &opt, e);
 }
 
 /* Load the weights, generate (streaming a single prompt), write the results. */
-static int gen_run(const struct gen_cli *a, struct gen_state *g, struct gen_options *opt,
+static int gen_run(const struct gen_cli *a, struct gen_state *g, struct session_gen_opts *so,
                    struct eb_err *e)
 {
-    if (device_backend(a->device, (int)a->threads, &g->be, e)) return eb_wrap(e, "generate");
-    if (model_load_opts(g->mf, g->be, &a->load, &g->m, e)) return -1;
-    struct stream_ctx sc = {g->tok, g->m->cfg.eos_ids, g->m->cfg.n_eos, {{0}, 0}};
-    struct gen_hooks hooks = {0}, policy_hooks;
+    if (session_load(&g->s, e)) return eb_wrap(e, "generate");
+    const struct model *m = g->s.m;
+    struct stream_ctx sc = {g->s.tok, m->cfg.eos_ids, m->cfg.n_eos, {{0}, 0}};
+    struct gen_hooks hooks = {0};
     if (a->prompt) {
         hooks.ctx = &sc;
         hooks.on_step = stream_step;
-        opt->hooks = &hooks;
-    }
-    if (g->pol) {
-        if (policy_glue_create(g->pol, (int)a->budget, g->m, &g->glue, e)) return eb_wrap(e, "generate");
-        policy_glue_hooks(g->glue, a->prompt ? &hooks : NULL, &policy_hooks);
-        opt->hooks = &policy_hooks;
+        so->hooks = &hooks;
     }
     struct gen_stats st;
-    if (generate(g->m, g->reqs, g->n, opt, g->res, &st, e)) {
+    if (session_generate(&g->s, g->reqs, g->n, so, g->res, &st, e)) {
         if (a->prompt) fflush(stdout);
-        return -1;
+        return eb_wrap(e, "generate");
     }
     if (a->prompt) finish_stream(&sc);
     /* JSONL for a file of prompts, and for a single prompt when --out asks for it. */
-    if ((!a->prompt || a->out_path) && write_results(a->out_path, g->tok, g->items, g->res, g->n, e))
+    if ((!a->prompt || a->out_path) && write_results(a->out_path, g->s.tok, g->items, g->res, g->n, e))
         return eb_wrap(e, "generate");
-    if (a->stats) print_stats(a, &st, g->res, g->n, g->glue, g->pol);
+    if (a->stats) print_stats(a, &st, g->res, g->n, g->sp.glue, g->sp.pol);
     return 0;
 }
 
@@ -568,8 +542,8 @@ int cmd_generate(int argc, char **argv)
     if (a.prompt && a.prompt[0] == '\0') return cli_error("generate: the prompt is empty");
     struct gen_state g;
     memset(&g, 0, sizeof g);
-    struct gen_options opt = {0};
-    int rc = gen_prepare(&a, tpl, &g, &opt, &e) || gen_run(&a, &g, &opt, &e) ? cli_error(e.msg) : 0;
+    struct session_gen_opts so = {0};
+    int rc = gen_prepare(&a, tpl, &g, &so, &e) || gen_run(&a, &g, &so, &e) ? cli_error(e.msg) : 0;
     gen_state_free(&g);
     return rc;
 }

@@ -58,7 +58,7 @@ static int absolute(const char *path, char *out, size_t cap, struct eb_err *e)
 static int expand(const struct exp_config *cfg, const char *data_dir, struct sweep *sw,
                   struct eb_err *e)
 {
-    return sweep_expand(cfg, data_dir, runner_policy_check, sw, e);
+    return sweep_expand(cfg, data_dir, sw, e);
 }
 
 static int write_file(const char *path, const char *text, struct eb_err *e)

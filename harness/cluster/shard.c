@@ -31,7 +31,7 @@ int shard_parse(const char *spec, int *index, int *count, struct eb_err *e)
 
 /* Items the point reads: its limit, else what the registry says the dataset
  * holds from its offset (the synthetic set: its N). */
-static int64_t point_items(const struct sweep_point *pt)
+static int64_t point_items(const struct point *pt)
 {
     if (pt->data_limit >= 0) return pt->data_limit > 0 ? pt->data_limit : 1;
     int64_t rows = 0;
@@ -49,7 +49,7 @@ static int64_t point_items(const struct sweep_point *pt)
     return rows > 0 ? rows : 1;
 }
 
-int64_t shard_point_work(const struct exp_config *cfg, const struct sweep_point *pt)
+int64_t shard_point_work(const struct exp_config *cfg, const struct point *pt)
 {
     int64_t samples = point_items(pt) * (cfg->sampling.n_samples > 0 ? cfg->sampling.n_samples : 1);
     int64_t tokens = cfg->max_new_tokens > 0 ? cfg->max_new_tokens : 1;

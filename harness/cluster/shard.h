@@ -26,7 +26,7 @@ int shard_parse(const char *spec, int *index, int *count, struct eb_err *e);
 #define SHARD_UNKNOWN_ITEMS 100
 
 /* The work estimate of one point: items x samples per item x max tokens. */
-int64_t shard_point_work(const struct exp_config *cfg, const struct sweep_point *pt);
+int64_t shard_point_work(const struct exp_config *cfg, const struct point *pt);
 
 /* Assign n points (run keys, work estimates) to count shards: shard_of[i] in
  * 1..count.  Keys must be distinct. */

@@ -8,7 +8,6 @@
 
 #include "model/generate.h"
 #include "policies/registry.h"
-#include "harness/exp/policy_defaults.h"
 #include "harness/exp/policy_glue.h"
 #include "util/clock.h"
 
@@ -34,60 +33,64 @@ struct row {
     size_t peak_kv;
 };
 
-/* spec with the model's defaults from policies/policy_defaults.json (no
- * dataset; explicit parameters win); malloc'd, NULL on error. */
-static char *with_defaults(const struct policy_model *base, const char *spec, int budget,
-                           struct eb_err *e)
+/* spec (with the model's defaults from policies/policy_defaults.json, no
+ * dataset; explicit parameters win) opened for the session's model at budget. */
+static int open_spec(struct session *s, const char *spec, int budget, struct session_policy *sp,
+                     struct eb_err *e)
 {
-    char *out = NULL;
-    if (policy_defaults_apply_spec(spec, base ? base->model_name : NULL, NULL, budget, &out, e))
-        return NULL;
-    return out;
+    const struct policy_entry *entry;
+    struct policy_params params;
+    if (session_policy_resolve(spec, s->model_name, NULL, budget, 0, &entry, &params, e))
+        return -1;
+    struct policy_request rq = {entry, &params, budget, NULL, 1};
+    return session_policy_open(s, &rq, sp, e);
 }
 
-static int run_one(const struct model *m, const struct policy_model *base, const int *prompt,
-                   int prompt_len, int n_new, const char *spec, int budget, struct row *r,
-                   struct eb_err *e)
+static int run_one(struct session *s, const int *prompt, int prompt_len, int n_new,
+                   const char *spec, int budget, struct row *r, struct eb_err *e)
 {
-    struct policy_model pm = base ? *base : policy_model_of(m);
-    struct policy *p = NULL;
-    struct policy_glue *g = NULL;
-    struct gen_hooks hooks;
+    struct session_policy sp;
     struct gen_request req = {.prompt = prompt, .n_prompt = prompt_len, .max_new = n_new,
                               .sampling = sampler_params_greedy()};
-    struct gen_options opt = {0};
     struct gen_result res;
     struct gen_stats st;
-    int rc = -1;
-    opt.ignore_eos = 1;
-    opt.n_ctx = prompt_len + n_new + 1;
-    char *full = with_defaults(base, spec, budget, e);
-    int bad = !full || policy_create(full, &pm, &p, e);
-    free(full);
-    if (bad || policy_glue_create(p, budget, m, &g, e)) goto out;
-    policy_glue_hooks(g, NULL, &hooks);
-    opt.hooks = &hooks;
+    if (open_spec(s, spec, budget, &sp, e)) return -1;
+    struct session_gen_opts so = {.ignore_eos = 1, .n_ctx = prompt_len + n_new + 1, .policy = &sp};
     double t0 = clock_now_s();
-    if (generate(m, &req, 1, &opt, &res, &st, e)) goto out;
+    if (session_generate(s, &req, 1, &so, &res, &st, e)) {
+        session_policy_close(&sp);
+        return -1;
+    }
     double wall = clock_now_s() - t0;
     gen_results_free(&res, 1);
     struct policy_glue_stats ps;
-    policy_glue_stats(g, &ps);
+    policy_glue_stats(sp.glue, &ps);
     r->tok_s = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
     r->policy_ms = ps.steps ? 1e3 * ps.policy_s / ps.steps : 0;
     r->policy_pct = wall > 0 ? 100.0 * ps.policy_s / wall : 0;
     r->compressions = ps.compressions;
     r->peak_kv = ps.peak_kv_bytes;
-    rc = 0;
-out:
-    policy_glue_free(g);
-    policy_free(p);
-    return rc;
+    session_policy_close(&sp);
+    return 0;
 }
 
-int bench_policies_for(const struct model *m, const struct policy_model *base,
-                       const char *policies, const char *budgets, int n_new, int prompt_len,
-                       FILE *out, struct eb_err *e)
+/* Every policy at every budget opens before anything runs; evicts[i]: it
+ * has a budget to vary. */
+static int check_all(struct session *s, char **pol, int np, const int *bv, int nb, int *evicts,
+                     struct eb_err *e)
+{
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < nb; j++) {
+            struct session_policy sp;
+            if (open_spec(s, pol[i], bv[j], &sp, e)) return -1;
+            evicts[i] = sp.pol->info.schedule != POLICY_NEVER;
+            session_policy_close(&sp);
+        }
+    return 0;
+}
+
+int bench_policies_for(struct session *s, const char *policies, const char *budgets, int n_new,
+                       int prompt_len, FILE *out, struct eb_err *e)
 {
     char *pl = strdup(policies), *bl = strdup(budgets);
     char *pol[MAX_ITEMS], *bud[MAX_ITEMS];
@@ -110,29 +113,15 @@ int bench_policies_for(const struct model *m, const struct policy_model *base,
         }
         bv[i] = (int)v;
     }
-    /* Every policy and budget is checked before anything runs. */
-    struct policy_model pm = base ? *base : policy_model_of(m);
-    for (int i = 0; i < np; i++) {
-        struct policy *p;
-        char *full = with_defaults(base, pol[i], 0, e);
-        int bad = !full || policy_create(full, &pm, &p, e);
-        free(full);
-        if (bad) goto out;
-        evicts[i] = p->info.schedule != POLICY_NEVER;
-        for (int j = 0; j < nb; j++)
-            if (policy_check_budget(p, bv[j], e)) {
-                policy_free(p);
-                goto out;
-            }
-        policy_free(p);
-    }
+    if (check_all(s, pol, np, bv, nb, evicts, e)) goto out;
+    const struct model *m = s->m;
     unsigned x = 2166136261u;
     for (int i = 0; i < prompt_len; i++) {
         x = x * 1664525u + 1013904223u;
         prompt[i] = 32 + (int)((x >> 8) % (unsigned)(m->cfg.n_vocab > 1064 ? 1000 : m->cfg.n_vocab - 32));
     }
     struct row full;
-    if (run_one(m, base, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
+    if (run_one(s, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
     fprintf(out, "policies: %d-token prompt, %d new tokens (EOS ignored), batch 1\n", prompt_len,
             n_new);
     fprintf(out, "%-16s %7s %10s %12s %9s %6s %14s %9s\n", "policy", "budget", "decode t/s",
@@ -146,7 +135,7 @@ int bench_policies_for(const struct model *m, const struct policy_model *base,
             struct row r;
             char bud_s[16] = "-";
             if (evicts[i]) snprintf(bud_s, sizeof bud_s, "%d", bv[j]);
-            if (run_one(m, base, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, &r, e))
+            if (run_one(s, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, &r, e))
                 goto out;
             fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bud_s,
                     r.tok_s, r.policy_ms, r.policy_pct, r.compressions, r.peak_kv,

@@ -6,19 +6,17 @@
 
 #include <stdio.h>
 
+#include "harness/exp/session.h"
 #include "model/model.h"
 #include "util/err.h"
 
 /* policies: comma-separated specs (e.g. "fullkv,rkv,h2o-rkv"); budgets:
  * comma-separated integers ("256,512,1024").  Each row generates n_new
  * tokens (EOS ignored, greedy) after a prompt of prompt_len tokens, one
- * sequence at a time.  FullKV runs once, as the reference for memory.
- * base (NULL: the model's shape only) adds what sentence and steering
- * policies read (seal, skipkv): tokenizer, name, steering identity and
- * vector file (policies/policy.h). */
-struct policy_model;
-int bench_policies_for(const struct model *m, const struct policy_model *base,
-                       const char *policies, const char *budgets, int n_new, int prompt_len,
-                       FILE *out, struct eb_err *e);
+ * sequence at a time, with the session's loaded model (its tokenizer and
+ * name are what the sentence and steering policies read).  FullKV runs
+ * once, as the reference for memory. */
+int bench_policies_for(struct session *s, const char *policies, const char *budgets, int n_new,
+                       int prompt_len, FILE *out, struct eb_err *e);
 
 #endif

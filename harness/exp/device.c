@@ -1,19 +1,20 @@
-/* device.c - the backend factory behind --device (see device.h). */
+/* device.c - the backend factory behind --device (see device.h).
+ *
+ * One "no CUDA" mechanism: kernels/cuda/backend_cuda_stub.c.  The plain build
+ * links its weak stubs (backend_cuda_linked() is 0 there and every entry
+ * point fails with one line); `make cuda` links the real backend whole, whose
+ * strong definitions replace them. */
 #include "harness/exp/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Defined only when kernels/cuda's backend object is linked (make cuda ->
- * evictbench-cuda).  Weak references resolve to NULL otherwise, so the plain
- * build needs neither the CUDA toolkit nor a stub. */
-struct backend *backend_cuda_create(int device) __attribute__((weak));
-int backend_cuda_probe(int device, char *msg, size_t msg_size) __attribute__((weak));
+#include "kernels/cuda/backend_cuda.h"
 
 int device_has_cuda(void)
 {
-    return backend_cuda_create != NULL && backend_cuda_probe != NULL;
+    return backend_cuda_linked();
 }
 
 /* "cuda" -> 0, "cuda:N" -> N; -1 when device is not a CUDA name. */
@@ -37,6 +38,11 @@ int device_check(const char *device, struct eb_err *e)
     return 0;
 }
 
+int device_is_cuda(const struct backend *be)
+{
+    return be && be->name && !strcmp(be->name, "cuda");
+}
+
 int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e)
 {
     *out = NULL;
@@ -49,7 +55,9 @@ int device_backend(const char *device, int threads, struct backend **out, struct
     char why[256] = "";
     if (backend_cuda_probe(idx, why, sizeof why))
         return eb_fail(e, "--device %s: %s", device, why[0] ? why : "no usable GPU");
-    if (!(*out = backend_cuda_create(idx)))
-        return eb_fail(e, "--device %s: cannot start the CUDA backend", device);
+    struct eb_err ce = {0};
+    if (!(*out = backend_cuda_create(idx, &ce)))
+        return eb_fail(e, "--device %s: cannot start the CUDA backend: %s", device,
+                       ce.msg[0] ? ce.msg : "unknown reason");
     return 0;
 }

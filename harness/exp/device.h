@@ -20,4 +20,7 @@ int device_backend(const char *device, int threads, struct backend **out, struct
 /* 1 when this binary has the CUDA backend linked in. */
 int device_has_cuda(void);
 
+/* 1 when be is a CUDA backend (its device pool and sticky errors apply). */
+int device_is_cuda(const struct backend *be);
+
 #endif

@@ -19,7 +19,6 @@
 #include "policies/steering.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/policy_glue.h"
-#include "harness/exp/device.h"
 #include "harness/exp/runner_priv.h"
 #include "util/clock.h"
 
@@ -29,7 +28,8 @@ int runner_create(const struct runner_opts *o, struct runner **out, struct eb_er
     struct runner *r = eb_calloc(1, sizeof *r, e);
     if (!r) return -1;
     r->o = *o;
-    r->think_end_id = -1;
+    struct session_opts so = {o->device, o->threads, o->mem_limit};
+    session_init(&r->s, &so);
     /* Who holds a claim: unique across hosts sharing a database file and
      * across a pid reused after a crash. */
     char host[64] = "?";
@@ -52,113 +52,30 @@ static void drop_items(struct runner *r)
     r->n_items = 0;
 }
 
-static void drop_model(struct runner *r)
-{
-    drop_items(r);
-    model_free(r->m);
-    tokenizer_free(r->tok);
-    model_file_close(r->mf);
-    free(r->model_name);
-    r->m = NULL;
-    r->tok = NULL;
-    r->mf = NULL;
-    r->model_name = NULL;
-    r->think_end_id = -1;
-}
-
 void runner_free(struct runner *r)
 {
     if (!r) return;
-    drop_model(r);
-    if (r->be) r->be->destroy(r->be);
+    drop_items(r);
+    session_close(&r->s);
     free(r);
 }
 
+/* The point's model, loaded once for every point that shares it (the
+ * prompts, tokenised with it, go with it). */
 static int ensure_model(struct runner *r, const char *name, enum model_weights weights,
                         struct eb_err *e)
 {
-    if (r->model_name && !strcmp(r->model_name, name) && r->weights == weights) return 0;
-    drop_model(r);
-    if (!r->be && device_backend(r->o.device, r->o.threads, &r->be, e)) return -1;
-    if (model_file_open(name, &r->mf, e)) return -1;
-    struct eb_err te = {0};
-    if (model_file_tokenizer(r->mf, &r->tok, &te)) r->tok = NULL; /* tests' tiny models */
-    struct model_load_opts lo = {.weights = weights};
-    if (model_load_opts(r->mf, r->be, &lo, &r->m, e)) { drop_model(r); return -1; }
-    r->weights = weights;
-    if (!(r->model_name = strdup(name))) { drop_model(r); return eb_fail(e, "out of memory"); }
-    r->think_end_id = r->tok ? tokenizer_find(r->tok, "</think>") : -1;
-    return 0;
-}
-
-/* ---- owned strings of a run_output ---- */
-
-const char *own(struct run_output *o, char *s)
-{
-    if (!s) return NULL;
-    if (o->n_owned == o->cap_owned) {
-        int nc = o->cap_owned ? o->cap_owned * 2 : 64;
-        char **np = realloc(o->owned, (size_t)nc * sizeof *np);
-        if (!np) { free(s); return NULL; }
-        o->owned = np;
-        o->cap_owned = nc;
-    }
-    o->owned[o->n_owned++] = s;
-    return s;
-}
-
-void run_output_free(struct run_output *o)
-{
-    for (int i = 0; i < o->n_owned; i++) free(o->owned[i]);
-    free(o->owned);
-    free(o->samples);
-    free(o->sents);
-    memset(o, 0, sizeof *o);
-}
-
-/* params_json as stored: the point's parameters, the resolved policy spec, the
- * weight mode and, for padded/grouped, the pad slots the left-padded batches held. */
-char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
-                    long pad_tokens)
-{
-    cJSON *o = cJSON_Parse(pt->params_json);
-    if (!o) return NULL;
-    if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
-    cJSON_AddStringToObject(o, "weights", model_weights_name(cfg->weights));
-    if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED)
-        cJSON_AddNumberToObject(o, "pad_tokens", (double)pad_tokens);
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return s;
-}
-
-/* The run row's identity: every field a point decides (the outcome fields
- * are filled as the run goes). */
-void run_record_of_point(struct run_record *run, const struct runner *r,
-                                const struct exp_config *cfg, const struct sweep_point *pt)
-{
-    run_record_init(run);
-    run->run_key = pt->run_key;
-    run->model = pt->model;
-    run->dataset = pt->dataset;
-    run->data_offset = pt->data_offset;
-    run->data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
-    run->policy = pt->policy;
-    run->budget = pt->budget >= 0 ? pt->budget : STORE_NONE;
-    run->batch_size = pt->batch_size;
-    run->batching = batching_name(pt->batching);
-    run->sampling_json = pt->sampling_json;
-    run->seed = cfg->sampling.seed;
-    run->max_new_tokens = cfg->max_new_tokens;
-    run->device = r->o.device ? r->o.device : "cpu";
-    run->status = "ok";
+    if (r->s.m && r->s.model_name && !strcmp(r->s.model_name, name) && r->s.weights == weights)
+        return 0;
+    drop_items(r);
+    return session_model(&r->s, name, weights, e);
 }
 
 /* The state of one point's generation, shared by its batches. */
 struct gen_run {
     struct runner *r;
     const struct exp_config *cfg;
-    const struct sweep_point *pt;
+    const struct point *pt;
     const struct runner_item *items;
     const char *grader;
     int ns, total, think_open;
@@ -167,7 +84,7 @@ struct gen_run {
     struct pad_buf pb;
     struct gen_result *res;
     struct seq_meas *meas;
-    struct point_policy pp;
+    struct session_policy pp;
     struct run_output *out;
     struct runner_progress prog;
     long gen_tokens, pad_tokens, kv_steps;
@@ -195,7 +112,7 @@ static int batch_order(struct gen_run *g, int n, struct eb_err *e)
 
 static void meas_init(struct gen_run *g, struct meas_ctx *mc)
 {
-    const struct model *m = g->r->m;
+    const struct model *m = g->r->s.m;
     memset(mc, 0, sizeof *mc);
     mc->seq = g->meas;
     mc->token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * sizeof(float);
@@ -216,8 +133,8 @@ static void meas_init(struct gen_run *g, struct meas_ctx *mc)
 static int over_memory(struct gen_run *g, int nb, const struct gen_options *opt)
 {
     struct runner *r = g->r;
-    size_t need = generate_estimate_bytes(&r->m->cfg, r->m->weight_bytes, g->breqs, nb, opt);
-    size_t limit = r->o.mem_limit ? r->o.mem_limit : generate_available_memory() + r->m->weight_bytes;
+    size_t need = session_estimate(&r->s, g->breqs, nb, opt);
+    size_t limit = session_mem_limit(&r->s);
     if (need <= limit) return 0;
     char msg[256];
     snprintf(msg, sizeof msg, "a batch of %d needs an estimated %zu bytes, more than the "
@@ -262,7 +179,7 @@ static int account_kv(struct gen_run *g, const struct gen_stats *st, const struc
 
 static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
 {
-    const struct sweep_point *pt = g->pt;
+    const struct point *pt = g->pt;
     struct runner *r = g->r;
     int maxlen = 0;
     for (int k = 0; k < nb; k++) {
@@ -272,24 +189,23 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
     for (int k = 0; k < nb; k++) g->pad_tokens += maxlen - g->breqs[k].n_prompt;
     int padded = pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED;
     if (padded && left_pad_batch(&g->pb, g->breqs, nb, maxlen, pad_token(r), e)) return BATCH_FAILED;
-    struct gen_options opt;
-    memset(&opt, 0, sizeof opt);
-    opt.max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0;
-    opt.n_vocab_valid = r->tok ? tokenizer_n_vocab(r->tok) : 0;
-    opt.mem_limit = r->o.mem_limit;
-    opt.n_pad = padded ? g->pb.n_pad : NULL; /* the estimate then covers the pads */
     struct meas_ctx mc;
     meas_init(g, &mc);
     struct gen_hooks mine = {.ctx = &mc, .begin_sequence = meas_begin, .on_step = meas_step,
                              .end_sequence = meas_end}, hooks;
-    point_policy_hooks(&g->pp, &mine, &hooks);
-    opt.hooks = &hooks;
+    struct session_gen_opts so = {
+        .max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0,
+        .n_pad = padded ? g->pb.n_pad : NULL, /* the estimate then covers the pads */
+        .hooks = &mine, .policy = &g->pp};
+    if (session_policy_glue(&g->pp, r->s.m, e)) return BATCH_FAILED;
+    struct gen_options opt;
+    session_gen_options(&r->s, &so, &hooks, &opt);
     if (over_memory(g, nb, &opt)) return BATCH_LAST;
 
     struct gen_stats st;
     struct eb_err ge = {0};
     double t0 = clock_now_s();
-    int grc = generate(r->m, g->breqs, nb, &opt, g->res + b0, &st, &ge);
+    int grc = session_generate(&r->s, g->breqs, nb, &so, g->res + b0, &st, &ge);
     g->gen_s += clock_now_s() - t0;
     if (grc) {
         if (mc.stopped) return BATCH_STOPPED;
@@ -328,7 +244,7 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
     out->run.peak_kv_bytes = (int64_t)g->peak_kv;
     out->run.mean_kv_bytes = g->kv_steps > 0 ? g->kv_sum / (double)g->kv_steps : NAN;
-    if (!(out->run.params_json = own(out, stored_params(g->cfg, g->pt, g->pp.spec, g->pad_tokens))))
+    if (!(out->run.params_json = own(out, stored_params(g->pt, g->pp.spec, g->pad_tokens))))
         return eb_fail(e, "out of memory");
     return 0;
 }
@@ -336,7 +252,7 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
 static void gen_run_free(struct gen_run *g)
 {
     for (int i = 0; g->res && i < g->total; i++) free(g->res[i].tokens);
-    point_policy_close(&g->pp);
+    session_policy_close(&g->pp);
     free(g->res);
     free(g->reqs);
     free(g->order);
@@ -345,7 +261,7 @@ static void gen_run_free(struct gen_run *g)
     free(g->meas);
 }
 
-static int run_generate(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+static int run_generate(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                         const struct runner_item *items, int n, struct run_output *out,
                         struct eb_err *e)
 {
@@ -353,10 +269,9 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     struct gen_run g;
     memset(&g, 0, sizeof g);
     g.t_point = clock_now_s();
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
-    const struct dataset_spec *dspec = dataset_find(pt->dataset, NULL);
-    g.grader = dspec ? dspec->grader : "math";
+    g.grader = point_grader(pt);
     g.r = r; g.cfg = cfg; g.pt = pt; g.items = items; g.out = out;
     g.ns = cfg->sampling.n_samples;
     g.total = n * g.ns;
@@ -369,7 +284,7 @@ static int run_generate(struct runner *r, const struct exp_config *cfg, const st
     out->samples = eb_calloc((size_t)g.total, sizeof *out->samples, e);
     int rc = -1;
     if (!g.reqs || !g.order || !g.breqs || !g.res || !g.meas || !out->samples) goto fail;
-    if (point_policy_open(&g.pp, r, cfg, pt->policy, pt->params_json, pt->budget, e)) goto fail;
+    if (point_policy_open(&g.pp, r, cfg, pt, e)) goto fail;
     if (batch_order(&g, n, e)) goto fail;
     int bs = pt->batching == BATCHING_CONTINUOUS ? g.total : pt->batch_size;
     if (bs > g.total) bs = g.total;
@@ -392,7 +307,7 @@ fail:
 
 /* ---- prompts from a dataset ---- */
 
-static int load_items(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+static int load_items(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                       struct eb_err *e)
 {
     char key[1024];
@@ -400,7 +315,7 @@ static int load_items(struct runner *r, const struct exp_config *cfg, const stru
              pt->data_limit, cfg->prompt->name);
     if (r->items_key && !strcmp(r->items_key, key)) return 0;
     drop_items(r);
-    if (!r->tok) return eb_fail(e, "%s: the model has no tokenizer", pt->model);
+    if (!r->s.tok) return eb_fail(e, "%s: the model has no tokenizer", pt->model);
     enum chat_template tpl;
     if (chat_template_parse(cfg->prompt->chat, &tpl, e)) return -1;
     if (dataset_load(pt->dataset, r->o.data_dir, pt->data_offset, pt->data_limit, &r->ds, e))
@@ -410,25 +325,17 @@ static int load_items(struct runner *r, const struct exp_config *cfg, const stru
     r->item_ids = eb_calloc((size_t)r->ds.n, sizeof *r->item_ids, e);
     if (!r->items || !r->item_ids) { drop_items(r); return -1; }
     r->n_items = r->ds.n;
-    int bos = tokenizer_bos(r->tok);
     for (int i = 0; i < r->ds.n; i++) {
         char *user = prompt_user_text(cfg->prompt, r->ds.items[i].problem);
         int *ids = NULL, nids = 0;
-        if (!user || chat_encode(r->tok, tpl, user, &ids, &nids, e)) {
+        if (!user || session_encode(&r->s, tpl, cfg->prompt->add_bos, user, strlen(user), &ids,
+                                    &nids, e)) {
             if (!user) eb_fail(e, "out of memory");
             free(user);
             drop_items(r);
-            return -1;
+            return eb_wrap(e, r->ds.items[i].id ? r->ds.items[i].id : pt->dataset);
         }
         free(user);
-        if (cfg->prompt->add_bos && bos >= 0) {
-            int *nb = realloc(ids, (size_t)(nids + 1) * sizeof *nb);
-            if (!nb) { free(ids); drop_items(r); return eb_fail(e, "out of memory"); }
-            memmove(nb + 1, nb, (size_t)nids * sizeof *nb);
-            nb[0] = bos;
-            ids = nb;
-            nids++;
-        }
         r->item_ids[i] = ids;
         r->items[i].id = r->ds.items[i].id;
         r->items[i].reference = r->ds.items[i].answer;
@@ -439,13 +346,13 @@ static int load_items(struct runner *r, const struct exp_config *cfg, const stru
     return 0;
 }
 
-int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      struct run_output *out, struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     const struct runner_item *items = r->o.items;
     int n = r->o.n_items;
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (!items) {
         if (load_items(r, cfg, pt, e)) return -1;
         items = r->items;
@@ -454,12 +361,12 @@ int runner_run_point(struct runner *r, const struct exp_config *cfg, const struc
     return runner_run_items(r, cfg, pt, items, n, out, e);
 }
 
-int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      const struct runner_item *items, int n, struct run_output *out,
                      struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
-    if (ensure_model(r, pt->model, cfg->weights, e)) return -1;
+    if (ensure_model(r, pt->model, pt->weights, e)) return -1;
     if (n < 1) return eb_fail(e, "%s: no items to run", pt->dataset);
     if (cfg->mode == EXP_MODE_FIDELITY) return run_fidelity(r, cfg, pt, items, n, out, e);
     return run_generate(r, cfg, pt, items, n, out, e);
@@ -491,7 +398,7 @@ static int owner_dead(const struct runner *r, struct store *st, const char *run_
 static int sweep_point(struct runner *r, const struct sweep *s, int i, struct store *st,
                        int64_t exp_id, struct sweep_summary *sum, struct eb_err *e)
 {
-    const struct sweep_point *pt = &s->pts[i];
+    const struct point *pt = &s->pts[i];
     char label[512];
     sweep_point_label(pt, label, sizeof label);
     r->point = i + 1;

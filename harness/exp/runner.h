@@ -93,12 +93,12 @@ void runner_free(struct runner *r);
 /* Run one point.  Returns 0 with out filled (status ok, oom or error), 1 when
  * stopped by *opts.stop (out empty, nothing to record), -1 when the point
  * cannot run at all (e set: model, tokenizer or dataset unusable). */
-int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_point(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      struct run_output *out, struct eb_err *e);
 
 /* The same with prompts given as token ids.  The model's tokenizer is used
  * for the text when it has one; otherwise the text is the ids ("12 7 99"). */
-int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+int runner_run_items(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                      const struct runner_item *items, int n, struct run_output *out,
                      struct eb_err *e);
 
@@ -116,8 +116,5 @@ struct sweep_summary {
 int runner_sweep(struct runner *r, const struct sweep *s, struct store *st, int64_t exp_id,
                  struct sweep_summary *sum, struct eb_err *e);
 
-/* The policy check sweep_expand uses: name and parameters against the policy
- * registry (fullkv always passes). */
-int runner_policy_check(const char *policy, const char *params_json, struct eb_err *e);
 
 #endif

@@ -1,25 +1,24 @@
-/* runner_priv.h - the runner's state and the steps its files share
- * (runner.c: schedule and record; point_policy.c: the policy of a point;
- * runner_fidelity.c: fidelity mode).  Private to harness/exp/. */
+/* runner_priv.h - the runner's state and the steps its files share.
+ * Private to harness/exp/.  Calls go one way: runner.c (the sweep and
+ * generate mode) -> runner_fidelity.c (fidelity mode) -> the leaves
+ * runner_sample.c (measurements, progress, records), runner_schedule.c
+ * (requests, padding) and point_policy.c (the point's policy and its trace
+ * rows), which call nothing of the files above them; everything that runs
+ * a model goes through the session (session.h). */
 #ifndef EB_RUNNER_PRIV_H
 #define EB_RUNNER_PRIV_H
 
 #include "datasets/dataset.h"
 #include "harness/exp/policy_glue.h"
 #include "harness/exp/runner.h"
+#include "harness/exp/session.h"
 #include "model/model_tokenizer.h"
 #include "policies/registry.h"
 
 struct runner {
     struct runner_opts o;
-    struct backend *be;
-    /* the model of the last point, kept loaded for the next one */
-    char *model_name;
-    struct model_file *mf;
-    struct model *m;
-    enum model_weights weights; /* how m was loaded */
-    struct tokenizer *tok;     /* NULL: the model file has none */
-    int think_end_id;          /* "</think>" or -1 */
+    /* backend and the model of the last point, kept loaded for the next one */
+    struct session s;
     /* the prompts of the last point, tokenised */
     char *items_key;
     struct dataset ds;
@@ -75,15 +74,6 @@ struct meas_ctx {
     double t0, last_report;
 };
 
-/* The policy step: a point's policy instance and its glue to the generation hooks.  FullKV
- * runs without either: it asks for nothing and pays nothing. */
-struct point_policy {
-    struct policy *pol;
-    struct policy_glue *glue;
-    char spec[256];                  /* resolved "name:key=value,..." */
-    char identity[256];              /* the model's steering identity (policy_model) */
-};
-
 int meas_begin(void *ctx, int seq, const struct gen_request *req, struct kvcache *cache,
                struct eb_err *e);
 int meas_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
@@ -102,7 +92,7 @@ struct pad_buf {
 
 int cmp_len_idx(const void *a, const void *b);
 void set_oom(struct run_output *o, const char *msg);
-struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
+struct gen_request *make_requests(const struct exp_config *cfg, const struct point *pt,
                                          const struct runner_item *items, int n, struct eb_err *e);
 void pad_buf_free(struct pad_buf *pb);
 int pad_token(const struct runner *r);
@@ -110,25 +100,23 @@ int left_pad_batch(struct pad_buf *pb, struct gen_request *reqs, int nb, int max
                           int pad_id, struct eb_err *e);
 void report(struct runner *r, const struct runner_progress *in);
 void set_error(struct run_output *o, const char *msg);
-char *stored_params(const struct exp_config *cfg, const struct sweep_point *pt, const char *spec,
+char *stored_params(const struct point *pt, const char *spec,
                     long pad_tokens);
 int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
                 const struct runner_item *it, const char *grader, int think_open,
                 const struct gen_result *g, const struct seq_meas *ms, struct eb_err *e);
 void run_record_of_point(struct run_record *run, const struct runner *r,
-                         const struct exp_config *cfg, const struct sweep_point *pt);
+                         const struct exp_config *cfg, const struct point *pt);
 const char *own(struct run_output *o, char *s);
 int prompt_opens_think(const struct runner *r, const struct exp_config *cfg);
-int sample_sentences(const struct point_policy *pp, int seq, int64_t sample_idx,
+int sample_sentences(const struct session_policy *pp, int seq, int64_t sample_idx,
                      struct run_output *o, struct eb_err *e);
-void sample_trace_stats(const struct point_policy *pp, int seq, struct sample_record *s);
-void point_policy_hooks(struct point_policy *pp, const struct gen_hooks *mine,
-                        struct gen_hooks *out);
-void point_policy_close(struct point_policy *pp);
-int point_policy_open(struct point_policy *pp, const struct runner *r,
-                      const struct exp_config *cfg, const char *policy,
-                      const char *params_json, int64_t budget, struct eb_err *e);
-int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct sweep_point *pt,
+void sample_trace_stats(const struct session_policy *pp, int seq, struct sample_record *s);
+/* The point's policy for the session's model (FullKV: none). */
+int point_policy_open(struct session_policy *pp, const struct runner *r,
+                      const struct exp_config *cfg, const struct point *pt,
+                      struct eb_err *e);
+int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct point *pt,
                  const struct runner_item *items, int n, struct run_output *out,
                  struct eb_err *e);
 

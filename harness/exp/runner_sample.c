@@ -130,7 +130,7 @@ static char *ids_text(const int *ids, int n)
  * "</think>" is reasoning.  Only for prompts the runner rendered itself. */
 int prompt_opens_think(const struct runner *r, const struct exp_config *cfg)
 {
-    return !r->o.items && !strcmp(cfg->prompt->chat, "r1") && r->think_end_id >= 0;
+    return !r->o.items && !strcmp(cfg->prompt->chat, "r1") && r->s.think_end_id >= 0;
 }
 
 /* Grade one output with the dataset's rule; pred receives a malloc'd string. */
@@ -158,8 +158,8 @@ int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
 {
     char *text = NULL;
     size_t tl = 0;
-    if (r->tok) {
-        if (tokenizer_decode(r->tok, g->tokens, g->n_tokens, &text, &tl, e)) return -1;
+    if (r->s.tok) {
+        if (tokenizer_decode(r->s.tok, g->tokens, g->n_tokens, &text, &tl, e)) return -1;
     } else if (!(text = ids_text(g->tokens, g->n_tokens))) {
         return eb_fail(e, "out of memory");
     }
@@ -178,12 +178,75 @@ int fill_sample(struct runner *r, struct run_output *o, struct sample_record *s,
     /* Think tokens: those before "</think>"; when the model never closes its
      * reasoning and the prompt opened it (R1 template), all of them. */
     s->think_tokens = think_open ? g->n_tokens : STORE_NONE;
-    for (int i = 0; r->think_end_id >= 0 && i < g->n_tokens; i++)
-        if (g->tokens[i] == r->think_end_id) { s->think_tokens = i; break; }
+    for (int i = 0; r->s.think_end_id >= 0 && i < g->n_tokens; i++)
+        if (g->tokens[i] == r->s.think_end_id) { s->think_tokens = i; break; }
     s->n_compressions = ms->compressions;
     s->peak_kv_bytes = (int64_t)g->peak_kv_bytes;
     s->mean_kv_bytes = ms->steps > 0 ? ms->kv_sum / (double)ms->steps : NAN;
     s->ttft_ms = g->ttft_s * 1e3;
     s->tpot_ms = ms->steps > 1 ? (ms->t_last - ms->t_first) * 1e3 / (double)(ms->steps - 1) : NAN;
     return 0;
+}
+
+/* ---- owned strings of a run_output ---- */
+
+const char *own(struct run_output *o, char *s)
+{
+    if (!s) return NULL;
+    if (o->n_owned == o->cap_owned) {
+        int nc = o->cap_owned ? o->cap_owned * 2 : 64;
+        char **np = realloc(o->owned, (size_t)nc * sizeof *np);
+        if (!np) { free(s); return NULL; }
+        o->owned = np;
+        o->cap_owned = nc;
+    }
+    o->owned[o->n_owned++] = s;
+    return s;
+}
+
+void run_output_free(struct run_output *o)
+{
+    for (int i = 0; i < o->n_owned; i++) free(o->owned[i]);
+    free(o->owned);
+    free(o->samples);
+    free(o->sents);
+    memset(o, 0, sizeof *o);
+}
+
+/* params_json as stored: the point's parameters, the resolved policy spec, the
+ * weight mode and, for padded/grouped, the pad slots the left-padded batches held. */
+char *stored_params(const struct point *pt, const char *spec,
+                    long pad_tokens)
+{
+    cJSON *o = cJSON_Parse(pt->params_json);
+    if (!o) return NULL;
+    if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
+    cJSON_AddStringToObject(o, "weights", model_weights_name(pt->weights));
+    if (pt->batching == BATCHING_PADDED || pt->batching == BATCHING_GROUPED)
+        cJSON_AddNumberToObject(o, "pad_tokens", (double)pad_tokens);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+/* The run row's identity: every field a point decides (the outcome fields
+ * are filled as the run goes). */
+void run_record_of_point(struct run_record *run, const struct runner *r,
+                                const struct exp_config *cfg, const struct point *pt)
+{
+    run_record_init(run);
+    run->run_key = pt->run_key;
+    run->model = pt->model;
+    run->dataset = pt->dataset;
+    run->data_offset = pt->data_offset;
+    run->data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
+    run->policy = pt->policy->name;
+    run->budget = pt->budget != POINT_NO_BUDGET ? pt->budget : STORE_NONE;
+    run->batch_size = pt->batch_size;
+    run->batching = batching_name(pt->batching);
+    run->sampling_json = pt->sampling_json;
+    run->seed = cfg->sampling.seed;
+    run->max_new_tokens = cfg->max_new_tokens;
+    run->device = r->o.device ? r->o.device : "cpu";
+    run->status = "ok";
 }

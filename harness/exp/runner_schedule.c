@@ -30,7 +30,7 @@ void set_error(struct run_output *o, const char *msg)
 }
 
 /* Requests of a point: item i, sample j -> index i * n_samples + j. */
-struct gen_request *make_requests(const struct exp_config *cfg, const struct sweep_point *pt,
+struct gen_request *make_requests(const struct exp_config *cfg, const struct point *pt,
                                          const struct runner_item *items, int n, struct eb_err *e)
 {
     int ns = cfg->sampling.n_samples;
@@ -79,9 +79,9 @@ void pad_buf_free(struct pad_buf *pb)
  * value never reaches a real token (pads are masked). */
 int pad_token(const struct runner *r)
 {
-    int id = r->tok ? tokenizer_eos(r->tok) : -1;
-    if (id < 0 && r->m->cfg.n_eos > 0) id = r->m->cfg.eos_ids[0];
-    return id >= 0 && id < r->m->cfg.n_vocab ? id : 0;
+    int id = r->s.tok ? tokenizer_eos(r->s.tok) : -1;
+    if (id < 0 && r->s.m->cfg.n_eos > 0) id = r->s.m->cfg.eos_ids[0];
+    return id >= 0 && id < r->s.m->cfg.n_vocab ? id : 0;
 }
 
 /* Rewrite reqs[0..nb) to point at left-padded copies of their prompts, each

@@ -38,7 +38,7 @@ static long param_combos(const cJSON *params)
 }
 
 /* Combination k as a JSON object (last key varies fastest). */
-static int param_combo_json(const cJSON *params, long k, char **out, struct eb_err *e)
+static int param_combo(const cJSON *params, long k, cJSON **out, struct eb_err *e)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return eb_fail(e, "out of memory");
@@ -63,11 +63,8 @@ static int param_combo_json(const cJSON *params, long k, char **out, struct eb_e
             return eb_fail(e, "out of memory");
         }
     }
-    /* Readable numbers here (0.1, not 0.10000000000000001); run keys
-     * canonicalise the text themselves. */
-    *out = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return *out ? 0 : eb_fail(e, "out of memory");
+    *out = o;
+    return 0;
 }
 
 static char *sampling_json(const struct exp_sampling *s)
@@ -125,15 +122,6 @@ static char *extra_json(const struct exp_config *c)
     return t;
 }
 
-static void point_free(struct sweep_point *p)
-{
-    free(p->model_id);
-    free(p->dataset);
-    free(p->params_json);
-    free(p->sampling_json);
-    free(p->extra_json);
-}
-
 void sweep_free(struct sweep *s)
 {
     for (int i = 0; s->pts && i < s->n; i++) point_free(&s->pts[i]);
@@ -141,11 +129,11 @@ void sweep_free(struct sweep *s)
     memset(s, 0, sizeof *s);
 }
 
-static int push_point(struct sweep *s, int *cap, const struct sweep_point *p, struct eb_err *e)
+static int push_point(struct sweep *s, int *cap, const struct point *p, struct eb_err *e)
 {
     if (s->n == *cap) {
         int nc = *cap ? *cap * 2 : 16;
-        struct sweep_point *np = realloc(s->pts, (size_t)nc * sizeof *np);
+        struct point *np = realloc(s->pts, (size_t)nc * sizeof *np);
         if (!np) return eb_fail(e, "out of memory");
         s->pts = np;
         *cap = nc;
@@ -216,37 +204,59 @@ static int shared_init(struct shared *sh, const struct exp_config *cfg, struct e
     return 0;
 }
 
-/* Fill p's owned fields and run key; p's plain fields are set by the caller. */
-static int finish_point(struct sweep_point *p, const struct shared *sh, const char *model_id,
-                        const char *params, struct eb_err *e)
+/* Fill p's owned fields and run key from what the sweep shares; p's plain
+ * fields and its policy are set by the caller. */
+static int finish_point(struct point *p, const struct shared *sh, const char *model_id,
+                        struct eb_err *e)
 {
-    const struct exp_config *cfg = sh->cfg;
     p->model_id = strdup(model_id);
     p->sampling_json = strdup(sh->samp);
     p->extra_json = strdup(sh->extra);
     if (!p->model_id || !p->sampling_json || !p->extra_json) return eb_fail(e, "out of memory");
-    /* The per-model defaults (policies/policy_defaults.json) are resolved here,
-     * so the run key records what actually runs. */
-    if (policy_defaults_apply_json(p->policy, p->model, p->dataset, p->budget, params,
-                                   &p->params_json, e))
-        return -1;
-    struct runkey_params rk = {
-        .model = p->model_id, .dataset = p->dataset, .data_hash = p->data_hash,
-        .data_offset = p->data_offset, .data_limit = p->data_limit,
-        .prompt_template = sh->tpl, .policy = p->policy,
-        .params_json = p->params_json, .budget = p->budget,
-        .batch_size = p->batch_size, .batching = batching_name(p->batching),
-        .sampling_json = p->sampling_json, .seed = cfg->sampling.seed,
-        .max_new_tokens = cfg->max_new_tokens, .extra_json = p->extra_json,
-        .code_version = code_hash};
-    return runkey_compute(&rk, p->run_key, e);
+    return point_run_key(p, sh->cfg, sh->tpl, e);
+}
+
+/* A point's fields every point of (model, dataset) shares. */
+static int start_point(struct point *p, const struct exp_config *cfg, int m,
+                       const struct exp_dataset *ds, const char *dname, const char *dhash,
+                       struct eb_err *e)
+{
+    memset(p, 0, sizeof *p);
+    p->model = cfg->models[m];
+    p->weights = cfg->weights;
+    p->data_offset = ds->offset;
+    p->data_limit = ds->limit;
+    snprintf(p->data_hash, sizeof p->data_hash, "%s", dhash);
+    p->data = dataset_find(dname, NULL);
+    p->family = policy_defaults_family(dname);
+    if (!(p->dataset = strdup(dname))) return eb_fail(e, "out of memory");
+    return 0;
+}
+
+int sweep_point_finish(struct point *p, const struct exp_config *cfg, const char *data_dir,
+                       struct eb_err *e)
+{
+    struct exp_dataset ds = {p->dataset, p->data_offset, p->data_limit};
+    const char *dname = exp_dataset_resolve(&ds, data_dir);
+    if (!dname) dname = p->dataset;
+    char dhash[65];
+    if (sweep_data_hash(dname, data_dir, ds.offset, ds.limit, dhash, e)) return -1;
+    snprintf(p->data_hash, sizeof p->data_hash, "%s", dhash);
+    p->data = dataset_find(p->dataset, NULL);
+    p->family = policy_defaults_family(p->dataset);
+    p->weights = cfg->weights;
+    struct shared sh;
+    int rc = shared_init(&sh, cfg, e);
+    if (rc == 0) rc = finish_point(p, &sh, sh.model_ids[0], e);
+    shared_free(&sh);
+    return rc;
 }
 
 /* The points of one (model, dataset, policy, parameter combination): every
  * budget x batching x batch size.  Points repeating a key are dropped. */
 static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, int m,
                         const struct exp_dataset *ds, const char *dname, const char *dhash,
-                        const struct exp_policy *pol, const char *params, struct eb_err *e)
+                        const struct exp_policy *pol, const cJSON *params, struct eb_err *e)
 {
     const struct exp_config *cfg = sh->cfg;
     int fullkv = !strcmp(pol->name, "fullkv");
@@ -255,21 +265,15 @@ static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, in
     for (int b = 0; b < nb; b++)
     for (int bm = 0; bm < cfg->n_batchings; bm++)
     for (int bs = 0; bs < cfg->n_batch_sizes; bs++) {
-        struct sweep_point p;
-        memset(&p, 0, sizeof p);
-        p.model = cfg->models[m];
-        p.data_offset = ds->offset;
-        p.data_limit = ds->limit;
-        snprintf(p.data_hash, sizeof p.data_hash, "%s", dhash);
-        p.policy = pol->name;
-        p.budget = fullkv ? -1 : budgets[b];
+        struct point p;
+        if (start_point(&p, cfg, m, ds, dname, dhash, e)) { point_free(&p); return -1; }
+        p.budget = fullkv ? POINT_NO_BUDGET : (int)budgets[b];
         p.batch_size = cfg->batch_sizes[bs];
         /* One sequence per batch has no pads and nothing to refill: every
          * mode is the same run, recorded as ragged. */
         p.batching = p.batch_size == 1 ? BATCHING_RAGGED : cfg->batchings[bm];
-        p.dataset = strdup(dname);
-        if (!p.dataset || finish_point(&p, sh, sh->model_ids[m], params, e)) {
-            if (!p.dataset) eb_fail(e, "out of memory");
+        if (point_set_policy(&p, pol->name, params, e) ||
+            finish_point(&p, sh, sh->model_ids[m], e)) {
             point_free(&p);
             return -1;
         }
@@ -283,31 +287,28 @@ static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, in
 
 /* Every parameter combination of one policy entry on one (model, dataset). */
 static int expand_policy(struct sweep *out, int *cap, const struct shared *sh, int m, int d,
-                         const char *dname, const char *dhash, int pi,
-                         sweep_policy_check_fn check, struct eb_err *e)
+                         const char *dname, const char *dhash, int pi, struct eb_err *e)
 {
     const struct exp_config *cfg = sh->cfg;
     const struct exp_policy *pol = &cfg->policies[pi];
     if (!strcmp(pol->name, "fullkv") && cfg->mode == EXP_MODE_FIDELITY) return 0;
     long nc = param_combos(pol->params);
     for (long k = 0; k < nc; k++) {
-        char *params = NULL;
-        if (param_combo_json(pol->params, k, &params, e)) return -1;
-        if (check && m == 0 && d == 0 && check(pol->name, params, e)) {
+        cJSON *params = NULL;
+        if (param_combo(pol->params, k, &params, e)) return -1;
+        int rc = expand_combo(out, cap, sh, m, &cfg->datasets[d], dname, dhash, pol, params, e);
+        cJSON_Delete(params);
+        if (rc) {
             char where[320];
             snprintf(where, sizeof where, "%s: $.policies[%d]", cfg->source, pi);
-            free(params);
             return eb_wrap(e, where);
         }
-        int rc = expand_combo(out, cap, sh, m, &cfg->datasets[d], dname, dhash, pol, params, e);
-        free(params);
-        if (rc) return -1;
     }
     return 0;
 }
 
-int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_policy_check_fn check,
-                 struct sweep *out, struct eb_err *e)
+int sweep_expand(const struct exp_config *cfg, const char *data_dir, struct sweep *out,
+                 struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     out->cfg = cfg;
@@ -322,7 +323,7 @@ int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_polic
         char dhash[65];
         if (sweep_data_hash(dname, data_dir, ds->offset, ds->limit, dhash, e)) goto fail;
         for (int pi = 0; pi < cfg->n_policies; pi++)
-            if (expand_policy(out, &cap, &sh, m, d, dname, dhash, pi, check, e)) goto fail;
+            if (expand_policy(out, &cap, &sh, m, d, dname, dhash, pi, e)) goto fail;
     }
     if (out->n == 0) {
         eb_fail(e, "%s: the sweep has no points (fidelity mode needs a policy other than fullkv)",
@@ -337,7 +338,7 @@ fail:
     return -1;
 }
 
-void sweep_point_label(const struct sweep_point *p, char *buf, size_t cap)
+void sweep_point_label(const struct point *p, char *buf, size_t cap)
 {
     char ds[160], bud[32];
     if (p->data_offset || p->data_limit >= 0) {
@@ -349,9 +350,9 @@ void sweep_point_label(const struct sweep_point *p, char *buf, size_t cap)
     } else {
         snprintf(ds, sizeof ds, "%.100s", p->dataset);
     }
-    if (p->budget >= 0) snprintf(bud, sizeof bud, " B=%lld", (long long)p->budget);
+    if (p->budget != POINT_NO_BUDGET) snprintf(bud, sizeof bud, " B=%d", p->budget);
     else bud[0] = '\0';
-    snprintf(buf, cap, "%.100s %s %.60s%.200s%s bs=%d %s", p->model, ds, p->policy,
+    snprintf(buf, cap, "%.100s %s %.60s%.200s%s bs=%d %s", p->model, ds, p->policy->name,
              strcmp(p->params_json, "{}") ? p->params_json : "", bud, p->batch_size,
              batching_name(p->batching));
 }

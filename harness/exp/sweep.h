@@ -8,11 +8,11 @@
  * whatever the batching list says; points that would repeat a run_key are
  * dropped.
  *
- * Each point carries its run_key (harness/exp/runkey.h): the hash of
- * everything that changes its result, including the prompt template text, the
- * model's identity (name and size of its weight files), the contents of the
- * dataset slice (sweep_data_hash) and the sources' hash (code_hash.h), so a
- * changed dataset line or policy source makes new keys. */
+ * Each point (point.h) carries its run_key: the hash of its typed fields
+ * and everything else that changes its result, including the prompt
+ * template text, the model's identity (name and size of its weight files),
+ * the contents of the dataset slice (sweep_data_hash) and the sources' hash
+ * (code_hash.h), so a changed dataset line or policy source makes new keys. */
 #ifndef EB_SWEEP_H
 #define EB_SWEEP_H
 
@@ -20,40 +20,28 @@
 #include <stdint.h>
 
 #include "harness/exp/config.h"
+#include "harness/exp/point.h"
 #include "harness/exp/runkey.h"
-
-struct sweep_point {
-    int index;                  /* 0-based position in the sweep */
-    const char *model;          /* as the config names it (borrowed) */
-    char *model_id;             /* "name@<bytes>" ("name@absent" when the file is missing) */
-    char *dataset;              /* registry name */
-    int data_offset;
-    int data_limit;             /* -1: all */
-    char data_hash[65];         /* sweep_data_hash of the slice */
-    const char *policy;         /* borrowed from the config */
-    char *params_json;          /* JSON object of this point's parameters */
-    int64_t budget;             /* -1: none (fullkv) */
-    int batch_size;
-    enum exp_batching batching;
-    char *sampling_json;
-    char *extra_json;           /* max_total_tokens, max_kv_bytes, mode */
-    char run_key[RUNKEY_HEX_LEN + 1];
-};
 
 struct sweep {
     const struct exp_config *cfg;
-    struct sweep_point *pts;
+    struct point *pts;
     int n;
 };
 
-/* Policy names and parameters are validated through check (NULL: accept
- * everything); it returns 0 or -1 with e set.  A failure is reported with the
- * policy's JSON path. */
-typedef int (*sweep_policy_check_fn)(const char *policy, const char *params_json,
-                                     struct eb_err *e);
+/* Expand cfg into typed points (point.h).  Policy names and parameters are
+ * resolved by the policy registry here, once; a failure is reported with
+ * the policy's JSON path. */
+int sweep_expand(const struct exp_config *cfg, const char *data_dir, struct sweep *out,
+                 struct eb_err *e);
 
-int sweep_expand(const struct exp_config *cfg, const char *data_dir, sweep_policy_check_fn check,
-                 struct sweep *out, struct eb_err *e);
+/* Fill a point's derived fields (model identity, the dataset's registry
+ * entry, family and content hash, sampling and extra JSON, run key) from
+ * cfg; p's model, dataset, offset, limit, batch settings and budget are set
+ * by the caller, its policy by point_set_policy*.  For `run`, which builds
+ * its one point from flags. */
+int sweep_point_finish(struct point *p, const struct exp_config *cfg, const char *data_dir,
+                       struct eb_err *e);
 void sweep_free(struct sweep *s);
 
 /* SHA-256 (hex) of the items of dataset[offset, offset + limit) in data_dir;
@@ -62,7 +50,7 @@ int sweep_data_hash(const char *dataset, const char *data_dir, int offset, int l
                     char out[65], struct eb_err *e);
 
 /* "smollm2-135m synthetic:20 rkv{...} B=64 bs=4 ragged" into buf. */
-void sweep_point_label(const struct sweep_point *p, char *buf, size_t cap);
+void sweep_point_label(const struct point *p, char *buf, size_t cap);
 
 /* The model identity used in run keys: "name@<bytes of its weight files>". */
 int sweep_model_id(const char *model, char **out, struct eb_err *e);

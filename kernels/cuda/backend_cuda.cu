@@ -432,6 +432,11 @@ static void cuda_destroy(struct backend *be)
     free(be);
 }
 
+extern "C" int backend_cuda_linked(void)
+{
+    return 1;
+}
+
 extern "C" int backend_cuda_probe(int device, char *msg, size_t msg_size)
 {
     int count = 0;

@@ -20,6 +20,10 @@ extern "C" {
 #include "kernels/cuda/cuda_pool.h"
 #include "util/err.h"
 
+/* 1 in a binary with the CUDA backend linked (make cuda), 0 with the stubs.
+ * Cheap: touches no driver. */
+int backend_cuda_linked(void);
+
 /* A backend on CUDA device `device`; NULL with e set (one line: no driver,
  * no such device, cuBLAS cannot start, or a build without CUDA). */
 struct backend *backend_cuda_create(int device, struct eb_err *e);

@@ -11,6 +11,11 @@
 static const char NO_CUDA[] =
     "cuda: this evictbench was built without CUDA (build ./evictbench-cuda with `make cuda`)";
 
+__attribute__((weak)) int backend_cuda_linked(void)
+{
+    return 0;
+}
+
 __attribute__((weak)) struct backend *backend_cuda_create(int device, struct eb_err *e)
 {
     (void)device;

@@ -76,4 +76,14 @@ for mode in "--greedy" "--temperature 0.8 --top-p 0.9 --top-k 40 --seed 7"; do
     fi
 done
 grep -q '"finish":"eos"' "$TMP/one.jsonl" || grep -q '"finish":"length"' "$TMP/one.jsonl" || { echo "FAIL no finish field"; fail=1; }
+
+# --ignore-eos: exactly --max-new tokens, for an answer that otherwise ends early.
+printf '{"id": 1, "prompt": "What is 12*7? Answer briefly."}\n' >"$TMP/short.jsonl"
+"$BIN" generate --model smollm2-135m --chat chatml --prompts "$TMP/short.jsonl" --max-new 40 --greedy >"$TMP/eos.jsonl" 2>"$TMP/err" || { cat "$TMP/err"; fail=1; }
+"$BIN" generate --model smollm2-135m --chat chatml --prompts "$TMP/short.jsonl" --max-new 40 --ignore-eos --greedy >"$TMP/noeos.jsonl" 2>"$TMP/err" || { cat "$TMP/err"; fail=1; }
+if grep -q '"finish":"eos"' "$TMP/eos.jsonl" && grep -q '"gen_tokens":40,"finish":"length"' "$TMP/noeos.jsonl"; then
+    echo "ok   --ignore-eos generates exactly --max-new tokens"
+else
+    echo "FAIL --ignore-eos"; cat "$TMP/eos.jsonl" "$TMP/noeos.jsonl"; fail=1
+fi
 exit $fail

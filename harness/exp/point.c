@@ -1,0 +1,134 @@
+/* point.c - a typed point: its policy resolved once, its run key (see point.h). */
+#include "harness/exp/point.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "harness/exp/code_hash.h"
+#include "harness/exp/policy_defaults.h"
+
+const char *point_grader(const struct point *p)
+{
+    return p->data && p->data->grader ? p->data->grader : "math";
+}
+
+/* Choice i of "a|b|c" into buf. */
+static const char *choice_at(const char *choices, int i, char *buf, size_t cap)
+{
+    const char *s = choices;
+    for (int k = 0; k < i && s; k++) {
+        s = strchr(s, '|');
+        if (s) s++;
+    }
+    if (!s) return "";
+    size_t n = strcspn(s, "|");
+    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
+    return buf;
+}
+
+/* Parameter i of p as a JSON value of its type. */
+static cJSON *param_value(const struct policy_params *p, int i)
+{
+    const struct param_def *d = &p->defs[i];
+    char cb[64];
+    if (d->type == PARAM_CHOICE) return cJSON_CreateString(choice_at(d->choices, (int)p->val[i], cb, sizeof cb));
+    if (d->type == PARAM_BOOL) return cJSON_CreateBool(p->val[i] != 0);
+    return cJSON_CreateNumber(p->val[i]);
+}
+
+static int param_index(const struct policy_params *p, const char *key)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->defs[i].key, key)) return i;
+    return -1;
+}
+
+int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
+{
+    char *in = params ? cJSON_PrintUnformatted(params) : strdup("{}");
+    if (!in) return eb_fail(e, "out of memory");
+    free(p->params_json);
+    p->params_json = NULL;
+    int rc = policy_defaults_apply_json(name, p->model, p->dataset, p->budget, in,
+                                        &p->params_json, e);
+    free(in);
+    if (rc) return -1;
+    cJSON *o = cJSON_Parse(p->params_json);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return eb_fail(e, "policy parameters are not a JSON object");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "name");
+    rc = cJSON_AddStringToObject(o, "name", name) ? policy_parse_json(o, &p->policy, &p->params, e)
+                                                  : eb_fail(e, "out of memory");
+    cJSON_Delete(o);
+    return rc;
+}
+
+int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
+{
+    char *full = NULL;
+    if (policy_defaults_apply_spec(spec, p->model, p->dataset, p->budget, &full, e)) return -1;
+    int rc = policy_parse(full, &p->policy, &p->params, e);
+    /* params_json: the keys the spec (with its defaults) sets, typed by the registry */
+    cJSON *o = rc ? NULL : cJSON_CreateObject();
+    const char *colon = full ? strchr(full, ':') : NULL;
+    for (const char *kv = colon ? colon + 1 : NULL; o && kv && *kv;) {
+        size_t n = strcspn(kv, "="), len = strcspn(kv, ",");
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), kv);
+        int i = param_index(&p->params, key);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, key);
+        if (i >= 0) cJSON_AddItemToObject(o, key, param_value(&p->params, i));
+        kv += len + (kv[len] == ',');
+    }
+    free(full);
+    if (rc) return -1;
+    free(p->params_json);
+    p->params_json = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return p->params_json ? 0 : eb_fail(e, "out of memory");
+}
+
+/* Every resolved parameter as a JSON object: what the run key hashes. */
+static char *typed_params_json(const struct point *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; o && i < p->params.n; i++)
+        cJSON_AddItemToObject(o, p->params.defs[i].key, param_value(&p->params, i));
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+int point_run_key(struct point *p, const struct exp_config *cfg, const char *template_key,
+                  struct eb_err *e)
+{
+    char *params = typed_params_json(p);
+    if (!params) return eb_fail(e, "out of memory");
+    struct runkey_params rk = {
+        .model = p->model_id, .dataset = p->dataset, .data_hash = p->data_hash,
+        .data_offset = p->data_offset, .data_limit = p->data_limit,
+        .prompt_template = template_key, .policy = p->policy->name,
+        .params_json = params, .budget = p->budget,
+        .batch_size = p->batch_size, .batching = batching_name(p->batching),
+        .sampling_json = p->sampling_json, .seed = cfg->sampling.seed,
+        .max_new_tokens = cfg->max_new_tokens, .extra_json = p->extra_json,
+        .code_version = code_hash};
+    int rc = runkey_compute(&rk, p->run_key, e);
+    free(params);
+    return rc;
+}
+
+void point_free(struct point *p)
+{
+    free(p->model_id);
+    free(p->dataset);
+    free(p->params_json);
+    free(p->sampling_json);
+    free(p->extra_json);
+    memset(p, 0, sizeof *p);
+}

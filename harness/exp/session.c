@@ -1,0 +1,202 @@
+/* session.c - backend, model cache, prompts and generation of one session
+ * (see session.h; the policy step is session_policy.c, teacher forcing
+ * session_teacher.c). */
+#include "harness/exp/session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/exp/device.h"
+#include "kernels/cuda/backend_cuda.h"
+#include "model/unicode.h"
+
+void session_init(struct session *s, const struct session_opts *o)
+{
+    memset(s, 0, sizeof *s);
+    if (o) s->o = *o;
+    s->think_end_id = -1;
+}
+
+/* The weights, then the backend: a CUDA pool is reserved once per backend,
+ * for the model it was reserved with. */
+static void drop_weights(struct session *s)
+{
+    model_free(s->m);
+    s->m = NULL;
+    if (device_is_cuda(s->be)) {
+        s->be->destroy(s->be);
+        s->be = NULL;
+        s->pool_reserved = 0;
+    }
+}
+
+static void drop_model(struct session *s)
+{
+    drop_weights(s);
+    tokenizer_free(s->tok);
+    model_file_close(s->mf);
+    free(s->model_name);
+    s->tok = NULL;
+    s->mf = NULL;
+    s->model_name = NULL;
+    s->think_end_id = -1;
+}
+
+void session_close(struct session *s)
+{
+    if (!s) return;
+    drop_model(s);
+    if (s->be) s->be->destroy(s->be);
+    s->be = NULL;
+}
+
+int session_open(struct session *s, const char *model, enum model_weights w, int need_tok,
+                 struct eb_err *e)
+{
+    if (!(s->model_name && !strcmp(s->model_name, model) && s->weights == w)) {
+        drop_model(s);
+        if (model_file_open(model, &s->mf, e)) return -1;
+        struct eb_err te = {0};
+        if (model_file_tokenizer(s->mf, &s->tok, &te)) s->tok = NULL; /* tests' tiny models */
+        s->weights = w;
+        if (!(s->model_name = strdup(model))) {
+            drop_model(s);
+            return eb_fail(e, "out of memory");
+        }
+        s->think_end_id = s->tok ? tokenizer_find(s->tok, "</think>") : -1;
+    }
+    if (need_tok && !s->tok) return eb_fail(e, "%s: the model has no tokenizer", model);
+    return 0;
+}
+
+int session_load(struct session *s, struct eb_err *e)
+{
+    if (!s->mf) return eb_fail(e, "session: no model open");
+    if (s->m) return 0;
+    if (!s->be && device_backend(s->o.device, s->o.threads, &s->be, e)) return -1;
+    struct model_load_opts lo = {.weights = s->weights};
+    return model_load_opts(s->mf, s->be, &lo, &s->m, e);
+}
+
+int session_model(struct session *s, const char *model, enum model_weights w, struct eb_err *e)
+{
+    if (session_open(s, model, w, 0, e)) return -1;
+    if (session_load(s, e)) {
+        drop_model(s);
+        return -1;
+    }
+    return 0;
+}
+
+const struct model_config *session_config(const struct session *s)
+{
+    return s->m ? &s->m->cfg : s->mf ? model_file_config(s->mf) : NULL;
+}
+
+int session_encode(const struct session *s, enum chat_template tpl, int add_bos,
+                   const char *user, size_t len, int **ids, int *n, struct eb_err *e)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!s->tok) return eb_fail(e, "%s: the model has no tokenizer", s->model_name);
+    if (len == 0) return eb_fail(e, "the prompt is empty");
+    size_t ok = utf8_validate((const unsigned char *)user, len);
+    if (ok != len) return eb_fail(e, "the prompt is not valid UTF-8 (byte %zu)", ok);
+    if (memchr(user, '\0', len)) return eb_fail(e, "the prompt contains a NUL character");
+    if (chat_encode(s->tok, tpl, user, ids, n, e)) return -1;
+    int bos = tokenizer_bos(s->tok);
+    if (!add_bos || bos < 0) return 0;
+    int *nb = realloc(*ids, (size_t)(*n + 1) * sizeof *nb);
+    if (!nb) {
+        free(*ids);
+        *ids = NULL;
+        return eb_fail(e, "out of memory");
+    }
+    memmove(nb + 1, nb, (size_t)*n * sizeof *nb);
+    nb[0] = bos;
+    *ids = nb;
+    (*n)++;
+    return 0;
+}
+
+/* ---- generation ---- */
+
+void session_gen_options(const struct session *s, const struct session_gen_opts *o,
+                         struct gen_hooks *hooks, struct gen_options *opt)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->max_live = o->max_live;
+    opt->n_pad = o->n_pad;
+    opt->ignore_eos = o->ignore_eos;
+    opt->prefill_chunk = o->prefill_chunk;
+    opt->n_ctx = o->n_ctx;
+    opt->n_vocab_valid = s->tok ? tokenizer_n_vocab(s->tok) : 0;
+    opt->mem_limit = s->o.mem_limit;
+    if (o->policy && o->policy->glue) {
+        session_policy_hooks(o->policy, o->hooks, hooks);
+        opt->hooks = hooks;
+    } else if (o->hooks) {
+        *hooks = *o->hooks;
+        opt->hooks = hooks;
+    }
+}
+
+size_t session_estimate(const struct session *s, const struct gen_request *reqs, int n,
+                        const struct gen_options *opt)
+{
+    return generate_estimate_bytes(&s->m->cfg, s->m->weight_bytes, reqs, n, opt);
+}
+
+size_t session_mem_limit(const struct session *s)
+{
+    return s->o.mem_limit ? s->o.mem_limit : generate_available_memory() + s->m->weight_bytes;
+}
+
+/* CUDA: reserve the device pool for this batch once (backend_cuda.h), and
+ * hold generate() to what the pool holds. */
+static int reserve_pool(struct session *s, const struct gen_request *reqs, int n,
+                        struct gen_options *opt, struct eb_err *e)
+{
+    if (!device_is_cuda(s->be) || s->pool_reserved) return 0;
+    size_t free_b, total_b;
+    if (backend_cuda_mem_info(s->be, &free_b, &total_b, e)) return -1;
+    int live = opt->max_live > 0 && opt->max_live < n ? opt->max_live : n;
+    size_t est = generate_estimate_bytes(&s->m->cfg, 0, reqs, n, opt);
+    struct kv_pool_need need = {est / (size_t)live + 1, 0, live};
+    struct kv_pool_plan plan;
+    if (backend_cuda_reserve_pool(s->be, &need, &plan, e)) return -1;
+    s->pool_reserved = 1;
+    size_t cap = s->m->weight_bytes + plan.pool_bytes;
+    if (!opt->mem_limit || opt->mem_limit > cap) opt->mem_limit = cap;
+    return 0;
+}
+
+int session_generate(struct session *s, const struct gen_request *reqs, int n,
+                     const struct session_gen_opts *o, struct gen_result *res,
+                     struct gen_stats *stats, struct eb_err *e)
+{
+    if (!s->m) return eb_fail(e, "session: no model loaded");
+    if (o->policy && session_policy_glue(o->policy, s->m, e)) return -1;
+    struct gen_hooks hooks;
+    struct gen_options opt;
+    session_gen_options(s, o, &hooks, &opt);
+    if (reserve_pool(s, reqs, n, &opt, e)) return -1;
+    int rc;
+    if (o->teacher) {
+        if (stats) memset(stats, 0, sizeof *stats);
+        rc = session_teacher_run(s, reqs, n, &opt, o->teacher, res, e);
+    } else {
+        rc = generate(s->m, reqs, n, &opt, res, stats, e);
+    }
+    /* The CUDA backend's ops return nothing: its first failure is sticky. */
+    struct eb_err ce = {0};
+    if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
+        if (!rc) {
+            gen_results_free(res, n);
+            *e = ce;
+        }
+        rc = -1;
+    }
+    return rc;
+}

@@ -1,0 +1,200 @@
+/* test_point.c - the typed point (harness/exp/point.h): a config expands
+ * into points whose dataset entry, grader, family, policy entry, typed
+ * parameters (per-model defaults included), budget and weight mode are
+ * resolved once; `run`'s point built from a spec is the same point with the
+ * same run key; run keys follow the typed values, not their JSON spelling. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness/exp/config.h"
+#include "harness/exp/point.h"
+#include "harness/exp/sweep.h"
+#include "test.h"
+
+static char defaults_path[64];
+
+/* A defaults file: skipkv on m-test gets tau 0.92 on math at budget 200. */
+static void use_defaults(void)
+{
+    snprintf(defaults_path, sizeof defaults_path, "/tmp/eb_point_defaults_XXXXXX");
+    int fd = mkstemp(defaults_path);
+    if (fd < 0) return;
+    dprintf(fd, "{\"_doc\": \"test\", \"policies\": [\"seal\", \"skipkv\"], \"models\": {"
+                " \"m-test\": {\"_source\": \"x\", \"layer\": 7,"
+                "  \"math\": {\"tau_by_budget\": {\"200\": 0.92}},"
+                "  \"gsm8k\": {\"tau\": 0.5}}}}");
+    close(fd);
+    setenv("EVICTBENCH_POLICY_DEFAULTS", defaults_path, 1);
+}
+
+static int expand(const char *json, struct exp_config *c, struct sweep *s)
+{
+    struct eb_err e = {0};
+    if (exp_config_parse(json, strlen(json), "p.json", c, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return -1;
+    }
+    if (sweep_expand(c, NULL, s, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        exp_config_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *CFG =
+    "{\"models\": \"m-test\", \"datasets\": [\"math500\", \"gsm8k\"], \"weights\": \"native\","
+    " \"policies\": [\"fullkv\", {\"name\": \"rkv\", \"lambda\": [0.1, 0.2]},"
+    "  {\"name\": \"skipkv\", \"budget\": 200}], \"budgets\": [64, 128]}";
+
+static void test_typed_fields(void)
+{
+    struct exp_config c;
+    struct sweep s;
+    if (expand(CFG, &c, &s)) { CHECK(0); return; }
+    /* per dataset: fullkv 1 + rkv 2 x 2 budgets + skipkv 1 = 6 */
+    CHECK_MSG(s.n == 12, "%d points", s.n);
+    const struct policy_entry *rkv = policy_registry_find("rkv");
+    struct policy_params rkv_def;
+    const struct policy_entry *ent;
+    struct eb_err e = {0};
+    CHECK(policy_parse("rkv", &ent, &rkv_def, &e) == 0);
+    int n_rkv = 0, n_full = 0, n_skip = 0;
+    for (int i = 0; i < s.n; i++) {
+        const struct point *p = &s.pts[i];
+        int gsm = !strcmp(p->dataset, "gsm8k");
+        CHECK(p->weights == MODEL_WEIGHTS_NATIVE);
+        CHECK(p->data == dataset_find(p->dataset, NULL) && p->data);
+        CHECK_STR(point_grader(p), gsm ? "gsm8k" : "math");
+        CHECK_STR(p->family, gsm ? "gsm8k" : "math");
+        if (!strcmp(p->policy->name, "fullkv")) {
+            n_full++;
+            CHECK(p->budget == POINT_NO_BUDGET);
+        } else if (p->policy == rkv) {
+            n_rkv++;
+            CHECK(p->budget == 64 || p->budget == 128);
+            double lambda = policy_param(&p->params, "lambda");
+            CHECK(lambda == 0.1 || lambda == 0.2);
+            /* every other parameter is the registry's default, typed */
+            CHECK(p->params.n == rkv_def.n);
+            for (int k = 0; k < p->params.n; k++)
+                if (strcmp(p->params.defs[k].key, "lambda"))
+                    CHECK(p->params.val[k] == rkv_def.val[k]);
+        } else {
+            n_skip++;
+            CHECK_STR(p->policy->name, "skipkv");
+            CHECK(p->budget == 200);
+            /* the per-model default of its family, resolved into the typed value */
+            CHECK_MSG(fabs(policy_param(&p->params, "tau") - (gsm ? 0.5 : 0.92)) < 1e-12,
+                      "tau %g", policy_param(&p->params, "tau"));
+            CHECK(policy_param_int(&p->params, "layer") == 7);
+        }
+    }
+    CHECK(n_full == 2 && n_rkv == 8 && n_skip == 2);
+    sweep_free(&s);
+    exp_config_free(&c);
+}
+
+/* The key of the first rkv point of a config text. */
+static int rkv_key(const char *json, char key[RUNKEY_HEX_LEN + 1])
+{
+    struct exp_config c;
+    struct sweep s;
+    if (expand(json, &c, &s)) return -1;
+    int rc = -1;
+    for (int i = 0; i < s.n && rc; i++)
+        if (!strcmp(s.pts[i].policy->name, "rkv")) {
+            memcpy(key, s.pts[i].run_key, RUNKEY_HEX_LEN + 1);
+            rc = 0;
+        }
+    sweep_free(&s);
+    exp_config_free(&c);
+    return rc;
+}
+
+static void test_keys_follow_typed_values(void)
+{
+    char a[RUNKEY_HEX_LEN + 1], b[RUNKEY_HEX_LEN + 1], d[RUNKEY_HEX_LEN + 1],
+        g[RUNKEY_HEX_LEN + 1];
+    const char *base = "{\"models\": \"m-test\", \"datasets\": \"math500\", \"budgets\": 64, "
+                       "\"policies\": {\"name\": \"rkv\", %s}}";
+    char t[512];
+    snprintf(t, sizeof t, base, "\"lambda\": 0.1, \"gqa\": \"mean\"");
+    CHECK(rkv_key(t, a) == 0);
+    snprintf(t, sizeof t, base, "\"gqa\": \"mean\", \"lambda\": 0.10");
+    CHECK(rkv_key(t, b) == 0);
+    snprintf(t, sizeof t, base, "\"lambda\": 0.1");      /* gqa left at its default */
+    CHECK(rkv_key(t, g) == 0);
+    snprintf(t, sizeof t, base, "\"lambda\": 0.2, \"gqa\": \"mean\"");
+    CHECK(rkv_key(t, d) == 0);
+    CHECK_STR(a, b);        /* key order and number spelling do not matter */
+    CHECK(strcmp(a, d) != 0);
+    /* gqa given or left out: the same typed point exactly when its default is mean */
+    struct policy_params p;
+    const struct policy_entry *ent;
+    struct eb_err e = {0};
+    char spec[256];
+    CHECK(policy_parse("rkv", &ent, &p, &e) == 0);
+    policy_params_format(ent, &p, spec, sizeof spec);
+    CHECK((strstr(spec, "gqa=mean") != NULL) == (strcmp(a, g) == 0));
+}
+
+/* `run`'s point: built from a spec, no JSON; the same point as the sweep's. */
+static void test_run_point_is_sweep_point(void)
+{
+    struct exp_config c;
+    struct sweep s;
+    const char *json = "{\"models\": \"m-test\", \"datasets\": \"math500\", "
+                       "\"policies\": {\"name\": \"skipkv\", \"alpha0\": -1.5}, \"budgets\": 200}";
+    if (expand(json, &c, &s)) { CHECK(0); return; }
+    CHECK(s.n == 1);
+    struct point p;
+    memset(&p, 0, sizeof p);
+    p.model = c.models[0];
+    p.dataset = strdup("math500");
+    p.data_limit = -1;
+    p.budget = 200;
+    p.batch_size = 1;
+    p.batching = BATCHING_RAGGED;
+    struct eb_err e = {0};
+    CHECK_MSG(point_set_policy_spec(&p, "skipkv:alpha0=-1.5", &e) == 0, "%s", e.msg);
+    CHECK_MSG(sweep_point_finish(&p, &c, NULL, &e) == 0, "%s", e.msg);
+    if (s.n == 1 && p.policy) {
+        const struct point *q = &s.pts[0];
+        CHECK(p.policy == q->policy && p.params.n == q->params.n);
+        CHECK(memcmp(p.params.val, q->params.val, sizeof p.params.val) == 0);
+        CHECK_STR(p.run_key, q->run_key);
+        CHECK_STR(p.params_json, q->params_json);   /* what is stored, too */
+    }
+    point_free(&p);
+    sweep_free(&s);
+    exp_config_free(&c);
+}
+
+/* A bad parameter fails at expansion, with the policy's JSON path. */
+static void test_bad_policy_path(void)
+{
+    struct exp_config c;
+    struct sweep s;
+    struct eb_err e = {0};
+    const char *json = "{\"models\": \"m\", \"datasets\": \"synthetic:2\", "
+                       "\"policies\": [\"fullkv\", {\"name\": \"rkv\", \"lambda\": 7}]}";
+    CHECK(exp_config_parse(json, strlen(json), "p.json", &c, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == -1);
+    CHECK_MSG(strncmp(e.msg, "p.json: $.policies[1]: ", 23) == 0, "%s", e.msg);
+    exp_config_free(&c);
+}
+
+int main(void)
+{
+    use_defaults();
+    RUN(test_typed_fields);
+    RUN(test_keys_follow_typed_values);
+    RUN(test_run_point_is_sweep_point);
+    RUN(test_bad_policy_path);
+    if (defaults_path[0]) unlink(defaults_path);
+    return test_summary("point");
+}
