@@ -9,7 +9,7 @@
 #include "harness/cli/cmd_grade.h"
 #include "harness/cli/cmd_plots.h"
 #include "harness/cli/commands.h"
-#include "harness/cluster/cmd_cluster.h"
+#include "harness/cli/cmd_cluster.h"
 
 struct command {
     const char *name;

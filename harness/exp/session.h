@@ -60,7 +60,10 @@ int session_load(struct session *s, struct eb_err *e);
 /* session_open (tokenizer optional) + session_load. */
 int session_model(struct session *s, const char *model, enum model_weights w, struct eb_err *e);
 /* The open model's configuration (after session_open). */
-const struct model_config *session_config(const struct session *s);
+static inline const struct model_config *session_config(const struct session *s)
+{
+    return s->m ? &s->m->cfg : s->mf ? model_file_config(s->mf) : NULL;
+}
 
 /* Render user text with a chat template and encode it (BOS first when
  * add_bos and the tokenizer has one).  Empty, invalid UTF-8 or NUL: an error. */

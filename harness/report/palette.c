@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "harness/report/plot_figures.h"
+#include "harness/report/sbuf.h"
 #include "policies/registry.h"
 
 /* 'text' as a gnuplot single-quoted string ('' for a quote; the registry's

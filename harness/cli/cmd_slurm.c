@@ -1,6 +1,6 @@
 /* cmd_slurm.c - `evictbench slurm CONFIG --shards N` (write and submit the
  * job array) and `evictbench slurm-status CONFIG` (where its shards stand). */
-#include "harness/cluster/cmd_cluster.h"
+#include "harness/cli/cmd_cluster.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,5 +1,5 @@
 /* cmd_merge.c - `evictbench merge SHARD.db... --into DB`. */
-#include "harness/cluster/cmd_cluster.h"
+#include "harness/cli/cmd_cluster.h"
 
 #include <stdio.h>
 #include <string.h>
