@@ -175,6 +175,42 @@ static void test_run_point_is_sweep_point(void)
 }
 
 /* A bad parameter fails at expansion, with the policy's JSON path. */
+/* The device's kind is part of the point and its key: a GPU run is another
+ * measurement; cuda:0 and cuda:1 are the same kind (shards share keys). */
+static void test_device_in_key(void)
+{
+    const char *cpu = "{\"models\": \"m-test\", \"datasets\": \"gsm8k\", \"policies\": \"rkv\","
+                      " \"budgets\": 64}";
+    const char *gpu = "{\"models\": \"m-test\", \"datasets\": \"gsm8k\", \"policies\": \"rkv\","
+                      " \"budgets\": 64, \"device\": \"cuda\"}";
+    struct exp_config c1, c2;
+    struct sweep s1, s2;
+    if (expand(cpu, &c1, &s1)) { CHECK(0); return; }
+    if (expand(gpu, &c2, &s2)) { CHECK(0); sweep_free(&s1); exp_config_free(&c1); return; }
+    CHECK(s1.n == 1 && s2.n == 1);
+    CHECK(s1.pts[0].device == NULL && s2.pts[0].device && !strcmp(s2.pts[0].device, "cuda"));
+    CHECK(strcmp(s1.pts[0].run_key, s2.pts[0].run_key) != 0);
+    CHECK(strstr(s2.pts[0].extra_json, "\"device\":\"cuda\"") != NULL);
+    /* a command's --device cuda:1 on the CPU config gives the GPU config's key */
+    struct eb_err e = {0};
+    struct sweep s3;
+    CHECK(exp_config_set_device(&c1, "cuda:1", &e) == 0);
+    CHECK(sweep_expand(&c1, NULL, &s3, &e) == 0);
+    CHECK(s3.n == 1 && !strcmp(s3.pts[0].run_key, s2.pts[0].run_key));
+    /* the copy written for other processes carries the device */
+    char *copy = exp_config_json(&c1);
+    CHECK(copy && strstr(copy, "\"device\"") && strstr(copy, "cuda:1"));
+    free(copy);
+    CHECK(exp_config_set_device(&c1, "gpu", &e) == -1 && strstr(e.msg, "expected cpu, cuda"));
+    sweep_free(&s3);
+    sweep_free(&s1); sweep_free(&s2);
+    exp_config_free(&c1); exp_config_free(&c2);
+    struct exp_config c4;
+    const char *bad = "{\"models\": \"m-test\", \"datasets\": \"gsm8k\", \"policies\": \"fullkv\","
+                      " \"device\": \"tpu\"}";
+    CHECK(exp_config_parse(bad, strlen(bad), "p.json", &c4, &e) == -1 && strstr(e.msg, "$.device"));
+}
+
 static void test_bad_policy_path(void)
 {
     struct exp_config c;
@@ -194,6 +230,7 @@ int main(void)
     RUN(test_typed_fields);
     RUN(test_keys_follow_typed_values);
     RUN(test_run_point_is_sweep_point);
+    RUN(test_device_in_key);
     RUN(test_bad_policy_path);
     if (defaults_path[0]) unlink(defaults_path);
     return test_summary("point");

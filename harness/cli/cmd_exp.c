@@ -105,6 +105,7 @@ static int run_config(struct exp_config *cfg, const struct exp_common *c)
 {
     struct eb_err e = {0};
     struct sweep sw;
+    if (exp_config_set_device(cfg, c->device, &e)) return cli_error(e.msg);
     if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
     if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
     return exp_run_sweep(cfg, &sw, c);
@@ -148,7 +149,7 @@ int exp_run_sweep(struct exp_config *cfg, struct sweep *s, const struct exp_comm
     ro.stop = &stop_requested;
     ro.progress = print_progress;
     ro.progress_ctx = (void *)c;
-    ro.device = c->device ? c->device : "cpu";
+    ro.device = cfg->device ? cfg->device : "cpu";
     if (runner_create(&ro, &r, &e)) { cli_error(e.msg); goto done; }
 
     struct sigaction sa, old;

@@ -215,6 +215,7 @@ static int run_config_of(const struct run_cli *a, struct exp_config *cfg, struct
     if (a->weights && model_weights_parse(a->weights, &cfg->weights))
         return eb_fail(e, "run: --weights: expected f32 or native, got '%s'", a->weights);
     if (run_sampling(a, &cfg->sampling, e)) return -1;
+    if (exp_config_set_device(cfg, a->c.device, e)) return eb_wrap(e, "run: --device");
     struct eb_err de = {0};
     if (!dataset_find(a->dataset, &de)) return eb_fail(e, "run: --dataset: %s", de.msg);
     int sn;

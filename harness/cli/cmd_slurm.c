@@ -206,9 +206,12 @@ static int submit_job(const struct slurm_opts *opts, const struct slurm_job *j,
 {
     char script_path[4096 + 32], id[64];
     snprintf(script_path, sizeof script_path, "%s/job.sbatch", j->dir);
-    if (write_file(j->config, cfg->json, e) || write_file(script_path, script, e) ||
-        slurm_submit(script_path, opts->array, id, sizeof id, e))
-        return cli_error(e->msg);
+    char *copy = exp_config_json(cfg);
+    if (!copy) return cli_error("slurm: out of memory");
+    int bad = write_file(j->config, copy, e) || write_file(script_path, script, e) ||
+              slurm_submit(script_path, opts->array, id, sizeof id, e);
+    free(copy);
+    if (bad) return cli_error(e->msg);
     char all[32];
     snprintf(all, sizeof all, "1-%d", j->shards);
     const char *tasks = opts->array ? opts->array : all;
@@ -253,6 +256,12 @@ int cmd_slurm(int argc, char **argv)
     struct sweep sw;
     memset(&sw, 0, sizeof sw);
     if (exp_config_load(opts.config, &cfg, &e)) return cli_error(e.msg);
+    /* GPU tasks run with --device cuda: their points' keys, and the config
+     * copy that slurm-status expands, say so */
+    if (opts.job.gpus_per_task > 0 && exp_config_set_device(&cfg, "cuda", &e)) {
+        exp_config_free(&cfg);
+        return cli_error(e.msg);
+    }
     rc = write_and_submit(&opts, &cfg, &sw, &e);
     sweep_free(&sw);
     exp_config_free(&cfg);

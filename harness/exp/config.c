@@ -8,6 +8,7 @@
 #include "datasets/dataset.h"
 #include "model/modelfile.h"
 #include "harness/exp/config.h"
+#include "harness/exp/device.h"
 
 /* ---- validation helpers: every message is "<source>: <path>: <what>" ---- */
 
@@ -402,6 +403,11 @@ static int parse_limits(struct ctx *c, const cJSON *root, struct exp_config *cfg
         else if (cJSON_IsString(f) && !strcmp(f->valuestring, "native")) cfg->weights = MODEL_WEIGHTS_NATIVE;
         else return bad(c, "$.weights", "expected \"f32\" or \"native\"");
     }
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "device"))) {
+        struct eb_err de;
+        if (get_string(c, f, "$.device", &cfg->device)) return -1;
+        if (device_syntax_check(cfg->device, &de)) return bad(c, "$.device", de.msg);
+    }
     return 0;
 }
 
@@ -431,7 +437,7 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     static const char *const keys[] = {
         "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
         "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
-        "max_kv_bytes", "seed", "steer_vector", "weights", NULL};
+        "max_kv_bytes", "seed", "steer_vector", "weights", "device", NULL};
     if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
     if (check_keys(c, root, "$", keys)) return -1;
     const cJSON *f;
@@ -565,5 +571,6 @@ void exp_config_free(struct exp_config *c)
     free(c->batch_sizes);
     free(c->batchings);
     free(c->steer_vector);
+    free(c->device);
     memset(c, 0, sizeof *c);
 }

@@ -98,7 +98,17 @@ struct exp_config {
     int64_t max_kv_bytes;   /* 0: none */
     char *steer_vector;     /* NULL: the policies' default */
     enum model_weights weights; /* "weights": f32 (exact, default) or native (the file's type) */
+    char *device;           /* "device": cpu or cuda[:N], where the points run (a command's
+                             * --device overrides it); NULL: cpu.  The device's kind joins
+                             * the run key: a GPU computes in 16 bits, another measurement */
 };
+
+/* A command's --device (NULL: keep the config's) replaces c->device. */
+int exp_config_set_device(struct exp_config *c, const char *device, struct eb_err *e);
+
+/* The config's JSON text with its device set to c->device (a copy another
+ * process expands to the same points); malloc'd, NULL when out of memory. */
+char *exp_config_json(const struct exp_config *c);
 
 /* The prompt templates, in listing order; *n receives the count. */
 const struct prompt_template *prompt_templates(int *n);

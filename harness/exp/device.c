@@ -27,6 +27,12 @@ static int cuda_index(const char *device)
     return *end || n < 0 || n > 255 ? -1 : (int)n;
 }
 
+int device_syntax_check(const char *device, struct eb_err *e)
+{
+    if (!device || !strcmp(device, "cpu") || cuda_index(device) >= 0) return 0;
+    return eb_fail(e, "device %s: expected cpu, cuda or cuda:N", device);
+}
+
 int device_check(const char *device, struct eb_err *e)
 {
     if (!device || !strcmp(device, "cpu")) return 0;

@@ -44,7 +44,9 @@ struct point {
     int batch_size;
     enum exp_batching batching;
     char *sampling_json;
-    char *extra_json;                /* max_total_tokens, max_kv_bytes, mode, weights, vector */
+    char *extra_json;                /* max_total_tokens, max_kv_bytes, mode, weights, device
+                                        kind (cuda), steering vector */
+    const char *device;              /* where it runs (the config's, borrowed); NULL: cpu */
     char run_key[RUNKEY_HEX_LEN + 1];
 };
 

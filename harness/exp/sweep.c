@@ -113,6 +113,9 @@ static char *extra_json(const struct exp_config *c)
     /* Native weights change the numbers (8-bit activations), so they make another key. */
     if (c->weights != MODEL_WEIGHTS_F32)
         cJSON_AddStringToObject(o, "weights", model_weights_name(c->weights));
+    /* A GPU computes in 16 bits: another measurement, another key.  The kind,
+     * not the index, so shards on several GPUs share their keys. */
+    if (c->device && strncmp(c->device, "cuda", 4) == 0) cJSON_AddStringToObject(o, "device", "cuda");
     /* A steering vector changes results through its contents, not its name. */
     char hex[65];
     if (c->steer_vector && file_sha256(c->steer_vector, hex) == 0)
@@ -212,6 +215,7 @@ static int finish_point(struct point *p, const struct shared *sh, const char *mo
     p->model_id = strdup(model_id);
     p->sampling_json = strdup(sh->samp);
     p->extra_json = strdup(sh->extra);
+    p->device = sh->cfg->device;
     if (!p->model_id || !p->sampling_json || !p->extra_json) return eb_fail(e, "out of memory");
     return point_run_key(p, sh->cfg, sh->tpl, e);
 }
