@@ -17,26 +17,10 @@ int device_has_cuda(void)
     return backend_cuda_linked();
 }
 
-/* "cuda" -> 0, "cuda:N" -> N; -1 when device is not a CUDA name. */
-static int cuda_index(const char *device)
-{
-    if (!strcmp(device, "cuda")) return 0;
-    if (strncmp(device, "cuda:", 5) || !device[5]) return -1;
-    char *end = NULL;
-    long n = strtol(device + 5, &end, 10);
-    return *end || n < 0 || n > 255 ? -1 : (int)n;
-}
-
-int device_syntax_check(const char *device, struct eb_err *e)
-{
-    if (!device || !strcmp(device, "cpu") || cuda_index(device) >= 0) return 0;
-    return eb_fail(e, "device %s: expected cpu, cuda or cuda:N", device);
-}
-
 int device_check(const char *device, struct eb_err *e)
 {
     if (!device || !strcmp(device, "cpu")) return 0;
-    if (cuda_index(device) < 0)
+    if (device_cuda_index(device) < 0)
         return eb_fail(e, "--device %s: expected cpu, cuda or cuda:N", device);
     if (!device_has_cuda())
         return eb_fail(e, "--device %s: this build has no CUDA backend (make cuda builds "
@@ -57,7 +41,7 @@ int device_backend(const char *device, int threads, struct backend **out, struct
         if (!(*out = backend_cpu_create(threads))) return eb_fail(e, "cannot create the CPU backend");
         return 0;
     }
-    int idx = cuda_index(device);
+    int idx = device_cuda_index(device);
     char why[256] = "";
     if (backend_cuda_probe(idx, why, sizeof why))
         return eb_fail(e, "--device %s: %s", device, why[0] ? why : "no usable GPU");

@@ -14,8 +14,10 @@
 /* Check a --device value without creating anything ("cpu", "cuda", "cuda:N"). */
 int device_check(const char *device, struct eb_err *e);
 /* Only the spelling (cpu, cuda, cuda:N), whatever this build has: a config
- * may name a GPU that another binary runs it on. */
+ * may name a GPU that another binary runs it on (device_name.c). */
 int device_syntax_check(const char *device, struct eb_err *e);
+/* "cuda" -> 0, "cuda:N" -> N; -1 when device is not a CUDA name. */
+int device_cuda_index(const char *device);
 
 /* Create the backend of device (NULL: "cpu"); threads applies to the CPU. */
 int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e);

@@ -1,7 +1,7 @@
 /* fuzz_gguf.c - libFuzzer entry for the GGUF reader: parse from memory, then
  * touch every metadata accessor (recursing into nested arrays), every tensor
  * and the first rows of each dequantizable tensor.  Built by tools/fuzz/build.sh. */
-// fuzz-sources: model/gguf.c kernels/quant.c util/err.c
+// fuzz-sources: model/gguf.c kernels/quant.c util/err.c util/mapped.c
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
