@@ -420,6 +420,17 @@ static int sweep_point(struct runner *r, const struct sweep *s, int i, struct st
     if (mine == 0 && owner_dead(r, st, pt->run_key, e) > 0)
         mine = store_claim(st, pt->run_key, r->owner, lease, e);
     if (mine <= 0) return mine < 0 ? -1 : 2;
+    /* Another process may have recorded it and released its claim between
+     * the check above and our claim: look again, now that it is ours. */
+    if ((done = store_run_done(st, pt->run_key, e)) != 0) {
+        struct eb_err re = {0};
+        store_release(st, pt->run_key, r->owner, &re);
+        if (done < 0) return -1;
+        sum->skipped++;
+        prog.event = "skip";
+        report(r, &prog);
+        return 0;
+    }
     r->claim_st = st;
     r->claim_key = pt->run_key;
     r->claim_renewed = store_clock();
