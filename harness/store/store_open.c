@@ -248,6 +248,33 @@ static int prepare_writes(struct store *s, struct eb_err *e)
     return 0;
 }
 
+/* Put the database in WAL mode.  Two processes opening a new database at the
+ * same moment (two `exp` on one file) can find it locked: the pragma then
+ * answers the old mode without waiting for the busy handler, so ask again
+ * for a while before calling it a failure. */
+static int switch_to_wal(struct store *s, const char *path, struct eb_err *e)
+{
+    for (int attempt = 0;; attempt++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK)
+            return fail_db(s, e, "cannot read the database");
+        int rc = sqlite3_step(st);
+        const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+        int wal = mode && strcmp(mode, "wal") == 0;
+        char seen[32];
+        snprintf(seen, sizeof seen, "%s", mode ? mode : "unknown");
+        sqlite3_finalize(st);
+        if (wal) return 0;
+        int busy = rc == SQLITE_BUSY || rc == SQLITE_LOCKED || rc == SQLITE_ROW;
+        if (!busy || attempt >= 100) {
+            if (rc == SQLITE_ROW)
+                return eb_fail(e, "%s: cannot switch to WAL mode (journal mode stays %s)", path, seen);
+            return fail_db(s, e, "cannot read the database");
+        }
+        sqlite3_sleep(50); /* up to 5 s in all */
+    }
+}
+
 static int open_common(const char *path, int readonly, struct store **out, struct eb_err *e)
 {
     *out = NULL;
@@ -300,23 +327,7 @@ static int open_common(const char *path, int readonly, struct store **out, struc
     /* WAL: readers (sqlite3, plots) never block the sweep; a killed writer's
      * uncommitted frames are ignored on the next open.  synchronous=FULL makes
      * a committed run survive a power cut too; a run costs one fsync. */
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) != SQLITE_OK) {
-        fail_db(s, e, "cannot read the database");
-        goto fail;
-    }
-    int rc = sqlite3_step(st);
-    const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-    if (!mode || strcmp(mode, "wal") != 0) {
-        if (rc == SQLITE_ROW)
-            eb_fail(e, "%s: cannot switch to WAL mode (journal mode stays %s)", path,
-                    mode ? mode : "unknown");
-        else
-            fail_db(s, e, "cannot read the database");
-        sqlite3_finalize(st);
-        goto fail;
-    }
-    sqlite3_finalize(st);
+    if (switch_to_wal(s, path, e) != 0) goto fail;
     if (exec(s, "PRAGMA foreign_keys=ON; PRAGMA synchronous=FULL", "setting up", e) != 0 ||
         ensure_schema(s, e) != 0 || prepare_writes(s, e) != 0)
         goto fail;
