@@ -243,29 +243,16 @@ static void deq_q5_1(const block_q5_1 *b, float *y, int64_t nb)
     }
 }
 
-/* 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block. */
-static void scale_min_k4(int j, const uint8_t *s, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 static void deq_q4_k(const block_q4_k *b, float *y, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++) {
         float d = rd_f16(b[i].d), dmin = rd_f16(b[i].dmin);
         const uint8_t *q = b[i].qs;
+        uint8_t sc[8], mn[8];
+        k4_scales_mins(b[i].scales, sc, mn);
         for (int c = 0; c < 4; c++, q += 32) {      /* 4 chunks of 64 values */
-            int sc, mn;
-            scale_min_k4(2 * c, b[i].scales, &sc, &mn);
-            float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            scale_min_k4(2 * c + 1, b[i].scales, &sc, &mn);
-            float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1 = d * (float)sc[2 * c], m1 = dmin * (float)mn[2 * c];
+            float d2 = d * (float)sc[2 * c + 1], m2 = dmin * (float)mn[2 * c + 1];
             for (int l = 0; l < 32; l++) {
                 float v = d1 * (float)(q[l] & 0xF);
                 *y++ = v - m1;
@@ -283,12 +270,11 @@ static void deq_q5_k(const block_q5_k *b, float *y, int64_t nb)
     for (int64_t i = 0; i < nb; i++) {
         float d = rd_f16(b[i].d), dmin = rd_f16(b[i].dmin);
         const uint8_t *q = b[i].qs, *qh = b[i].qh;
+        uint8_t sc[8], mn[8];
+        k4_scales_mins(b[i].scales, sc, mn);
         for (int c = 0; c < 4; c++, q += 32) {
-            int sc, mn;
-            scale_min_k4(2 * c, b[i].scales, &sc, &mn);
-            float d1 = d * (float)sc, m1 = dmin * (float)mn;
-            scale_min_k4(2 * c + 1, b[i].scales, &sc, &mn);
-            float d2 = d * (float)sc, m2 = dmin * (float)mn;
+            float d1 = d * (float)sc[2 * c], m1 = dmin * (float)mn[2 * c];
+            float d2 = d * (float)sc[2 * c + 1], m2 = dmin * (float)mn[2 * c + 1];
             for (int l = 0; l < 32; l++) {
                 int v = (q[l] & 0xF) + (((qh[l] >> (2 * c)) & 1) << 4);
                 float t = d1 * (float)v;

@@ -59,6 +59,21 @@ typedef struct {
 
 _Static_assert(sizeof(block_q4_k_x8) == 8 * 148, "block_q4_k_x8 size");
 _Static_assert(sizeof(block_q6_k_x8) == 8 * 210, "block_q6_k_x8 size");
+/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block's 12 packed
+ * bytes: scales and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; 4-7
+ * take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits
+ * from the top bits of bytes 0-3 and 4-7.  The one decoder every reader of
+ * these blocks uses (dequantization, dot kernels, repacking). */
+static inline void k4_scales_mins(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8])
+{
+    for (int j = 0; j < 4; j++) {
+        sc[j] = s[j] & 63;
+        mn[j] = s[j + 4] & 63;
+        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
+        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
+    }
+}
+
 _Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 size");
 _Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 size");
 _Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 size");

@@ -24,23 +24,13 @@
 #include "kernels/quant_blocks.h"
 
 /* Pack sub-block scales/mins 0..7 back into the 12 bytes of a Q4_K block
- * (the inverse of the unpacking in the dot kernels). */
+ * (the inverse of k4_scales_mins). */
 static void pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[12])
 {
     for (int j = 0; j < 4; j++) {
         out[j] = (uint8_t)(sc[j] | ((sc[j + 4] >> 4) << 6));
         out[j + 4] = (uint8_t)(mn[j] | ((mn[j + 4] >> 4) << 6));
         out[j + 8] = (uint8_t)((sc[j + 4] & 0x0F) | ((mn[j + 4] & 0x0F) << 4));
-    }
-}
-
-static void unpack_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8])
-{
-    for (int j = 0; j < 4; j++) {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((s[j + 8] & 0x0F) | ((s[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4));
     }
 }
 
@@ -51,7 +41,7 @@ void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out)
         for (int r = 0; r < 8; r++) {
             const block_q4_k *src = (const block_q4_k *)((const uint8_t *)rows8 + r * row_bytes) + b;
             uint8_t sc[8], mn[8];
-            unpack_scales(src->scales, sc, mn);
+            k4_scales_mins(src->scales, sc, mn);
             memcpy(g->d[r], src->d, 2);
             memcpy(g->dmin[r], src->dmin, 2);
             for (int j = 0; j < 8; j++) {

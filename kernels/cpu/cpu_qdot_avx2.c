@@ -205,26 +205,6 @@ static float dot_q8_0(int k, const void *wv, const void *xv)
     return hsum(acc);
 }
 
-/* The 8 six-bit scales and mins of a Q4_K/Q5_K super-block, as bytes:
- * scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; scales
- * and mins 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their
- * top 2 bits from the top bits of bytes 0-3 and 4-7.  Done on 32-bit words. */
-static void scales_mins_k4(const uint8_t *s, uint8_t sc[8], uint8_t mn[8])
-{
-    uint32_t w0, w1, w2;
-    memcpy(&w0, s, 4);
-    memcpy(&w1, s + 4, 4);
-    memcpy(&w2, s + 8, 4);
-    uint32_t v[4] = {
-        w0 & 0x3f3f3f3fu,
-        (w2 & 0x0f0f0f0fu) | ((w0 >> 6) & 0x03030303u) << 4,
-        w1 & 0x3f3f3f3fu,
-        ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 6) & 0x03030303u) << 4,
-    };
-    memcpy(sc, v, 8);
-    memcpy(mn, v + 2, 8);
-}
-
 /* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
 static int mins_dot(const uint8_t mn[8], const int16_t bsums[16])
 {
@@ -252,7 +232,7 @@ static float dot_q45_k(int k, const void *wv, const void *xv, int five)
         /* d, dmin and scales sit at the same offsets in both layouts */
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
         uint8_t sc[8], mn[8];
-        scales_mins_k4(blk + 4, sc, mn);
+        k4_scales_mins(blk + 4, sc, mn);
         int msum = mins_dot(mn, x[b].bsums);
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
         __m256i isum = _mm256_setzero_si256();
@@ -472,7 +452,7 @@ static inline void dots_q45_k(int k, const void *wv, const void *act, size_t str
         const uint8_t *blk = base + (size_t)b * bsize;
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
         uint8_t sc[8], mn[8];
-        scales_mins_k4(blk + 4, sc, mn);
+        k4_scales_mins(blk + 4, sc, mn);
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
         __m256i isum[QDOT_ROWS];
         for (int r = 0; r < QDOT_ROWS; r++) isum[r] = _mm256_setzero_si256();
@@ -637,7 +617,7 @@ static void deq_q45_k(const void *src, float *y, int k, int five)
         const uint8_t *qs = five ? ((const block_q5_k *)blk)->qs : ((const block_q4_k *)blk)->qs;
         __m256i hbits = five ? load32(((const block_q5_k *)blk)->qh) : _mm256_setzero_si256();
         uint8_t sc[8], mn[8];
-        scales_mins_k4(blk + 4, sc, mn);
+        k4_scales_mins(blk + 4, sc, mn);
         float d = f16(blk), dmin = f16(blk + 2);
         for (int c = 0; c < 4; c++) {
             __m256i q = load32(qs + 32 * c);

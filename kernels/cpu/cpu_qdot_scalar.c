@@ -129,18 +129,6 @@ static float dot_q8_0(int k, const void *wv, const void *xv)
     return s;
 }
 
-/* 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block. */
-static void scale_min_k4(int j, const uint8_t *s, int *sc, int *mn)
-{
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K and Q5_K: value = d sc_j q - dmin m_j in sub-block j of 32; the min
  * term only needs the activation sums of each sub-block (two bsums). */
 static float dot_q45_k(int k, const uint8_t *d2, const uint8_t *scales, const uint8_t *qs,
@@ -148,10 +136,11 @@ static float dot_q45_k(int k, const uint8_t *d2, const uint8_t *scales, const ui
 {
     (void)k;
     int sums = 0, mins = 0;
+    uint8_t scs[8], mns[8];
+    k4_scales_mins(scales, scs, mns);
     for (int c = 0; c < 4; c++) {                      /* 4 chunks of 64 values */
         for (int half = 0; half < 2; half++) {         /* low nibbles, then high */
-            int j = 2 * c + half, sc, mn;
-            scale_min_k4(j, scales, &sc, &mn);
+            int j = 2 * c + half, sc = scs[j], mn = mns[j];
             const int8_t *xq = x->qs + 32 * j;
             int isum = 0;
             for (int l = 0; l < 32; l++) {

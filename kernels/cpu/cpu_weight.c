@@ -138,6 +138,13 @@ void cpu_weight_free(struct backend *be, struct weight *w)
     free(w);
 }
 
+/* Room for one file-layout block of any interleaved type, rebuilt from its group. */
+union any_block {
+    block_q4_k q4;
+    block_q6_k q6;
+    block_q8_0 q8;
+};
+
 static const uint8_t *row_of(const struct weight *w, int r)
 {
     return (const uint8_t *)w->data + (size_t)r * w->row_bytes;
@@ -157,7 +164,7 @@ static void dequantize_row(const struct weight *w, int r, float *out, qdeq_fn de
     }
     const uint8_t *group = row_of(w, r - r % 8);
     const struct x8_kernels *x8 = x8_kernels_for(w->held);
-    union { block_q4_k q4; block_q6_k q6; block_q8_0 q8; } blk;
+    union any_block blk;
     int n = x8->block_elems;
     for (int b = 0; b < w->cols / n; b++) {
         x8->block(group, b, r % 8, &blk);
@@ -200,7 +207,7 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
             for (int b0 = 0, len; b0 < k; b0 += len) {
                 len = per_block > 1 ? per_block : (k - b0 < 256 ? k - b0 : 256);
                 const void *src = row + (size_t)(b0 / per_block) * block_bytes;
-                union { block_q4_k q4; block_q6_k q6; block_q8_0 q8; } kb;
+                union any_block kb;
                 if (w->interleave) {
                     x8_kernels_for(w->held)->block(row, b0 / per_block, r % 8, &kb);
                     src = &kb;
