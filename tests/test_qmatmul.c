@@ -484,9 +484,10 @@ done:
 
 static void test_x8_kernels(void)
 {
-    CHECK(x8_kernels_for(WEIGHT_Q5_0) == NULL && x8_kernels_for(WEIGHT_F16) == NULL);
-    enum weight_type x8_types[] = {WEIGHT_Q4_0, WEIGHT_Q4_1, WEIGHT_Q8_0, WEIGHT_Q4_K, WEIGHT_Q6_K};
-    for (int i = 0; i < 5; i++) check_x8(x8_types[i]);
+    CHECK(x8_kernels_for(WEIGHT_Q5_K) == NULL && x8_kernels_for(WEIGHT_F16) == NULL);
+    enum weight_type x8_types[] = {WEIGHT_Q4_0, WEIGHT_Q4_1, WEIGHT_Q5_0, WEIGHT_Q5_1,
+                                   WEIGHT_Q8_0, WEIGHT_Q4_K, WEIGHT_Q6_K};
+    for (int i = 0; i < 7; i++) check_x8(x8_types[i]);
     if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU (layouts checked)");
 }
 

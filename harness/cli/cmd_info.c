@@ -118,7 +118,7 @@ int cmd_info(int argc, char **argv)
     int inter[2] = {0, 0};
     model_each_weight(m, count_interleaved, inter);
     printf("layout          %d of %d matrices repacked 8 rows side by side for the AVX2 kernels\n"
-           "                (Q4_0, Q4_1, Q8_0, Q4_K, Q6_K; the rest read in place)\n",
+           "                (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K; the rest read in place)\n",
            inter[1], inter[0]);
     struct model_load_opts exact = {.weights = MODEL_WEIGHTS_F32};
     printf("weight bytes    %zu resident (%.1f MiB; %zu with --weights f32)\n", m->weight_bytes,

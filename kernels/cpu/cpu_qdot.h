@@ -60,7 +60,7 @@ qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
 
 /* Weights with 8 rows interleaved (block_q4_k_x8, block_q6_k_x8 and the
  * 32-element formats: cpu_q4k_x8.c, cpu_q6k_x8.c, cpu_q32_x8.c), the layout
- * the AVX2 matmul keeps Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights in when the
+ * the AVX2 matmul keeps Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q6_K weights in when the
  * row count is a multiple of 8.
  *  pack:  8 rows of nblocks blocks (row r at rows8 + r * row_bytes) into
  *         nblocks interleaved blocks;
@@ -92,16 +92,26 @@ void q6k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8]);
 void q4_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q4_1_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q5_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
+void q5_1_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q8_0_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q4_0_x8_block(const void *group, int b, int r, void *out);
 void q4_1_x8_block(const void *group, int b, int r, void *out);
+void q5_0_x8_block(const void *group, int b, int r, void *out);
+void q5_1_x8_block(const void *group, int b, int r, void *out);
 void q8_0_x8_block(const void *group, int b, int r, void *out);
 void q4_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
 void q4_1_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q5_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
+void q5_1_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
 void q8_0_x8_dot_avx2(int k, const void *group, const void *act, float out[8]);
 void q4_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
 void q4_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8]);
+void q5_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
+                       float out[QDOT_ROWS][8]);
+void q5_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
 void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
