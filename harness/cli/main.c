@@ -42,9 +42,6 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    /* Spinning OpenMP workers steal the only other core from BLAS and from
-     * each other on small machines; sleeping workers cost little here. */
-    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
