@@ -77,6 +77,11 @@ void model_free(struct model *m);
  * rows at a time for AVX2: 148 bytes a block instead of 144). */
 size_t model_weight_bytes(const struct model_file *mf);
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);
+/* The same for a backend that holds a matrix of n elements of a file type
+ * in matrix_bytes(type, n, exact) bytes (exact: opts ask for f32 weights)
+ * and vectors in f32: a device's weights before uploading them. */
+size_t model_weight_bytes_held(const struct model_file *mf, const struct model_load_opts *opts,
+                               size_t (*matrix_bytes)(int type, size_t n_elements, int exact));
 
 /* The types the weight matrices are held in, most bytes first, joined by
  * '+' (e.g. "Q4_K+Q6_K"), into out. */

@@ -49,6 +49,29 @@ int backend_cuda_mem_info(struct backend *be, size_t *free_bytes, size_t *total_
 int backend_cuda_reserve_pool(struct backend *be, const struct kv_pool_need *need,
                               struct kv_pool_plan *plan, struct eb_err *e);
 
+/* The pool for a generate of `need` (cuda_pool.h kv_pool_decide): keeps
+ * the pool when its free part holds the batch, reserves one when there is
+ * none, releases and reserves again when it is too small but empty (a sweep
+ * over growing batches in one process); EB_ERR_NOMEM when the batch cannot
+ * fit (the point's 'oom').  plan->pool_bytes: the pool's size after. */
+int backend_cuda_ensure_pool(struct backend *be, const struct kv_pool_need *need,
+                             struct kv_pool_plan *plan, struct eb_err *e);
+
+/* Gives the pool's memory back to the device; -1 while any of it is in use
+ * (no pool: nothing to do). */
+int backend_cuda_release_pool(struct backend *be, struct eb_err *e);
+
+/* on = 0: be->alloc bypasses the pool (cudaMalloc) until called with 1, so
+ * what lives across generates (a policy's glue, made before its first
+ * generate) does not pin the pool and block a re-plan.  Frees go to
+ * whichever gave the block. */
+void backend_cuda_pool_serve(struct backend *be, int on);
+
+/* The weights (weight_bytes as this backend holds them, cuda_matrix_bytes)
+ * fit in the device's free memory with the pool's headroom left; else
+ * EB_ERR_NOMEM with both sizes.  Call before uploading them. */
+int backend_cuda_check_weights(struct backend *be, size_t weight_bytes, struct eb_err *e);
+
 /* Bytes of the pool in use now and at most (0 without a pool). */
 void backend_cuda_pool_usage(const struct backend *be, size_t *used, size_t *peak);
 
