@@ -521,6 +521,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
     be->row_range = cuda_row_range;
+    be->sample = backend_cuda_sample;
     be->weight_create = cuda_weight_create;
     be->weight_free = cuda_weight_free;
     be->matmul = cuda_matmul;

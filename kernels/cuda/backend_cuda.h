@@ -102,6 +102,14 @@ int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, 
 int backend_cuda_argmax(struct backend *be, int *tokens, const float *logits, int n_rows,
                         int n_vocab);
 
+/* Temperature + top-k + top-p (or greedy) per row, as model/sampler.c with
+ * the uniform draw rows[r].u (cuda_sample.cu states the semantics): the
+ * backend's `sample` op.  tokens[r] = -1: row r is left to the host
+ * (non-finite logits, or a nucleus wider than the 1,024 candidates sorted on
+ * the device).  0, or -1 for bad rows or a CUDA failure. */
+int backend_cuda_sample(struct backend *be, int *tokens, const float *logits, int n_rows,
+                        int n_vocab, const struct sample_row *rows);
+
 /* 0 while every op has succeeded; else -1 with e set to the first failure,
  * of kind EB_ERR_NOMEM when the device ran out of memory.  The ops return
  * nothing, so the model must ask after each step (see kernels/cuda/README.md). */

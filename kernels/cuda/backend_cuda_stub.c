@@ -94,6 +94,14 @@ __attribute__((weak)) int backend_cuda_argmax(struct backend *be, int *tokens,
     return -1;
 }
 
+__attribute__((weak)) int backend_cuda_sample(struct backend *be, int *tokens,
+                                              const float *logits, int n_rows, int n_vocab,
+                                              const struct sample_row *rows)
+{
+    (void)be, (void)tokens, (void)logits, (void)n_rows, (void)n_vocab, (void)rows;
+    return -1;
+}
+
 __attribute__((weak)) int backend_cuda_status(const struct backend *be, struct eb_err *e)
 {
     (void)be;
