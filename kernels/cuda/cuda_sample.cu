@@ -100,6 +100,7 @@ __global__ static void k_sample(int *out, const float *logits, int n_vocab,
                                 const struct sample_row *rows)
 {
     __shared__ unsigned long long keys[1024];
+    __shared__ double w[1024]; /* the sorted candidates' weights */
     __shared__ unsigned hist[256];
     __shared__ int sh[4];
     __shared__ double red[32];
@@ -190,12 +191,16 @@ __global__ static void k_sample(int *out, const float *logits, int n_vocab,
         if (limit == n || cand_key(y, i) >= kz) part += exp(((double)y - top) * inv_t);
     }
     double z = block_sum_d(part, red);
+    /* Each weight once, in parallel; the walks below add them in order. */
+    for (int i = threadIdx.x; i < C; i += blockDim.x)
+        w[i] = exp(((double)x[key_id(keys[i])] - top) * inv_t);
+    __syncthreads();
 
     if (threadIdx.x != 0) return;
     int kept = -1;
     double cum = 0;
     for (int i = 0; i < C; i++) {
-        cum += exp(((double)x[key_id(keys[i])] - top) * inv_t) / z;
+        cum += w[i] / z;
         if (cum >= p.top_p) {
             kept = i + 1;
             break;
@@ -209,10 +214,10 @@ __global__ static void k_sample(int *out, const float *logits, int n_vocab,
         kept = limit;
     }
     double mass = 0;
-    for (int i = 0; i < kept; i++) mass += exp(((double)x[key_id(keys[i])] - top) * inv_t);
+    for (int i = 0; i < kept; i++) mass += w[i];
     double r = p.u * mass, acc = 0;
     for (int i = 0; i < kept; i++) {
-        acc += exp(((double)x[key_id(keys[i])] - top) * inv_t);
+        acc += w[i];
         if (r < acc) {
             out[blockIdx.x] = key_id(keys[i]);
             return;
