@@ -36,8 +36,8 @@ int device_is_cuda(const struct backend *be)
 int device_ready(const char *device, struct eb_err *e)
 {
     if (device_check(device, e)) return -1;
+    if (!device || !strcmp(device, "cpu")) return 0;
     int idx = device_cuda_index(device);
-    if (idx < 0) return 0; /* the CPU */
     char why[256] = "";
     if (backend_cuda_probe(idx, why, sizeof why))
         return eb_fail(e, "--device %s: %s", device, why[0] ? why : "no usable GPU");
