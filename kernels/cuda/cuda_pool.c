@@ -129,11 +129,12 @@ int kv_pool_plan(size_t free_bytes, size_t total_bytes, const struct kv_pool_nee
     out->max_batch = fit > INT32_MAX ? INT32_MAX : (int)fit;
     size_t want = kv_pool_bytes(need);
     if (want == SIZE_MAX || want > usable)
-        return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB (%.2f GiB KV per "
-                             "sequence, %.2f GiB activations) but %.2f GiB of %.2f GiB are "
-                             "free after %.2f GiB headroom; at most %d sequences fit",
+        return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB (%.2f GiB "
+                             "KV per sequence, %.2f GiB activations) but %.2f GiB of %.2f GiB "
+                             "are free after %.2f GiB headroom; at most %d sequences fit",
                              need->batch,
-                             ((double)need->batch * need->kv_bytes_per_seq + need->act_bytes) / 1073741824.0,
+                             ((double)need->batch * need->kv_bytes_per_seq + need->act_bytes) /
+                                 1073741824.0,
                              need->kv_bytes_per_seq / 1073741824.0,
                              need->act_bytes / 1073741824.0, usable / 1073741824.0,
                              total_bytes / 1073741824.0, out->headroom / 1073741824.0,
@@ -174,9 +175,9 @@ int kv_pool_decide(size_t pool_bytes, size_t pool_used, const struct kv_pool_nee
     }
     /* Releasing the pool now would pull memory from under live allocations
      * (a policy's device scratch kept between batches of a point). */
-    return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB but the pool reserved for an "
-                         "earlier batch has %.2f GiB of %.2f GiB free, and it cannot be "
-                         "re-planned while %.2f GiB of it are in use",
+    return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB but the pool "
+                         "reserved for an earlier batch has %.2f GiB of %.2f GiB free, and it "
+                         "cannot be re-planned while %.2f GiB of it are in use",
                          need->batch, want == SIZE_MAX ? INFINITY : want / 1073741824.0,
                          (pool_bytes - pool_used) / 1073741824.0, pool_bytes / 1073741824.0,
                          pool_used / 1073741824.0);
@@ -195,9 +196,9 @@ int cuda_weights_fit(size_t weight_bytes, size_t free_bytes, size_t total_bytes,
 {
     size_t headroom = kv_pool_headroom(total_bytes);
     if (free_bytes > headroom && weight_bytes <= free_bytes - headroom) return 0;
-    return eb_fail_nomem(e, "device: out of memory: the weights need %.2f GiB but %.2f GiB of %.2f GiB are free "
-                         "and %.2f GiB must stay free for cuBLAS, the CUDA context and the KV "
-                         "pool's bookkeeping", weight_bytes / 1073741824.0,
+    return eb_fail_nomem(e, "device: out of memory: the weights need %.2f GiB but %.2f GiB of "
+                         "%.2f GiB are free and %.2f GiB must stay free for cuBLAS, the CUDA "
+                         "context and the backend's staging", weight_bytes / 1073741824.0,
                          free_bytes / 1073741824.0, total_bytes / 1073741824.0,
                          headroom / 1073741824.0);
 }
