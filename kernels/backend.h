@@ -107,6 +107,19 @@ struct redundancy_args {
     const unsigned char *pad; /* host [len] or NULL: pad keys count as zero vectors */
 };
 
+/* One row of the optional `sample` op: how model/sampler.c would pick a
+ * token from it (greedy, or temperature + top-k + top-p), with the
+ * sequence's uniform draw already taken on the host, so a device samples
+ * exactly what the CPU would (kernels/cuda/README.md, "Sampling"). */
+struct sample_row {
+    int greedy;        /* 1: argmax, lowest id on ties; the fields below but n_valid unused */
+    float temperature; /* > 0 */
+    int top_k;         /* 0: no top-k cut */
+    float top_p;       /* (0, 1] */
+    int n_valid;       /* candidates are ids [0, min(n_valid, n_vocab)) */
+    double u;          /* the sequence's uniform draw in [0, 1) */
+};
+
 struct backend {
     const char *name;
     void *impl;
@@ -187,6 +200,16 @@ struct backend {
      * policies then compute on downloaded rows) ---- */
     /* out[i] = max_c x[i][c] - min_c x[i][c] for n rows of dim (VaSE's value range). */
     int (*row_range)(struct backend *be, float *out, const float *x, int n, int dim);
+
+    /* ---- sampling in backend memory (optional; NULL: the caller downloads
+     * the logits and samples on the host, as the CPU backend does) ----
+     * tokens[r] (host) = the token model/sampler.c picks from row r of
+     * logits [n_rows][n_vocab] (backend memory) with rows[r], or -1 when
+     * that row must be sampled on the host from its logits (non-finite
+     * logits, or a nucleus wider than the backend sorts).  0, or -1 on
+     * failure. */
+    int (*sample)(struct backend *be, int *tokens, const float *logits, int n_rows, int n_vocab,
+                  const struct sample_row *rows);
 };
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.

@@ -22,6 +22,7 @@ struct forward {
     size_t probs_cap;
     /* host */
     float *logits;
+    int logits_stay;         /* forward_logits_stay */
     int *pos, *ids, *rows;
 };
 
@@ -95,6 +96,23 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
 const float *forward_logits(const struct forward *f)
 {
     return f->logits;
+}
+
+void forward_logits_stay(struct forward *f, int on)
+{
+    f->logits_stay = on;
+}
+
+const float *forward_logits_dev(const struct forward *f)
+{
+    return f->logits_dev;
+}
+
+const float *forward_logits_row(struct forward *f, int row)
+{
+    size_t V = (size_t)f->m->cfg.n_vocab;
+    f->m->be->download(f->m->be, f->logits + (size_t)row * V, f->logits_dev + (size_t)row * V, V);
+    return f->logits + (size_t)row * V;
 }
 
 static int reserve_probs(struct forward *f, size_t n, struct eb_err *e)
@@ -231,7 +249,9 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
         be->gather_rows(be, f->xb, f->x, f->rows, n_rows, d);
         be->rmsnorm(be, f->xb, f->xb, m->output_norm, n_rows, d, c->rms_eps);
         be->matmul(be, f->logits_dev, f->xb, m->output, NULL, n_rows);
-        be->download(be, f->logits, f->logits_dev, (size_t)n_rows * c->n_vocab);
+        /* A backend that samples in its own memory sends ids, not logits. */
+        if (!f->logits_stay)
+            be->download(be, f->logits, f->logits_dev, (size_t)n_rows * c->n_vocab);
     }
     return 0;
 }

@@ -213,6 +213,33 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     return 0;
 }
 
+/* Samples every row of logits the last forward produced in backend memory
+ * (the backend's sample op): each sequence's uniform draw is taken here, on
+ * the host, so its RNG advances exactly as sampler_sample's would; tok[row]
+ * is then the token, or -1 for a row to sample on the host with rows[row].u. */
+static int sample_in_backend(const struct model *m, const struct forward *f,
+                             const struct fwd_seq *seqs, int ns, struct slot *slots,
+                             const int *seq_slot, struct sample_row *rows, int *tok,
+                             struct eb_err *e)
+{
+    int n_rows = 0;
+    for (int q = 0; q < ns; q++) {
+        if (seqs[q].logits == FWD_LOGITS_NONE) continue;
+        struct sampler *sp = &slots[seq_slot[q]].sampler;
+        int row = seqs[q].logit_row0;
+        if (row < 0 || row >= ns || seqs[q].logits != FWD_LOGITS_LAST)
+            return eb_fail(e, "generate: logits row %d of %d sequences", row, ns);
+        rows[row] = (struct sample_row){sp->p.greedy, sp->p.temperature, sp->p.top_k,
+                                        sp->p.top_p, sp->n_valid, sampler_draw(sp)};
+        n_rows++;
+    }
+    if (n_rows == 0) return 0;
+    struct backend *be = m->be;
+    if (be->sample(be, tok, forward_logits_dev(f), n_rows, m->cfg.n_vocab, rows))
+        return eb_fail(e, "generate: sampling on the %s backend failed", be->name);
+    return 0;
+}
+
 int generate(const struct model *m, const struct gen_request *reqs, int n,
              const struct gen_options *opt, struct gen_result *results, struct gen_stats *stats,
              struct eb_err *e)
@@ -229,11 +256,16 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
     struct fwd_seq *seqs = eb_calloc((size_t)live, sizeof *seqs, e);
     int *decode_tok = eb_calloc((size_t)live, sizeof *decode_tok, e);
     int *seq_slot = eb_calloc((size_t)live, sizeof *seq_slot, e);
+    /* Sampling in backend memory: only ids cross to the host. */
+    int in_backend = m->be->sample && !opt->host_sampling;
+    struct sample_row *srows = eb_calloc((size_t)live, sizeof *srows, e);
+    int *stok = eb_calloc((size_t)live, sizeof *stok, e);
     struct forward *f = NULL;
     int rc = -1, next_req = 0, done = 0;
     double t0 = clock_now_s();
-    if (!slots || !seqs || !decode_tok || !seq_slot) goto out;
+    if (!slots || !seqs || !decode_tok || !seq_slot || !srows || !stok) goto out;
     if (forward_create(m, budget, live, &f, e)) goto out;
+    forward_logits_stay(f, in_backend);
 
     for (int i = 0; i < live; i++) {
         if (slot_admit(m, reqs, next_req, opt, &slots[i], &results[next_req], e)) goto out;
@@ -274,6 +306,8 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         struct fwd_batch b = {seqs, ns, 0};
         double t_start = clock_now_s();
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
+        if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
+            goto out;
         double dt = clock_now_s() - t_start;
         st.forward_calls++;
         if (has_prefill) {
@@ -298,8 +332,14 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
                 s->state = SLOT_DECODE;
                 res->ttft_s = clock_now_s() - t0;
             }
-            const float *lg = forward_logits(f) + (size_t)seqs[q].logit_row0 * m->cfg.n_vocab;
-            int tok = sampler_sample(&s->sampler, lg, m->cfg.n_vocab);
+            int row = seqs[q].logit_row0, tok;
+            if (!in_backend)
+                tok = sampler_sample(&s->sampler,
+                                     forward_logits(f) + (size_t)row * m->cfg.n_vocab,
+                                     m->cfg.n_vocab);
+            else if ((tok = stok[row]) < 0) /* the backend left this row to the host */
+                tok = sampler_sample_u(&s->sampler, forward_logits_row(f, row), m->cfg.n_vocab,
+                                       srows[row].u);
             s->last = tok;
             int eos = generate_is_eos(m, opt, tok);
             if (!eos) res->tokens[res->n_tokens++] = tok;
@@ -327,6 +367,8 @@ out:
     free(seqs);
     free(decode_tok);
     free(seq_slot);
+    free(srows);
+    free(stok);
     if (rc != 0) gen_results_free(results, n);
     if (stats) *stats = st;
     return rc;

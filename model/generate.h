@@ -72,6 +72,8 @@ struct gen_options {
     int ignore_eos;          /* 1: run every sequence to max_new (benchmarks, golden tests) */
     int n_vocab_valid;       /* ids >= this are never sampled; 0: every row of the LM head */
     size_t mem_limit;        /* bytes for weights + KV + activations; 0: weights + available RAM */
+    int host_sampling;       /* 1: download the logits and sample on the host even when the
+                              * backend samples in its own memory (its `sample` op) */
     const struct gen_hooks *hooks;
     /* NULL, or [n]: left padding of each request.  The first n_pad[i] tokens of
      * request i's prompt are pads (0 <= n_pad[i] < n_prompt).  They enter the

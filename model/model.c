@@ -130,6 +130,20 @@ size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_l
     return total;
 }
 
+size_t model_weight_bytes_held(const struct model_file *mf, const struct model_load_opts *opts,
+                               size_t (*matrix_bytes)(int type, size_t n_elements, int exact))
+{
+    int exact = !opts || opts->weights == MODEL_WEIGHTS_F32;
+    size_t total = 0;
+    for (int i = 0; i < model_file_tensor_count(mf); i++) {
+        const struct tensor_ref *t = model_file_tensor_at(mf, i);
+        if (strcmp(t->name, "rope_freqs.weight") == 0) continue;
+        size_t n = (size_t)tensor_nelements(t);
+        total += is_matrix(t) ? matrix_bytes(t->type, n, exact) : n * sizeof(float);
+    }
+    return total;
+}
+
 size_t model_weight_bytes(const struct model_file *mf)
 {
     return model_weight_bytes_opts(mf, NULL);

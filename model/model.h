@@ -77,6 +77,11 @@ void model_free(struct model *m);
  * rows at a time for AVX2: 148 bytes a block instead of 144). */
 size_t model_weight_bytes(const struct model_file *mf);
 size_t model_weight_bytes_opts(const struct model_file *mf, const struct model_load_opts *opts);
+/* The same for a backend that holds a matrix of n elements of a file type
+ * in matrix_bytes(type, n, exact) bytes (exact: opts ask for f32 weights)
+ * and vectors in f32: a device's weights before uploading them. */
+size_t model_weight_bytes_held(const struct model_file *mf, const struct model_load_opts *opts,
+                               size_t (*matrix_bytes)(int type, size_t n_elements, int exact));
 
 /* The types the weight matrices are held in, most bytes first, joined by
  * '+' (e.g. "Q4_K+Q6_K"), into out. */
@@ -157,6 +162,15 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
                   struct eb_err *e);
 /* Host logits [rows][n_vocab] of the last model_forward. */
 const float *forward_logits(const struct forward *f);
+/* on = 1: later forwards leave the logits in backend memory
+ * (forward_logits_dev) for a backend that samples there; forward_logits()
+ * then holds only rows fetched with forward_logits_row(). */
+void forward_logits_stay(struct forward *f, int on);
+/* The same rows in backend memory (valid until the next model_forward). */
+const float *forward_logits_dev(const struct forward *f);
+/* Host copy of logits row `row` of the last model_forward (downloaded now:
+ * for a batch run with logits_stay). */
+const float *forward_logits_row(struct forward *f, int row);
 
 /* A KV cache shaped for this model. */
 int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,

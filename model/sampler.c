@@ -136,6 +136,19 @@ int sampler_sample(struct sampler *s, const float *logits, int n_logits)
     int n = n_logits < s->n_valid ? n_logits : s->n_valid;
     if (n <= 0) return 0;
     if (s->p.greedy) return argmax(logits, n);
+    return sampler_sample_u(s, logits, n_logits, sampler_draw(s));
+}
+
+double sampler_draw(struct sampler *s)
+{
+    return s->p.greedy ? 0.0 : sampler_rng_uniform(s->rng);
+}
+
+int sampler_sample_u(struct sampler *s, const float *logits, int n_logits, double u)
+{
+    int n = n_logits < s->n_valid ? n_logits : s->n_valid;
+    if (n <= 0) return 0;
+    if (s->p.greedy) return argmax(logits, n);
 
     struct sampler_cand *c = s->cand;
     for (int i = 0; i < n; i++) {
@@ -169,7 +182,7 @@ int sampler_sample(struct sampler *s, const float *logits, int n_logits)
 
     double mass = 0.0;
     for (int i = 0; i < kept; i++) mass += exp(((double)c[i].logit - top) * inv_t);
-    double r = sampler_rng_uniform(s->rng) * mass;
+    double r = u * mass;
     double acc = 0.0;
     for (int i = 0; i < kept; i++) {
         acc += exp(((double)c[i].logit - top) * inv_t);

@@ -42,6 +42,13 @@ void sampler_free(struct sampler *s);
  * are candidates. */
 int sampler_sample(struct sampler *s, const float *logits, int n_logits);
 
+/* sampler_sample in two halves, for a backend that samples in its own
+ * memory (struct backend's sample op): the sequence's one uniform draw per
+ * sampled token (none when greedy; the RNG advances exactly as
+ * sampler_sample's), and the pick from logits given that draw. */
+double sampler_draw(struct sampler *s);
+int sampler_sample_u(struct sampler *s, const float *logits, int n_logits, double u);
+
 /* The RNG on its own (exposed for tests). */
 void sampler_rng_seed(uint64_t state[4], uint64_t seed);
 uint64_t sampler_rng_next(uint64_t state[4]);

@@ -271,6 +271,86 @@ static void test_alloc_failure_is_nomem(void)
     model_free(m);
 }
 
+/* A backend that samples in its own memory (struct backend's `sample` op, as
+ * the CUDA backend does): generate() sends it each row's parameters and the
+ * sequence's uniform draw, downloads no logits except the rows the backend
+ * leaves to the host, and so produces exactly the CPU sampler's tokens.
+ * The op here picks with sampler_sample_u on the row (the CPU backend's
+ * memory is the host's) and leaves every third call's first row to the host. */
+static long sample_calls, sampled_rows, host_rows, floats_downloaded;
+static void counting_download(struct backend *b, float *dst, const float *src, size_t n)
+{
+    (void)b;
+    floats_downloaded += (long)n;
+    real_be->download(real_be, dst, src, n);
+}
+
+static int host_side_sample(struct backend *b, int *tokens, const float *logits, int n_rows,
+                            int n_vocab, const struct sample_row *rows)
+{
+    (void)b;
+    sample_calls++;
+    for (int r = 0; r < n_rows; r++) {
+        const struct sample_row *p = &rows[r];
+        if (r == 0 && sample_calls % 3 == 0) {
+            tokens[r] = -1;
+            host_rows++;
+            continue;
+        }
+        struct sampler s;
+        struct sampler_params sp = {p->greedy, p->temperature, p->top_k, p->top_p, 0};
+        struct eb_err e;
+        if (!(p->u >= 0 && p->u < 1) || sampler_init(&s, &sp, p->n_valid, &e)) return -1;
+        tokens[r] = sampler_sample_u(&s, logits + (size_t)r * n_vocab, n_vocab, p->u);
+        sampler_free(&s);
+        sampled_rows++;
+    }
+    return 0;
+}
+
+static void test_sampling_in_backend(void)
+{
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-qwen3");
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, 1, m->cfg.n_vocab);
+    req[2].sampling = sampler_params_greedy(); /* greedy and sampled rows in one batch */
+    req[5].sampling.top_k = 0;
+    req[5].sampling.top_p = 1.0f;
+    struct gen_result want[NP], got[NP];
+    struct gen_options opt = {.ignore_eos = 1, .max_live = 4}; /* slots are reused */
+    struct eb_err e;
+    CHECK(generate(m, req, NP, &opt, want, NULL, &e) == 0);
+
+    struct backend sampling = *be;
+    sampling.sample = host_side_sample;
+    sampling.download = counting_download;
+    real_be = be;
+    struct model mm = *m;
+    mm.be = &sampling;
+    sample_calls = sampled_rows = host_rows = floats_downloaded = 0;
+    CHECK_MSG(generate(&mm, req, NP, &opt, got, NULL, &e) == 0, "%s", e.msg);
+    long tokens = 0;
+    for (int i = 0; i < NP; i++) {
+        CHECK_MSG(same_tokens(&got[i], want[i].tokens, want[i].n_tokens), "request %d", i);
+        tokens += got[i].n_tokens;
+    }
+    CHECK(sampled_rows + host_rows == tokens && host_rows > 0 && sampled_rows > 0);
+    /* only the rows left to the host crossed as logits */
+    CHECK_MSG(floats_downloaded == host_rows * m->cfg.n_vocab, "%ld floats, %ld host rows",
+              floats_downloaded, host_rows);
+    gen_results_free(got, NP);
+    /* host_sampling: the backend's op is not used */
+    opt.host_sampling = 1;
+    sample_calls = 0;
+    CHECK(generate(&mm, req, NP, &opt, got, NULL, &e) == 0);
+    CHECK(sample_calls == 0);
+    for (int i = 0; i < NP; i++) CHECK(same_tokens(&got[i], want[i].tokens, want[i].n_tokens));
+    gen_results_free(got, NP);
+    gen_results_free(want, NP);
+    model_free(m);
+}
+
 /* Hooks: counts, the query ring, and compaction inside on_step. */
 struct hook_state {
     int begins, ends, steps, layers, fail_at;
@@ -424,6 +504,7 @@ int main(void)
     RUN(test_eos_and_length);
     RUN(test_bad_requests);
     RUN(test_alloc_failure_is_nomem);
+    RUN(test_sampling_in_backend);
     RUN(test_hooks);
     RUN(test_smollm2);
     be->destroy(be);

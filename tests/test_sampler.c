@@ -163,6 +163,48 @@ static void test_matches_reference(void)
     free(lg);
 }
 
+/* sampler_draw + sampler_sample_u (what a backend that samples in its own
+ * memory gets) pick exactly what sampler_sample picks, and advance the RNG
+ * the same way: one draw per sampled token, none when greedy. */
+static void test_draw_then_pick(void)
+{
+    enum { V = 5000 };
+    float *lg = malloc(V * sizeof *lg);
+    uint64_t gen[4];
+    sampler_rng_seed(gen, 5);
+    struct sampler_params ps[] = {{0, 0.8f, 40, 0.9f, 11}, {0, 1.0f, 0, 1.0f, 12},
+                                  {1, 0.0f, 0, 1.0f, 13}, {0, 0.0f, 0, 0.5f, 14}};
+    for (size_t ci = 0; ci < sizeof ps / sizeof ps[0]; ci++) {
+        struct sampler a, b;
+        struct eb_err e;
+        CHECK(sampler_init(&a, &ps[ci], V - 7, &e) == 0 && sampler_init(&b, &ps[ci], V - 7, &e) == 0);
+        int diff = 0;
+        for (int step = 0; step < 40; step++) {
+            for (int i = 0; i < V; i++) lg[i] = (float)(sampler_rng_uniform(gen) * 8.0);
+            int x = sampler_sample(&a, lg, V);
+            double u = sampler_draw(&b);
+            CHECK(u >= 0.0 && u < 1.0);
+            int y = sampler_sample_u(&b, lg, V, u);
+            diff += x != y;
+            CHECK(x < V - 7); /* never past n_valid */
+        }
+        CHECK_MSG(diff == 0, "case %zu: %d differ", ci, diff);
+        CHECK(memcmp(a.rng, b.rng, sizeof a.rng) == 0);
+        sampler_free(&a);
+        sampler_free(&b);
+    }
+    /* greedy draws nothing */
+    struct sampler g;
+    struct eb_err e;
+    struct sampler_params gp = sampler_params_greedy();
+    CHECK(sampler_init(&g, &gp, 10, &e) == 0);
+    uint64_t before[4];
+    memcpy(before, g.rng, sizeof before);
+    CHECK(sampler_draw(&g) == 0.0 && memcmp(before, g.rng, sizeof before) == 0);
+    sampler_free(&g);
+    free(lg);
+}
+
 static void test_seed_determinism(void)
 {
     enum { V = 300 };
@@ -195,6 +237,7 @@ int main(void)
     RUN(test_rng);
     RUN(test_distribution);
     RUN(test_matches_reference);
+    RUN(test_draw_then_pick);
     RUN(test_seed_determinism);
     return test_summary("sampler");
 }

@@ -9,6 +9,7 @@
 #include "model/model_tokenizer.h"
 #include "harness/exp/bench_policies.h"
 #include "harness/cli/cli.h"
+#include "harness/exp/device.h"
 #include "harness/exp/session.h"
 #include "harness/cli/cmd_generate.h"
 
@@ -235,7 +236,8 @@ int cmd_bench(int argc, char **argv)
     struct session_opts so = {a.device, (int)a.threads, 0};
     session_init(&s, &so);
     int rc = 0;
-    if (session_model(&s, a.model, a.load.weights, &e)) rc = cli_error(e.msg);
+    if (device_ready(a.device, &e)) rc = cli_error(e.msg);
+    else if (session_model(&s, a.model, a.load.weights, &e)) rc = cli_error(e.msg);
     /* The sentence and steering policies read the tokenizer. */
     else if (a.policies && !s.tok)
         rc = cli_errorf("bench: %s: the model has no tokenizer (the policy table needs one)", a.model);

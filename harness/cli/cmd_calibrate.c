@@ -120,7 +120,7 @@ static int parse_args(int argc, char **argv, struct cal_cli *a)
         else if (!strcmp(o, "--split")) a->split = v;
         else if (!strcmp(o, "--device")) {
             struct eb_err e = {0};
-            if (device_check(v, &e)) return cli_error(e.msg), -1;
+            if (device_ready(v, &e)) return cli_error(e.msg), -1;
             a->device = v;
         }
         else if (!strcmp(o, "--layer")) { if (cli_int(o, v, 0, 100000, &a->layer)) return -1; }

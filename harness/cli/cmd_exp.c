@@ -106,6 +106,7 @@ static int run_config(struct exp_config *cfg, const struct exp_common *c)
     struct eb_err e = {0};
     struct sweep sw;
     if (exp_config_set_device(cfg, c->device, &e)) return cli_error(e.msg);
+    if (!c->dry_run && device_ready(cfg->device, &e)) return cli_error(e.msg);
     if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
     if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
     return exp_run_sweep(cfg, &sw, c);

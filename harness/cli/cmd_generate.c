@@ -177,7 +177,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--threads")) { if (cli_int(o, v, 1, 1024, &a->threads)) return -1; }
         else if (!strcmp(o, "--device")) {
             struct eb_err e = {0};
-            if (device_check(v, &e)) return cli_error(e.msg), -1;
+            if (device_ready(v, &e)) return cli_error(e.msg), -1;
             a->device = v;
         }
         else if (!strcmp(o, "--mem-limit")) { if (cli_int(o, v, 1, 1L << 40, &a->mem_limit_mb)) return -1; }

@@ -17,6 +17,7 @@
 #include "harness/cli/cmd_exp.h"
 #include "harness/cli/exp_common.h"
 #include "harness/exp/config.h"
+#include "harness/exp/device.h"
 #include "harness/exp/point.h"
 #include "harness/exp/sweep.h"
 
@@ -282,7 +283,8 @@ int cmd_run(int argc, char **argv)
         rc = cli_error(e.msg);
         goto done;
     }
-    if (!a.c.dry_run && exp_config_check_resources(&cfg, a.c.data_dir, &e)) {
+    if (!a.c.dry_run && (device_ready(cfg.device, &e) ||
+                         exp_config_check_resources(&cfg, a.c.data_dir, &e))) {
         rc = cli_error(e.msg);
         goto done;
     }

@@ -33,18 +33,26 @@ int device_is_cuda(const struct backend *be)
     return be && be->name && !strcmp(be->name, "cuda");
 }
 
+int device_ready(const char *device, struct eb_err *e)
+{
+    if (device_check(device, e)) return -1;
+    if (!device || !strcmp(device, "cpu")) return 0;
+    int idx = device_cuda_index(device);
+    char why[256] = "";
+    if (backend_cuda_probe(idx, why, sizeof why))
+        return eb_fail(e, "--device %s: %s", device, why[0] ? why : "no usable GPU");
+    return 0;
+}
+
 int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e)
 {
     *out = NULL;
-    if (device_check(device, e)) return -1;
+    if (device_ready(device, e)) return -1;
     if (!device || !strcmp(device, "cpu")) {
         if (!(*out = backend_cpu_create(threads))) return eb_fail(e, "cannot create the CPU backend");
         return 0;
     }
     int idx = device_cuda_index(device);
-    char why[256] = "";
-    if (backend_cuda_probe(idx, why, sizeof why))
-        return eb_fail(e, "--device %s: %s", device, why[0] ? why : "no usable GPU");
     struct eb_err ce = {0};
     if (!(*out = backend_cuda_create(idx, &ce)))
         return eb_fail(e, "--device %s: cannot start the CUDA backend: %s", device,

@@ -19,6 +19,12 @@ int device_syntax_check(const char *device, struct eb_err *e);
 /* "cuda" -> 0, "cuda:N" -> N; -1 when device is not a CUDA name. */
 int device_cuda_index(const char *device);
 
+/* device_check, then, for a CUDA device in a CUDA build, whether the GPU
+ * can be used (backend_cuda_probe): one line saying why not.  Commands call
+ * it before any work, so `--device cuda` on a machine without a GPU fails at
+ * once, the same way from every command. */
+int device_ready(const char *device, struct eb_err *e);
+
 /* Create the backend of device (NULL: "cpu"); threads applies to the CPU. */
 int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e);
 

@@ -28,7 +28,6 @@ static void drop_weights(struct session *s)
     if (device_is_cuda(s->be)) {
         s->be->destroy(s->be);
         s->be = NULL;
-        s->pool_reserved = 0;
     }
 }
 
@@ -77,6 +76,12 @@ int session_load(struct session *s, struct eb_err *e)
     if (s->m) return 0;
     if (!s->be && device_backend(s->o.device, s->o.threads, &s->be, e)) return -1;
     struct model_load_opts lo = {.weights = s->weights};
+    /* A model too large for the device is an out-of-memory outcome, found
+     * before uploading gigabytes of it. */
+    if (device_is_cuda(s->be) &&
+        backend_cuda_check_weights(s->be, model_weight_bytes_held(s->mf, &lo, cuda_matrix_bytes),
+                                   e))
+        return eb_wrap(e, model_file_path(s->mf));
     return model_load_opts(s->mf, s->be, &lo, &s->m, e);
 }
 
@@ -149,21 +154,23 @@ size_t session_mem_limit(const struct session *s)
     return s->o.mem_limit ? s->o.mem_limit : generate_available_memory() + s->m->weight_bytes;
 }
 
-/* CUDA: reserve the device pool for this batch once (backend_cuda.h), and
- * hold generate() to what the pool holds. */
-static int reserve_pool(struct session *s, const struct gen_request *reqs, int n,
-                        struct gen_options *opt, struct eb_err *e)
+/* CUDA: the device pool for this batch (kept, reserved, or re-planned when
+ * a later generate asks for more than an empty pool holds), and generate()
+ * held to what is free in it.  The pool serves allocations only while a
+ * generate runs (session_generate turns it off after). */
+static int ensure_pool(struct session *s, const struct gen_request *reqs, int n,
+                       struct gen_options *opt, struct eb_err *e)
 {
-    if (!device_is_cuda(s->be) || s->pool_reserved) return 0;
-    size_t free_b, total_b;
-    if (backend_cuda_mem_info(s->be, &free_b, &total_b, e)) return -1;
+    if (!device_is_cuda(s->be)) return 0;
     int live = opt->max_live > 0 && opt->max_live < n ? opt->max_live : n;
     size_t est = generate_estimate_bytes(&s->m->cfg, 0, reqs, n, opt);
     struct kv_pool_need need = {est / (size_t)live + 1, 0, live};
     struct kv_pool_plan plan;
-    if (backend_cuda_reserve_pool(s->be, &need, &plan, e)) return -1;
-    s->pool_reserved = 1;
-    size_t cap = s->m->weight_bytes + plan.pool_bytes;
+    if (backend_cuda_ensure_pool(s->be, &need, &plan, e)) return -1;
+    backend_cuda_pool_serve(s->be, 1);
+    size_t used, peak;
+    backend_cuda_pool_usage(s->be, &used, &peak);
+    size_t cap = s->m->weight_bytes + (plan.pool_bytes - used);
     if (!opt->mem_limit || opt->mem_limit > cap) opt->mem_limit = cap;
     return 0;
 }
@@ -177,7 +184,7 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     struct gen_hooks hooks;
     struct gen_options opt;
     session_gen_options(s, o, &hooks, &opt);
-    if (reserve_pool(s, reqs, n, &opt, e)) return -1;
+    if (ensure_pool(s, reqs, n, &opt, e)) return -1;
     int rc;
     if (o->teacher) {
         if (stats) memset(stats, 0, sizeof *stats);
@@ -187,6 +194,7 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     }
     /* The CUDA backend's ops return nothing: its first failure is sticky. */
     struct eb_err ce = {0};
+    if (device_is_cuda(s->be)) backend_cuda_pool_serve(s->be, 0);
     if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
         if (!rc) {
             gen_results_free(res, n);

@@ -7,9 +7,12 @@
  * generates.  runner (exp, run), generate, calibrate and bench all go
  * through it, so a request reaches the same code whichever command makes it.
  *
- * On a CUDA backend, the first generate() reserves the run's device pool
- * (backend_cuda_reserve_pool) sized for that batch, and every generate()
- * ends by reading the backend's sticky error.
+ * On a CUDA backend, the weights are checked against the device's free
+ * memory before they are uploaded (EB_ERR_NOMEM: the point's 'oom'), each
+ * generate() makes sure the device pool holds its batch
+ * (backend_cuda_ensure_pool: kept, reserved, or re-planned when empty and
+ * too small; EB_ERR_NOMEM otherwise) and ends by reading the backend's
+ * sticky error.
  *
  * Teacher forcing (session_gen_opts.teacher): each request's FullKV greedy
  * trace is replayed under the policy: both caches are fed the FullKV token at
@@ -45,7 +48,6 @@ struct session {
     struct tokenizer *tok;       /* NULL: the model file has none (tests' tiny models) */
     struct model *m;             /* NULL until session_load */
     int think_end_id;            /* "</think>" or -1 */
-    int pool_reserved;           /* CUDA: the device pool is reserved */
 };
 
 void session_init(struct session *s, const struct session_opts *o);

@@ -248,7 +248,7 @@ float *cuda_alloc(struct backend *be, size_t n_floats)
     struct cuda_impl *im = impl_of(be);
     if (n_floats > ((size_t)-1) / sizeof(float)) return NULL;
     size_t bytes = (n_floats ? n_floats : 1) * sizeof(float);
-    if (im->pool_base) {
+    if (im->pool_base && !im->pool_off) {
         size_t off;
         if (dev_arena_alloc(&im->arena, bytes, &off) != 0) return NULL; /* the pool is full */
         return (float *)(im->pool_base + off);
@@ -521,6 +521,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
     be->row_range = cuda_row_range;
+    be->sample = backend_cuda_sample;
     be->weight_create = cuda_weight_create;
     be->weight_free = cuda_weight_free;
     be->matmul = cuda_matmul;
@@ -575,6 +576,54 @@ extern "C" int backend_cuda_reserve_pool(struct backend *be, const struct kv_poo
     }
     im->pool_base = (char *)base;
     return 0;
+}
+
+extern "C" int backend_cuda_release_pool(struct backend *be, struct eb_err *e)
+{
+    struct cuda_impl *im = impl_of(be);
+    if (!im->pool_base) return 0;
+    if (im->arena.used)
+        return eb_fail(e, "cuda: the device pool cannot be released: %zu bytes are in use",
+                       im->arena.used);
+    cudaDeviceSynchronize(); /* queued work may still touch freed blocks */
+    cudaGetLastError();
+    cudaError_t rc = cudaFree(im->pool_base);
+    im->pool_base = NULL;
+    dev_arena_release(&im->arena);
+    memset(&im->arena, 0, sizeof im->arena);
+    if (rc != cudaSuccess)
+        return eb_fail(e, "cuda: releasing the device pool: %s", cudaGetErrorString(rc));
+    return 0;
+}
+
+extern "C" int backend_cuda_ensure_pool(struct backend *be, const struct kv_pool_need *need,
+                                        struct kv_pool_plan *plan, struct eb_err *e)
+{
+    struct cuda_impl *im = impl_of(be);
+    enum kv_pool_action act;
+    size_t size = im->pool_base ? im->arena.size : 0, used = im->pool_base ? im->arena.used : 0;
+    memset(plan, 0, sizeof *plan);
+    if (kv_pool_decide(size, used, need, &act, e)) return -1;
+    if (act == KV_POOL_KEEP) {
+        plan->pool_bytes = size;
+        plan->max_batch = need->batch;
+        return 0;
+    }
+    if (act == KV_POOL_REPLAN && backend_cuda_release_pool(be, e)) return -1;
+    return backend_cuda_reserve_pool(be, need, plan, e);
+}
+
+extern "C" void backend_cuda_pool_serve(struct backend *be, int on)
+{
+    impl_of(be)->pool_off = !on;
+}
+
+extern "C" int backend_cuda_check_weights(struct backend *be, size_t weight_bytes,
+                                          struct eb_err *e)
+{
+    size_t free_bytes, total_bytes;
+    if (backend_cuda_mem_info(be, &free_bytes, &total_bytes, e)) return -1;
+    return cuda_weights_fit(weight_bytes, free_bytes, total_bytes, e);
 }
 
 extern "C" void backend_cuda_pool_usage(const struct backend *be, size_t *used, size_t *peak)

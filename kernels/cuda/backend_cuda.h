@@ -49,6 +49,29 @@ int backend_cuda_mem_info(struct backend *be, size_t *free_bytes, size_t *total_
 int backend_cuda_reserve_pool(struct backend *be, const struct kv_pool_need *need,
                               struct kv_pool_plan *plan, struct eb_err *e);
 
+/* The pool for a generate of `need` (cuda_pool.h kv_pool_decide): keeps
+ * the pool when its free part holds the batch, reserves one when there is
+ * none, releases and reserves again when it is too small but empty (a sweep
+ * over growing batches in one process); EB_ERR_NOMEM when the batch cannot
+ * fit (the point's 'oom').  plan->pool_bytes: the pool's size after. */
+int backend_cuda_ensure_pool(struct backend *be, const struct kv_pool_need *need,
+                             struct kv_pool_plan *plan, struct eb_err *e);
+
+/* Gives the pool's memory back to the device; -1 while any of it is in use
+ * (no pool: nothing to do). */
+int backend_cuda_release_pool(struct backend *be, struct eb_err *e);
+
+/* on = 0: be->alloc bypasses the pool (cudaMalloc) until called with 1, so
+ * what lives across generates (a policy's glue, made before its first
+ * generate) does not pin the pool and block a re-plan.  Frees go to
+ * whichever gave the block. */
+void backend_cuda_pool_serve(struct backend *be, int on);
+
+/* The weights (weight_bytes as this backend holds them, cuda_matrix_bytes)
+ * fit in the device's free memory with the pool's headroom left; else
+ * EB_ERR_NOMEM with both sizes.  Call before uploading them. */
+int backend_cuda_check_weights(struct backend *be, size_t weight_bytes, struct eb_err *e);
+
 /* Bytes of the pool in use now and at most (0 without a pool). */
 void backend_cuda_pool_usage(const struct backend *be, size_t *used, size_t *peak);
 
@@ -78,6 +101,14 @@ int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, 
  * CPU sampler; only n_rows ints cross to the host instead of the logits. */
 int backend_cuda_argmax(struct backend *be, int *tokens, const float *logits, int n_rows,
                         int n_vocab);
+
+/* Temperature + top-k + top-p (or greedy) per row, as model/sampler.c with
+ * the uniform draw rows[r].u (cuda_sample.cu states the semantics): the
+ * backend's `sample` op.  tokens[r] = -1: row r is left to the host
+ * (non-finite logits, or a nucleus wider than the 1,024 candidates sorted on
+ * the device).  0, or -1 for bad rows or a CUDA failure. */
+int backend_cuda_sample(struct backend *be, int *tokens, const float *logits, int n_rows,
+                        int n_vocab, const struct sample_row *rows);
 
 /* 0 while every op has succeeded; else -1 with e set to the first failure,
  * of kind EB_ERR_NOMEM when the device ran out of memory.  The ops return

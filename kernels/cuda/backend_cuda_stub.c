@@ -54,6 +54,32 @@ __attribute__((weak)) int backend_cuda_reserve_pool(struct backend *be,
     return eb_fail(e, "%s", NO_CUDA);
 }
 
+__attribute__((weak)) int backend_cuda_ensure_pool(struct backend *be,
+                                                   const struct kv_pool_need *need,
+                                                   struct kv_pool_plan *plan, struct eb_err *e)
+{
+    (void)be, (void)need, (void)plan;
+    return eb_fail(e, "%s", NO_CUDA);
+}
+
+__attribute__((weak)) int backend_cuda_release_pool(struct backend *be, struct eb_err *e)
+{
+    (void)be;
+    return eb_fail(e, "%s", NO_CUDA);
+}
+
+__attribute__((weak)) void backend_cuda_pool_serve(struct backend *be, int on)
+{
+    (void)be, (void)on;
+}
+
+__attribute__((weak)) int backend_cuda_check_weights(struct backend *be, size_t weight_bytes,
+                                                     struct eb_err *e)
+{
+    (void)be, (void)weight_bytes;
+    return eb_fail(e, "%s", NO_CUDA);
+}
+
 __attribute__((weak)) void backend_cuda_pool_usage(const struct backend *be, size_t *used,
                                                    size_t *peak)
 {
@@ -65,6 +91,14 @@ __attribute__((weak)) int backend_cuda_argmax(struct backend *be, int *tokens,
                                               const float *logits, int n_rows, int n_vocab)
 {
     (void)be, (void)tokens, (void)logits, (void)n_rows, (void)n_vocab;
+    return -1;
+}
+
+__attribute__((weak)) int backend_cuda_sample(struct backend *be, int *tokens,
+                                              const float *logits, int n_rows, int n_vocab,
+                                              const struct sample_row *rows)
+{
+    (void)be, (void)tokens, (void)logits, (void)n_rows, (void)n_vocab, (void)rows;
     return -1;
 }
 

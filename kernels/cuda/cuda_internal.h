@@ -38,6 +38,7 @@ struct cuda_impl {
     /* The run's pool (backend_cuda_reserve_pool); pool_base NULL until then. */
     char *pool_base;
     struct dev_arena arena;
+    bool pool_off;     /* backend_cuda_pool_serve(0): alloc bypasses the pool for now */
     char err[256];     /* first failure; empty while all is well */
     int err_nomem;     /* that failure was the device running out of memory */
 };

@@ -2,7 +2,10 @@
  * (see cuda_pool.h).  Plain C: no CUDA call, so the CPU build tests it. */
 #include "kernels/cuda/cuda_pool.h"
 
+#include "kernels/backend.h"
+
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,23 +127,80 @@ int kv_pool_plan(size_t free_bytes, size_t total_bytes, const struct kv_pool_nee
     size_t fit = usable > need->act_bytes
                      ? (usable - need->act_bytes) / need->kv_bytes_per_seq : 0;
     out->max_batch = fit > INT32_MAX ? INT32_MAX : (int)fit;
-    /* Every allocation is rounded up to the arena's alignment: allow one
-     * 2 MiB slack per sequence plus one for the activations. */
-    size_t want = mul_add((size_t)need->batch, need->kv_bytes_per_seq, need->act_bytes);
-    want = mul_add((size_t)need->batch + 1, 2 * MIB, want);
+    size_t want = kv_pool_bytes(need);
     if (want == SIZE_MAX || want > usable)
-        return eb_fail_nomem(e, "device pool: batch %d needs %.2f GiB (%.2f GiB KV per "
-                             "sequence, %.2f GiB activations) but %.2f GiB of %.2f GiB are "
-                             "free after %.2f GiB headroom; at most %d sequences fit",
+        return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB (%.2f GiB "
+                             "KV per sequence, %.2f GiB activations) but %.2f GiB of %.2f GiB "
+                             "are free after %.2f GiB headroom; at most %d sequences fit",
                              need->batch,
-                             ((double)need->batch * need->kv_bytes_per_seq + need->act_bytes) / 1073741824.0,
+                             ((double)need->batch * need->kv_bytes_per_seq + need->act_bytes) /
+                                 1073741824.0,
                              need->kv_bytes_per_seq / 1073741824.0,
                              need->act_bytes / 1073741824.0, usable / 1073741824.0,
                              total_bytes / 1073741824.0, out->headroom / 1073741824.0,
                              out->max_batch);
-    out->pool_bytes = (want + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
-    if (out->pool_bytes > usable) out->pool_bytes = usable;
+    out->pool_bytes = want > usable ? usable : want;
     return 0;
+}
+
+size_t kv_pool_bytes(const struct kv_pool_need *need)
+{
+    if (need->batch < 1) return SIZE_MAX;
+    /* Every allocation is rounded up to the arena's alignment: allow one
+     * 2 MiB slack per sequence plus one for the activations. */
+    size_t want = mul_add((size_t)need->batch, need->kv_bytes_per_seq, need->act_bytes);
+    want = mul_add((size_t)need->batch + 1, 2 * MIB, want);
+    if (want > SIZE_MAX - 2 * MIB) return SIZE_MAX;
+    return (want + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+}
+
+int kv_pool_decide(size_t pool_bytes, size_t pool_used, const struct kv_pool_need *need,
+                   enum kv_pool_action *act, struct eb_err *e)
+{
+    *act = KV_POOL_KEEP;
+    if (need->batch < 1 || need->kv_bytes_per_seq == 0)
+        return eb_fail(e, "device pool: need a batch >= 1 and a non-empty KV cache (batch %d, "
+                       "%zu bytes per sequence)", need->batch, need->kv_bytes_per_seq);
+    if (pool_used > pool_bytes)
+        return eb_fail(e, "device pool: %zu bytes in use of %zu", pool_used, pool_bytes);
+    if (pool_bytes == 0) {
+        *act = KV_POOL_RESERVE;
+        return 0;
+    }
+    size_t want = kv_pool_bytes(need);
+    if (want != SIZE_MAX && want <= pool_bytes - pool_used) return 0;
+    if (pool_used == 0) {
+        *act = KV_POOL_REPLAN;
+        return 0;
+    }
+    /* Releasing the pool now would pull memory from under live allocations
+     * (a policy's device scratch kept between batches of a point). */
+    return eb_fail_nomem(e, "device pool: out of memory: batch %d needs %.2f GiB but the pool "
+                         "reserved for an earlier batch has %.2f GiB of %.2f GiB free, and it "
+                         "cannot be re-planned while %.2f GiB of it are in use",
+                         need->batch, want == SIZE_MAX ? INFINITY : want / 1073741824.0,
+                         (pool_bytes - pool_used) / 1073741824.0, pool_bytes / 1073741824.0,
+                         pool_used / 1073741824.0);
+}
+
+size_t cuda_matrix_bytes(int type, size_t n_elements, int exact)
+{
+    /* cuda_weight.cu: exact mode and F32 tensors are f32; F16/BF16 stay
+     * 16-bit; quantized types are dequantized to bf16. */
+    if (exact || type == WEIGHT_F32) return n_elements * 4;
+    return n_elements * 2;
+}
+
+int cuda_weights_fit(size_t weight_bytes, size_t free_bytes, size_t total_bytes,
+                     struct eb_err *e)
+{
+    size_t headroom = kv_pool_headroom(total_bytes);
+    if (free_bytes > headroom && weight_bytes <= free_bytes - headroom) return 0;
+    return eb_fail_nomem(e, "device: out of memory: the weights need %.2f GiB but %.2f GiB of "
+                         "%.2f GiB are free and %.2f GiB must stay free for cuBLAS, the CUDA "
+                         "context and the backend's staging", weight_bytes / 1073741824.0,
+                         free_bytes / 1073741824.0, total_bytes / 1073741824.0,
+                         headroom / 1073741824.0);
 }
 
 int cuda_device_parse(const char *spec, int *device, struct eb_err *e)

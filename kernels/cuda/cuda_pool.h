@@ -71,6 +71,38 @@ size_t kv_pool_headroom(size_t total_bytes);
 int kv_pool_plan(size_t free_bytes, size_t total_bytes, const struct kv_pool_need *need,
                  struct kv_pool_plan *out, struct eb_err *e);
 
+/* Bytes of the pool that `need` asks for: batch * kv + activations, one
+ * 2 MiB slack per sequence and one for the activations, rounded up to
+ * 2 MiB (SIZE_MAX on overflow or a batch < 1). */
+size_t kv_pool_bytes(const struct kv_pool_need *need);
+
+/* What a generate of `need` does with the pool a run holds (pool_bytes 0:
+ * none yet) of which pool_used bytes are handed out now. */
+enum kv_pool_action {
+    KV_POOL_KEEP,    /* what is free in the pool holds the batch */
+    KV_POOL_RESERVE, /* no pool yet: plan and reserve one */
+    KV_POOL_REPLAN   /* too small but empty: release it, plan and reserve again */
+};
+
+/* Decides; fails with EB_ERR_NOMEM (the point's 'oom') when the pool is too
+ * small and still in use, so it can neither hold the batch nor be released,
+ * and with EB_ERR_OTHER for a malformed need. */
+int kv_pool_decide(size_t pool_bytes, size_t pool_used, const struct kv_pool_need *need,
+                   enum kv_pool_action *act, struct eb_err *e);
+
+/* ---- the weights ---- */
+
+/* Device bytes of a matrix of n_elements of enum weight_type `type` as the
+ * CUDA backend holds it (cuda_weight.cu): f32 in exact mode or for F32
+ * tensors, else 16 bits (quantized types are dequantized to bf16).  Vectors
+ * are f32 whatever their type. */
+size_t cuda_matrix_bytes(int type, size_t n_elements, int exact);
+
+/* The weights fit in the free device memory with the pool's headroom left;
+ * else EB_ERR_NOMEM naming the sizes (checked before uploading them). */
+int cuda_weights_fit(size_t weight_bytes, size_t free_bytes, size_t total_bytes,
+                     struct eb_err *e);
+
 /* ---- device selection ---- */
 
 /* Parses a device name: "cuda" (device 0) or "cuda:N"; -1 with a message

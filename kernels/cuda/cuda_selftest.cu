@@ -27,7 +27,9 @@
  * by |V| 2^-9 + |V| x that: 2e-2 of (1 + |out|) bounds it with room, and
  * 4e-3 is what random-sign errors give; the check uses 2e-2.  Then the device
  * pool (allocations served from it, NULL when full, freed blocks reused),
- * greedy sampling (exact, ties to the lowest id), and the metadata staging
+ * greedy sampling (exact, ties to the lowest id), temperature/top-k/top-p
+ * sampling against model/sampler.c and against the exact distribution
+ * (cuda_selftest_sample.cu states the tolerances), and the metadata staging
  * ring across a wrap.
  *
  * Typed weights: the GPU holds F32 as f32, F16 as f16, BF16 as bf16 and a
@@ -42,6 +44,7 @@
  * order of summation.  embed_weight is exact for F32/F16/BF16 (a 16-bit
  * value is exact in f32) and within 2^-8 |value| for a quantized type. */
 #include "kernels/cuda/backend_cuda.h"
+#include "kernels/cuda/cuda_selftest_sample.h"
 
 extern "C" {
 #include "kernels/quant.h"
@@ -725,6 +728,7 @@ int main(int argc, char **argv)
     test_argmax(1, 151936);
     test_argmax(64, 128256);
     test_argmax(3, 5);
+    selftest_sample(gpu, &n_passed, &n_failed);
     test_staging_wrap();
     /* scoring primitives: GQA 1:1, 3:1 and 7:1; lengths off the 256-thread blocks */
     test_window_scores(4, 4, 2, 64, 8, 300, 292, 0, SCORE_GQA_MAX, false);

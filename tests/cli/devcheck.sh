@@ -1,0 +1,42 @@
+#!/bin/sh
+# devcheck.sh - tools/devcheck.sh, the script a lent GPU runs, kept from
+# rotting on a machine without one: --check-only must pass against this
+# build's CLI (every option it passes exists, every output it parses parses,
+# the table states the three targets), and must fail, loudly, when the CLI
+# loses an option it uses.  Runs from the repository root.
+BIN=${EVICTBENCH_BIN:-./evictbench}
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+case "$BIN" in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
+
+if EVICTBENCH_BIN="$BIN" tools/devcheck.sh --check-only >"$TMP/ok.log" 2>&1; then
+    echo "ok   devcheck --check-only: $(tail -n 1 "$TMP/ok.log")"
+else
+    tail -n 30 "$TMP/ok.log"
+    echo "FAIL devcheck --check-only against $BIN"
+    fail=1
+fi
+for target in "1\. qwen7b batch-1 decode .*HBM roofline" "2\. qwen7b rkv budget batch 64" \
+              "3\. qwen7b batch 1 vs transformers"; do
+    grep -q "$target" "$TMP/ok.log" || { echo "FAIL: the table lacks target '$target'"; fail=1; }
+done
+
+# A CLI that lost --ignore-eos (its help no longer lists it): check-only fails and names it.
+cat >"$TMP/evictbench" <<EOS
+#!/bin/sh
+if [ "\$2" = --help ]; then "$BIN" "\$@" 2>&1 | grep -v -- '--ignore-eos'; exit 0; fi
+exec "$BIN" "\$@"
+EOS
+chmod +x "$TMP/evictbench"
+if DEVCHECK_CPU_RUN=0 EVICTBENCH_BIN="$TMP/evictbench" tools/devcheck.sh --check-only >"$TMP/bad.log" 2>&1; then
+    echo "FAIL: devcheck --check-only passed a CLI without --ignore-eos"
+    fail=1
+elif ! grep -q "FAILED: evictbench generate lacks --ignore-eos" "$TMP/bad.log"; then
+    tail -n 20 "$TMP/bad.log"
+    echo "FAIL: devcheck --check-only did not name the missing option"
+    fail=1
+else
+    echo "ok   a missing option fails devcheck: $(grep -m1 'lacks --ignore-eos' "$TMP/bad.log")"
+fi
+exit $fail
