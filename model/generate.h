@@ -73,6 +73,7 @@ struct gen_options {
     int n_vocab_valid;       /* ids >= this are never sampled; 0: every row of the LM head */
     size_t mem_limit;        /* bytes for weights + KV + activations; 0: weights + available RAM */
     const struct gen_hooks *hooks;
+    enum kv_type kv_type;    /* element type of every sequence's KV cache (0: f32) */
     /* NULL, or [n]: left padding of each request.  The first n_pad[i] tokens of
      * request i's prompt are pads (0 <= n_pad[i] < n_prompt).  They enter the
      * cache as pad slots (they take K+V bytes and count in every slot limit)

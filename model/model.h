@@ -158,8 +158,10 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
 /* Host logits [rows][n_vocab] of the last model_forward. */
 const float *forward_logits(const struct forward *f);
 
-/* A KV cache shaped for this model. */
+/* A KV cache shaped for this model: f32, or of element type `type`. */
 int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,
                          struct eb_err *e);
+int model_kvcache_create_as(const struct model *m, int capacity, enum kv_type type,
+                            struct kvcache **out, struct eb_err *e);
 
 #endif
