@@ -220,6 +220,8 @@ static void test_attention(int n_head, int n_kv, int hd, int n_new, int cap,
     drop(q), drop(k), drop(v), drop(out), drop(p);
 }
 
+static pair typed_copy(pair x, enum kv_type t, int hd, const char *label);
+
 /* Several sequences' attention in one call (backend_cuda_attention_batch):
  * each sequence its own cache, length per head, new-token count and pads;
  * every output must equal the CPU's attention of that sequence alone. */
