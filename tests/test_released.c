@@ -86,8 +86,8 @@ static int select_compact(struct policy *p, struct kvcache *c, const struct run_
 {
     struct cache_view cv = {
         .be = be, .n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv, .head_dim = r->hd,
-        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL, .k = c->k,
-        .v = c->v, .next_pos = c->next_pos, .at_prefill = at_prefill,
+        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL,
+        .k = (float *const *)c->k, .v = (float *const *)c->v, .next_pos = c->next_pos, .at_prefill = at_prefill,
     };
     for (int l = 0; l < r->nl; l++) cv.n_q = kvcache_qring_gather(c, l, qbuf[l]);
     cv.q = qbuf;
