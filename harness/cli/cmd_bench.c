@@ -71,7 +71,8 @@ static int run_decode(struct session *s, int batch, int n_new, int prompt_len, e
     if (!ids || !req || !res) { eb_fail(e, "bench: out of memory"); goto out; }
     for (int b = 0; b < batch; b++) {
         fill_tokens(ids + b * prompt_len, prompt_len, m->cfg.n_vocab, b + 1);
-        req[b] = (struct gen_request){ids + b * prompt_len, prompt_len, n_new, sampler_params_greedy()};
+        req[b] = (struct gen_request){ids + b * prompt_len, prompt_len, n_new,
+                                      sampler_params_greedy()};
     }
     struct session_gen_opts so = {.ignore_eos = 1, .kv_type = kv};
     struct gen_stats st;
@@ -205,7 +206,8 @@ static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
                 return cli_errorf("bench: --weights must be native or f32, not '%s'", v), 2;
         } else if (!strcmp(o, "--kv-type")) {
             if (device_kv_type_parse(v, &a->kv_type))
-                return cli_errorf("bench: --kv-type: expected f32, f16, bf16 or auto, not '%s'", v), 2;
+                return cli_errorf("bench: --kv-type: expected f32, f16, bf16 or auto, not '%s'",
+                                  v), 2;
         } else if (!strcmp(o, "--decode-prompt")) {
             if (cli_int(o, v, 1, 1 << 20, &a->decode_prompt)) return 2;
         } else if (!strcmp(o, "--policy-new")) {

@@ -178,7 +178,8 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         }
         else if (!strcmp(o, "--kv-type")) {
             if (device_kv_type_parse(v, &a->kv_type))
-                return cli_errorf("generate: --kv-type: expected f32, f16, bf16 or auto, not '%s'", v), -1;
+                return cli_errorf("generate: --kv-type: expected f32, f16, bf16 or auto, "
+                                  "not '%s'", v), -1;
         }
         else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }

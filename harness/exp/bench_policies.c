@@ -136,7 +136,8 @@ int bench_policies_for(struct session *s, const char *policies, const char *budg
             struct row r;
             char bud_s[16] = "-";
             if (evicts[i]) snprintf(bud_s, sizeof bud_s, "%d", bv[j]);
-            if (run_one(s, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, kv_type, &r, e))
+            if (run_one(s, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, kv_type, &r,
+                        e))
                 goto out;
             fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bud_s,
                     r.tok_s, r.policy_ms, r.policy_pct, r.compressions, r.peak_kv,

@@ -118,7 +118,8 @@ static float dot_f16_avx2(const float *q, const void *k, int n)
     const uint16_t *h = k;
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), acc);
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), acc);
     float s = hsum8(acc);
     for (; i < n; i++) s += q[i] * _cvtsh_ss(h[i]);
     return s;
@@ -139,7 +140,8 @@ static float dot_bf16_avx2(const float *q, const void *k, int n)
     const uint16_t *h = k;
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_bf16x8(h + i), acc);
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_bf16x8(h + i), acc);
     float s = hsum8(acc);
     for (; i < n; i++) s += q[i] * bf16_f32(h[i]);
     return s;
