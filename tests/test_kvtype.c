@@ -176,9 +176,9 @@ static void check_attention(struct backend *be, enum kv_type t, const char *simd
 
 static void test_attention_typed(void)
 {
-    struct backend *be = backend_cpu_create(2);
+    struct backend *be = backend_cpu_create(1);
     setenv("EVICTBENCH_CPU_SIMD", "scalar", 1);
-    struct backend *scalar = backend_cpu_create(2);
+    struct backend *scalar = backend_cpu_create(1);
     unsetenv("EVICTBENCH_CPU_SIMD");
     for (int t = KV_F16; t <= KV_BF16; t++) {
         check_attention(be, (enum kv_type)t, "simd");
@@ -344,7 +344,7 @@ static void test_policy_smollm2(void)
 {
     if (access(SMOL, R_OK) != 0) SKIP("%s absent (make deps downloads it)", SMOL);
     struct session s;
-    struct session_opts o = {NULL, 2, 0};
+    struct session_opts o = {NULL, 1, 0};
     session_init(&s, &o);
     struct eb_err e = {0};
     int *ids = NULL, n = 0;

@@ -426,8 +426,8 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
     fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
             st->decode_tokens, st->decode_s, st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0.0,
             gen);
-    fprintf(stderr, "kv cache (%s): peak %zu bytes; memory estimate %zu bytes\n",
-            kv_type_name(device_kv_type(a->device, a->kv_type)), st->peak_kv_bytes, st->est_bytes);
+    fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
+            st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
     if (glue) {
         struct policy_glue_stats ps;
         policy_glue_stats(glue, &ps);

@@ -42,7 +42,7 @@ else
     echo "FAIL run rows: kv_type '$rows', $keys run keys, f32/f16 peak KV ratio '$ratio'"; fail=1
 fi
 "$BIN" generate --model smollm2-135m --prompt hi --max-new 4 --kv-type bf16 --stats \
-    >"$TMP/g.out" 2>"$TMP/g.err" && grep -q "^kv cache (bf16): peak" "$TMP/g.err" ||
+    >"$TMP/g.out" 2>"$TMP/g.err" && grep -q "^kv cache: peak [0-9]* bytes; .*; bf16 elements$" "$TMP/g.err" ||
     { cat "$TMP/g.err"; echo "FAIL generate --stats names the KV type"; fail=1; }
 "$BIN" bench --model smollm2-135m --kv-type f16 --prompt-len 16 --new 4 --batches 1 --tsv \
     >"$TMP/b.out" 2>&1 && [ "$(awk -F'\t' 'NR > 1 {print $5}' "$TMP/b.out" | sort -u)" = f16 ] ||
