@@ -53,11 +53,29 @@ struct weight {
     void *impl;              /* backend private */
 };
 
+/* Element type of a KV cache.  Activations and queries stay f32 whatever
+ * it is; a 16-bit cache is converted on the fly (f32 accumulation).  Values
+ * are stable (0 is f32, so a zeroed attn_args reads an f32 cache). */
+enum kv_type {
+    KV_F32 = 0,
+    KV_F16 = 1,   /* IEEE half */
+    KV_BF16 = 2   /* bfloat16: the top 16 bits of an f32 */
+};
+enum { KV_TYPE_COUNT = 3 };
+
+/* "f32", "f16", "bf16" ("?" for anything else). */
+const char *kv_type_name(enum kv_type t);
+/* 0 and *out set when s names a type (as kv_type_name spells it), else -1. */
+int kv_type_parse(const char *s, enum kv_type *out);
+/* Bytes of one element (4 or 2); 0 for an unknown type. */
+size_t kv_type_bytes(enum kv_type t);
+
 struct attn_args {
     float *out;            /* [n_new][n_head*head_dim] */
     const float *q;        /* [n_new][n_head*head_dim], RoPE already applied */
-    const float *k_cache;  /* [n_kv][cap][head_dim], keys stored post-RoPE */
-    const float *v_cache;  /* [n_kv][cap][head_dim] */
+    const void *k_cache;   /* [n_kv][cap][head_dim] of kv_type, keys stored post-RoPE */
+    const void *v_cache;   /* [n_kv][cap][head_dim] of kv_type */
+    enum kv_type kv_type;  /* element type of both caches */
     int cap;               /* slots per kv head */
     int n_head, n_kv, head_dim;
     int n_new;             /* queries: the tokens just appended at the end of every kv head */
@@ -210,6 +228,16 @@ struct backend {
      * failure. */
     int (*sample)(struct backend *be, int *tokens, const float *logits, int n_rows, int n_vocab,
                   const struct sample_row *rows);
+
+    /* ---- typed KV caches (may be NULL on a backend with f32 caches only) ----
+     * A cache of a 16-bit type is backend memory from alloc (n elements take
+     * n * kv_type_bytes / sizeof(float) floats) addressed in its elements.
+     * kv_store: row i of dst (dim elements of `type`) = row rows[i] (host
+     * index) of the f32 rows src, rounded to nearest even; dst must not
+     * overlap src.  kv_load: dst[i] = src[i] as f32, for n elements (exact). */
+    void (*kv_store)(struct backend *be, void *dst, enum kv_type type, const float *src,
+                     const int *rows, int n, int dim);
+    void (*kv_load)(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n);
 };
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.

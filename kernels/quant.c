@@ -154,6 +154,14 @@ float quant_bf16_to_f32(uint16_t h)
     return f32_from_bits((uint32_t)h << 16);
 }
 
+uint16_t quant_f32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7FFFu + ((u >> 16) & 1);        /* round to nearest even; inf stays inf */
+    return (uint16_t)(u >> 16);
+}
+
 static float rd_f16(const uint8_t *p)
 {
     return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));

@@ -34,5 +34,7 @@ int quant_dequantize(int type, const void *src, float *dst, int64_t n);
 float quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);
 float quant_bf16_to_f32(uint16_t h);
+/* f32 -> bfloat16, rounded to nearest even (NaN stays a quiet NaN). */
+uint16_t quant_f32_to_bf16(float f);
 
 #endif

@@ -210,6 +210,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
                 .q = f->q + r0 * qd,
                 .k_cache = kc->k[l],
                 .v_cache = kc->v[l],
+                .kv_type = kc->type,
                 .cap = kc->capacity,
                 .n_head = c->n_head,
                 .n_kv = c->n_head_kv,

@@ -98,7 +98,8 @@ size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes
     if (!kv) return SIZE_MAX;
     for (int i = 0; i < n; i++) {
         kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim,
-                                    generate_cache_slots(c, opt, &reqs[i], pads_of(opt, i)));
+                                    generate_cache_slots(c, opt, &reqs[i], pads_of(opt, i)),
+                                    opt->kv_type);
     }
     qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
     for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
@@ -191,7 +192,8 @@ static int slot_admit(const struct model *m, const struct gen_request *reqs, int
     res->tokens = malloc((size_t)s->max_new * sizeof *res->tokens);
     if (!res->tokens) return eb_fail_nomem(e, "generate: out of memory");
     if (sampler_init(&s->sampler, &r->sampling, n_valid, e)) return -1;
-    if (model_kvcache_create(m, generate_cache_slots(&m->cfg, opt, r, n_pad), &s->cache, e)) {
+    if (model_kvcache_create_as(m, generate_cache_slots(&m->cfg, opt, r, n_pad), opt->kv_type,
+                                &s->cache, e)) {
         sampler_free(&s->sampler);
         return -1;
     }

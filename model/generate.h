@@ -75,6 +75,7 @@ struct gen_options {
     int host_sampling;       /* 1: download the logits and sample on the host even when the
                               * backend samples in its own memory (its `sample` op) */
     const struct gen_hooks *hooks;
+    enum kv_type kv_type;    /* element type of every sequence's KV cache (0: f32) */
     /* NULL, or [n]: left padding of each request.  The first n_pad[i] tokens of
      * request i's prompt are pads (0 <= n_pad[i] < n_prompt).  They enter the
      * cache as pad slots (they take K+V bytes and count in every slot limit)

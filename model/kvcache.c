@@ -6,14 +6,24 @@
 
 static size_t slot_bytes(const struct kvcache *c)
 {
-    return 2 * (size_t)c->head_dim * sizeof(float); /* K and V */
+    return 2 * c->row_bytes; /* K and V */
 }
 
-size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity)
+/* Floats of backend memory holding n elements of type t (a 16-bit cache has
+ * an even head_dim, so its rows are whole floats). */
+static size_t floats_for(size_t n, enum kv_type t)
 {
-    size_t kv = 2 * (size_t)n_layer * n_kv * capacity * head_dim * sizeof(float);
+    return (n * kv_type_bytes(t) + sizeof(float) - 1) / sizeof(float);
+}
+
+size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type)
+{
+    size_t row = (size_t)capacity * head_dim; /* elements of one head's slots */
+    size_t kv = 2 * (size_t)n_layer * n_kv * floats_for(row, type) * sizeof(float);
     size_t host = (size_t)n_layer * n_kv * capacity * (sizeof(int) + 1); /* pos + pad */
-    return kv + host + (size_t)capacity * head_dim * sizeof(float);
+    size_t scratch = floats_for(row, type) * sizeof(float);
+    size_t view = type == KV_F32 ? 0 : 2 * row * sizeof(float);
+    return kv + host + scratch + view;
 }
 
 void kvcache_free(struct kvcache *c)
@@ -25,6 +35,8 @@ void kvcache_free(struct kvcache *c)
         if (c->q_ring && c->q_ring[l]) c->be->free(c->be, c->q_ring[l]);
     }
     if (c->scratch) c->be->free(c->be, c->scratch);
+    for (int w = 0; w < 2; w++)
+        if (c->view[w]) c->be->free(c->be, c->view[w]);
     free(c->k);
     free(c->v);
     free(c->q_ring);
@@ -35,13 +47,49 @@ void kvcache_free(struct kvcache *c)
     free(c);
 }
 
+static int check_type(struct backend *be, int head_dim, enum kv_type type, struct eb_err *e)
+{
+    if (kv_type_bytes(type) == 0) return eb_fail(e, "kvcache: unknown element type %d", (int)type);
+    if (type == KV_F32) return 0;
+    if (head_dim % 2)
+        return eb_fail(e, "kvcache: a %s cache needs an even head_dim, not %d", kv_type_name(type),
+                       head_dim);
+    if (!be->kv_store || !be->kv_load)
+        return eb_fail(e, "kvcache: the %s backend has no %s KV cache", be->name,
+                       kv_type_name(type));
+    return 0;
+}
+
+/* The backend buffers: K and V per layer, the compaction staging, and for a
+ * 16-bit cache the two f32 view buffers. */
+static int alloc_buffers(struct kvcache *c, struct eb_err *e)
+{
+    struct backend *be = c->be;
+    size_t row = (size_t)c->capacity * c->head_dim;
+    size_t per_layer = (size_t)c->n_kv * floats_for(row, c->type);
+    for (int l = 0; l < c->n_layer; l++) {
+        c->k[l] = be->alloc(be, per_layer);
+        c->v[l] = be->alloc(be, per_layer);
+        if (!c->k[l] || !c->v[l])
+            return eb_fail_nomem(e, "kvcache: out of memory for %d slots x %d layers", c->capacity,
+                                 c->n_layer);
+    }
+    c->scratch = be->alloc(be, floats_for(row, c->type));
+    if (!c->scratch) return eb_fail_nomem(e, "kvcache: out of memory for the compaction buffer");
+    for (int w = 0; w < 2 && c->type != KV_F32; w++)
+        if (!(c->view[w] = be->alloc(be, row)))
+            return eb_fail_nomem(e, "kvcache: out of memory for the f32 view buffers");
+    return 0;
+}
+
 int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int capacity,
-                   struct kvcache **out, struct eb_err *e)
+                   enum kv_type type, struct kvcache **out, struct eb_err *e)
 {
     *out = NULL;
     if (n_layer < 1 || n_kv < 1 || head_dim < 1 || capacity < 1)
         return eb_fail(e, "kvcache: bad dimensions (layers %d, kv heads %d, head_dim %d, capacity %d)",
                        n_layer, n_kv, head_dim, capacity);
+    if (check_type(be, head_dim, type, e)) return -1;
     struct kvcache *c = eb_calloc(1, sizeof *c, e);
     if (!c) return -1;
     c->be = be;
@@ -49,27 +97,16 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
     c->n_kv = n_kv;
     c->head_dim = head_dim;
     c->capacity = capacity;
-    size_t per_layer = (size_t)n_kv * capacity * head_dim;
+    c->type = type;
+    c->row_bytes = (size_t)head_dim * kv_type_bytes(type);
+    c->view_of[0] = c->view_of[1] = -1;
     if (!(c->k = eb_calloc((size_t)n_layer, sizeof *c->k, e)) ||
         !(c->v = eb_calloc((size_t)n_layer, sizeof *c->v, e)) ||
         !(c->len = eb_calloc((size_t)n_layer * n_kv, sizeof *c->len, e)) ||
         !(c->pos = eb_malloc((size_t)n_layer * n_kv * capacity * sizeof *c->pos, e)) ||
-        !(c->pad = eb_calloc((size_t)n_layer * n_kv * capacity, 1, e)))
+        !(c->pad = eb_calloc((size_t)n_layer * n_kv * capacity, 1, e)) ||
+        alloc_buffers(c, e))
         goto fail;
-    for (int l = 0; l < n_layer; l++) {
-        c->k[l] = be->alloc(be, per_layer);
-        c->v[l] = be->alloc(be, per_layer);
-        if (!c->k[l] || !c->v[l]) {
-            eb_fail_nomem(e, "kvcache: out of memory for %d slots x %d layers",
-                    capacity, n_layer);
-            goto fail;
-        }
-    }
-    c->scratch = be->alloc(be, (size_t)capacity * head_dim);
-    if (!c->scratch) {
-        eb_fail_nomem(e, "kvcache: out of memory for the compaction buffer");
-        goto fail;
-    }
     *out = c;
     return 0;
 fail:
@@ -126,13 +163,20 @@ int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const floa
                            c->len[layer * c->n_kv + h]);
     if (reserve_idx(c, n, e)) return -1;
     struct backend *be = c->be;
+    c->view_of[0] = c->view_of[1] = -1;
     for (int h = 0; h < c->n_kv; h++) {
         int *len = &c->len[layer * c->n_kv + h];
         /* K/V activations are [n][n_kv][head_dim]: head h of token t is row t*n_kv + h. */
         for (int t = 0; t < n; t++) c->idx[t] = t * c->n_kv + h;
-        size_t off = ((size_t)h * c->capacity + *len) * c->head_dim;
-        be->gather_rows(be, c->k[layer] + off, k, c->idx, n, c->head_dim);
-        be->gather_rows(be, c->v[layer] + off, v, c->idx, n, c->head_dim);
+        size_t off = ((size_t)h * c->capacity + *len) * c->row_bytes;
+        char *kd = (char *)c->k[layer] + off, *vd = (char *)c->v[layer] + off;
+        if (c->type == KV_F32) {
+            be->gather_rows(be, (float *)kd, k, c->idx, n, c->head_dim);
+            be->gather_rows(be, (float *)vd, v, c->idx, n, c->head_dim);
+        } else {
+            be->kv_store(be, kd, c->type, k, c->idx, n, c->head_dim);
+            be->kv_store(be, vd, c->type, v, c->idx, n, c->head_dim);
+        }
         int *pos = c->pos + ((size_t)layer * c->n_kv + h) * c->capacity;
         unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + h) * c->capacity;
         for (int t = 0; t < n; t++) {
@@ -185,14 +229,17 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     if (!identity) {
         /* Kept rows land in keep order (a policy may order its cache, e.g.
          * by score as R-KV's released code does).  Gather through a staging
-         * buffer: the rows move within the buffer they come from. */
+         * buffer: the rows move within the buffer they come from.  Rows of
+         * any element type move as whole 32-bit words, bit for bit. */
         struct backend *be = c->be;
-        size_t n = (size_t)n_keep * c->head_dim;
+        int words = (int)(c->row_bytes / sizeof(float));
+        size_t n = (size_t)n_keep * words;
         float *kb = kvcache_k(c, layer, kv_head), *vb = kvcache_v(c, layer, kv_head);
-        be->gather_rows(be, c->scratch, kb, keep, n_keep, c->head_dim);
+        be->gather_rows(be, c->scratch, kb, keep, n_keep, words);
         be->copy(be, kb, c->scratch, n);
-        be->gather_rows(be, c->scratch, vb, keep, n_keep, c->head_dim);
+        be->gather_rows(be, c->scratch, vb, keep, n_keep, words);
         be->copy(be, vb, c->scratch, n);
+        c->view_of[0] = c->view_of[1] = -1;
         int *pos = c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
         unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
         int *moved = c->idx + *len;
@@ -205,6 +252,22 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     c->bytes -= (size_t)freed;
     *len = n_keep;
     return freed;
+}
+
+const float *kvcache_rows_f32(struct kvcache *c, int which, int layer, int kv_head)
+{
+    if (which < 0 || which > 1 || layer < 0 || layer >= c->n_layer || kv_head < 0 ||
+        kv_head >= c->n_kv)
+        return NULL;
+    void *rows = which ? kvcache_v(c, layer, kv_head) : kvcache_k(c, layer, kv_head);
+    if (c->type == KV_F32) return rows;
+    int head = layer * c->n_kv + kv_head;
+    if (c->view_of[which] != head) {
+        size_t n = (size_t)c->len[head] * c->head_dim;
+        c->be->kv_load(c->be, c->view[which], rows, c->type, n);
+        c->view_of[which] = head;
+    }
+    return c->view[which];
 }
 
 int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err *e)

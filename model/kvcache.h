@@ -1,6 +1,8 @@
 /* kvcache.h - the KV cache of one sequence, owned by model/.
  *
- * Per layer, K and V are backend buffers laid out [n_kv][capacity][head_dim];
+ * Per layer, K and V are backend buffers laid out [n_kv][capacity][head_dim]
+ * of the cache's element type (enum kv_type: f32, f16 or bf16; a row is
+ * head_dim * kv_type_bytes bytes, and bytes/peak_bytes count that size);
  * each (layer, kv head) has its own length, so eviction can keep a different
  * set of tokens per head.  Keys are stored after RoPE.  Every slot remembers
  * its token's original position (host memory), and new tokens continue at the
@@ -29,13 +31,18 @@ struct kvcache {
     struct backend *be;
     int n_layer, n_kv, head_dim;
     int capacity;        /* slots per (layer, kv head) */
-    float **k, **v;      /* [n_layer] backend buffers of n_kv * capacity * head_dim */
+    enum kv_type type;   /* element type of k and v */
+    size_t row_bytes;    /* head_dim * kv_type_bytes(type) */
+    void **k, **v;       /* [n_layer] backend buffers of n_kv * capacity * head_dim elements */
     int *len;            /* host [n_layer][n_kv]: valid slots */
     int *pos;            /* host [n_layer][n_kv][capacity]: original position of each slot */
     unsigned char *pad;  /* host, same layout as pos: 1 = pad slot */
     int next_pos;        /* position of the next token appended */
     int left_pad;        /* pads the sequence starts with (kvcache_left_pad); 0: none */
-    float *scratch;      /* backend, capacity * head_dim: compaction staging */
+    float *scratch;      /* backend, capacity rows: compaction staging */
+    float *view[2];      /* 16-bit caches: backend, capacity * head_dim f32 each: the K [0]
+                            and V [1] rows kvcache_rows_f32 converted last (else NULL) */
+    int view_of[2];      /* layer * n_kv + kv head those rows are of; -1: none */
     int *idx;            /* host scratch for row indices */
     int idx_cap;
     size_t bytes;        /* K+V bytes of the valid slots now */
@@ -48,12 +55,14 @@ struct kvcache {
     int q_next;          /* ring slot the next query goes to */
 };
 
+/* A cache of element type `type`.  A 16-bit type needs an even head_dim
+ * (rows move as 32-bit words) and a backend with kv_store and kv_load. */
 int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int capacity,
-                   struct kvcache **out, struct eb_err *e);
+                   enum kv_type type, struct kvcache **out, struct eb_err *e);
 void kvcache_free(struct kvcache *c);
 
 /* Bytes kvcache_create allocates for these dimensions (for memory estimates). */
-size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity);
+size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type);
 
 /* Append n tokens to one layer.  k and v are backend rows [n][n_kv*head_dim]
  * (the sequence's rows of the batch's K/V activations, RoPE applied to k);
@@ -95,15 +104,24 @@ static inline const unsigned char *kvcache_pad_mask(const struct kvcache *c, int
 {
     return c->left_pad > 0 ? c->pad + (size_t)layer * c->n_kv * c->capacity : NULL;
 }
-/* Backend pointers to (layer, kv head)'s K and V rows [len][head_dim]. */
-static inline float *kvcache_k(const struct kvcache *c, int layer, int kv_head)
+/* Backend pointers to (layer, kv head)'s K and V rows [len][head_dim], in
+ * the cache's element type (float for an f32 cache). */
+static inline void *kvcache_k(const struct kvcache *c, int layer, int kv_head)
 {
-    return c->k[layer] + (size_t)kv_head * c->capacity * c->head_dim;
+    return (char *)c->k[layer] + (size_t)kv_head * c->capacity * c->row_bytes;
 }
-static inline float *kvcache_v(const struct kvcache *c, int layer, int kv_head)
+static inline void *kvcache_v(const struct kvcache *c, int layer, int kv_head)
 {
-    return c->v[layer] + (size_t)kv_head * c->capacity * c->head_dim;
+    return (char *)c->v[layer] + (size_t)kv_head * c->capacity * c->row_bytes;
 }
+
+/* (layer, kv head)'s K (which = 0) or V (1) rows [len][head_dim] as f32
+ * backend memory: the cache itself when it is f32, else the rows converted
+ * into the cache's view buffer for K or V.  The pointer stays valid until the
+ * next call for the same `which`, append or compaction (repeated calls for
+ * the same head convert once).  For policies' occasional reads; attention
+ * reads a 16-bit cache in place. */
+const float *kvcache_rows_f32(struct kvcache *c, int which, int layer, int kv_head);
 
 /* Keep only the slots listed in keep (indices into the current slots of
  * (layer, kv_head), no duplicates, each in [0, len)).  The kept slots land in

@@ -380,6 +380,12 @@ fail:
 int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,
                          struct eb_err *e)
 {
-    return kvcache_create(m->be, m->cfg.n_layer, m->cfg.n_head_kv, m->cfg.head_dim, capacity, out,
-                          e);
+    return model_kvcache_create_as(m, capacity, KV_F32, out, e);
+}
+
+int model_kvcache_create_as(const struct model *m, int capacity, enum kv_type type,
+                            struct kvcache **out, struct eb_err *e)
+{
+    return kvcache_create(m->be, m->cfg.n_layer, m->cfg.n_head_kv, m->cfg.head_dim, capacity,
+                          type, out, e);
 }

@@ -172,8 +172,10 @@ const float *forward_logits_dev(const struct forward *f);
  * for a batch run with logits_stay). */
 const float *forward_logits_row(struct forward *f, int row);
 
-/* A KV cache shaped for this model. */
+/* A KV cache shaped for this model: f32, or of element type `type`. */
 int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,
                          struct eb_err *e);
+int model_kvcache_create_as(const struct model *m, int capacity, enum kv_type type,
+                            struct kvcache **out, struct eb_err *e);
 
 #endif

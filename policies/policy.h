@@ -99,8 +99,15 @@ struct cache_view {
     const int *pos;                /* [n_layer][n_kv][capacity]: original positions; ascending
                                       unless a policy keeps its cache in score order */
     const unsigned char *pad;      /* same layout as pos, 1 = pad slot; NULL: no pads */
-    float *const *k;               /* [n_layer]: [n_kv][capacity][head_dim] post-RoPE keys */
+    float *const *k;               /* [n_layer]: [n_kv][capacity][head_dim] post-RoPE keys;
+                                      NULL when the rows come through `rows` */
     float *const *v;               /* [n_layer]: [n_kv][capacity][head_dim] values; may be NULL */
+    /* When k is NULL (a cache stored in 16 bits): (layer, kv head)'s K
+     * (which = 0) or V (1) rows [len][head_dim] as f32 backend memory,
+     * converted on demand; valid until the next call for the same `which`
+     * within this select.  NULL when neither k nor rows is set. */
+    const float *(*rows)(const struct cache_view *v, int which, int layer, int kv_head);
+    void *rows_ctx;
     float *const *q;               /* [n_layer]: [n_q][n_head*head_dim], oldest first; NULL
                                       unless NEED_RECENT_Q */
     int n_q;
@@ -116,13 +123,21 @@ static inline int cache_view_len(const struct cache_view *v, int layer, int kv_h
 {
     return v->len[layer * v->n_kv + kv_head];
 }
+/* (layer, kv head)'s keys / values as f32 backend rows [len][head_dim]. */
 static inline const float *cache_view_k(const struct cache_view *v, int layer, int kv_head)
 {
-    return v->k[layer] + (size_t)kv_head * v->capacity * v->head_dim;
+    if (v->k) return v->k[layer] + (size_t)kv_head * v->capacity * v->head_dim;
+    return v->rows ? v->rows(v, 0, layer, kv_head) : NULL;
 }
 static inline const float *cache_view_v(const struct cache_view *v, int layer, int kv_head)
 {
-    return v->v ? v->v[layer] + (size_t)kv_head * v->capacity * v->head_dim : NULL;
+    if (v->v) return v->v[layer] + (size_t)kv_head * v->capacity * v->head_dim;
+    return !v->k && v->rows ? v->rows(v, 1, layer, kv_head) : NULL;
+}
+/* 1 when the view exposes value rows. */
+static inline int cache_view_has_v(const struct cache_view *v)
+{
+    return v->v || (!v->k && v->rows);
 }
 static inline const unsigned char *cache_view_pad(const struct cache_view *v, int layer,
                                                   int kv_head)

@@ -627,7 +627,7 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
     for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
         if (due(cv->len[i], budget, w, cv->capacity)) any = 1;
     if (!any) return 0;
-    if (!cv->v) return eb_fail(e, "the runtime exposes no value rows");
+    if (!cache_view_has_v(cv)) return eb_fail(e, "the runtime exposes no value rows");
     struct vase_seq *q = get_seq(s, seq, e);
     if (!q) return -1;
     int max_len = 0;

@@ -1,4 +1,4 @@
--- evictbench results database, schema version 2.
+-- evictbench results database, schema version 3.
 --
 -- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -59,6 +59,9 @@ CREATE TABLE runs (
     peak_kv_bytes   INTEGER,                  -- whole batch
     mean_kv_bytes   REAL,
     finished_at     TEXT NOT NULL,            -- UTC, ISO 8601
+    -- KV cache element type: f32 | f16 | bf16 (version 3; harness/store adds it,
+    -- last, with this definition to an older database, whose runs were f32)
+    kv_type         TEXT NOT NULL DEFAULT 'f32',
     CHECK (status = 'ok' OR (error IS NOT NULL AND n_samples = 0))
 );
 
@@ -339,4 +342,4 @@ WHERE in_prompt = 0
 GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
-PRAGMA user_version = 2;
+PRAGMA user_version = 3;

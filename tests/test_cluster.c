@@ -436,6 +436,33 @@ static void test_merge_while_written(void)
 
 /* ---- the sbatch script ---------------------------------------------------- */
 
+/* A shard written before schema version 3 (no runs.kv_type: its runs were
+ * f32) merges into a version-3 target as f32; a new shard's kv_type is kept. */
+static void test_merge_old_shard(void)
+{
+    const char *old_runs[] = {"o1:ok:old"}, *new_runs[] = {"n1:ok:new"};
+    const char *a = make_shard("old.db", old_runs, 1), *b = make_shard("new.db", new_runs, 1);
+    struct store *st = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(store_open(a, &st, &e) == 0 &&
+          store_query(st, "ALTER TABLE runs DROP COLUMN kv_type; "
+                          "PRAGMA user_version = 2", NULL, NULL, &e) == 0, "%s", e.msg);
+    store_close(st);
+    st = NULL;
+    CHECK(store_open(b, &st, &e) == 0 &&
+          store_query(st, "UPDATE runs SET kv_type = 'f16'", NULL, NULL, &e) == 0);
+    store_close(st);
+    CHECK(count(a, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'kv_type'") == 0);
+    const char *t = tmp_path("t3.db");
+    unlink(t);
+    const char *shards[] = {a, b};
+    struct merge_stats ms[2];
+    CHECK_MSG(merge_files(t, shards, 2, ms, &e) == 0, "%s", e.msg);
+    CHECK(ms[0].copied == 1 && ms[1].copied == 1);
+    CHECK(count(t, "SELECT count(*) FROM runs WHERE run_key = 'o1' AND kv_type = 'f32'") == 1);
+    CHECK(count(t, "SELECT count(*) FROM runs WHERE run_key = 'n1' AND kv_type = 'f16'") == 1);
+}
+
 static void test_slurm_script(void)
 {
     struct slurm_job j;
@@ -487,6 +514,7 @@ int main(void)
     RUN(test_merge_dedupe_idempotent);
     RUN(test_merge_conflict);
     RUN(test_merge_while_written);
+    RUN(test_merge_old_shard);
     RUN(test_slurm_script);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);

@@ -62,7 +62,7 @@ static void test_append(void)
 {
     struct kvcache *c;
     struct eb_err e;
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
     CHECK(append_tokens(c, 5) == 0);
     CHECK(append_tokens(c, 1) == 0);
     CHECK(c->next_pos == 6);
@@ -86,7 +86,7 @@ static void test_compact(void)
 {
     struct kvcache *c;
     struct eb_err e;
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
     CHECK(append_tokens(c, 10) == 0);
     size_t slot = 2 * HD * sizeof(float);
     size_t before = c->bytes;
@@ -140,7 +140,7 @@ static void test_compact_bad(void)
 {
     struct kvcache *c;
     struct eb_err e;
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
     CHECK(append_tokens(c, 6) == 0);
     int dup[] = {1, 3, 1};
     CHECK(kvcache_compact(c, 0, 0, dup, 3, &e) == -1);
@@ -158,8 +158,8 @@ static void test_compact_bad(void)
     CHECK(kvcache_len(c, 0, 0) == 6 && slots_consistent(c, 0, 0));
     kvcache_free(c);
     struct kvcache *bad;
-    CHECK(kvcache_create(be, 0, KV, HD, CAP, &bad, &e) == -1 && bad == NULL);
-    CHECK(kvcache_create(be, L, KV, HD, 0, &bad, &e) == -1 && bad == NULL);
+    CHECK(kvcache_create(be, 0, KV, HD, CAP, KV_F32, &bad, &e) == -1 && bad == NULL);
+    CHECK(kvcache_create(be, L, KV, HD, 0, KV_F32, &bad, &e) == -1 && bad == NULL);
 }
 
 static void test_qring(void)
@@ -167,7 +167,7 @@ static void test_qring(void)
     struct kvcache *c;
     struct eb_err e;
     enum { QD = 3, W = 4 };
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
     CHECK(kvcache_qring_enable(c, W, QD, &e) == 0);
     float hq[7 * QD], out[W * QD];
     float *dq = be->alloc(be, 7 * QD), *dst = be->alloc(be, W * QD);

@@ -40,8 +40,8 @@ static void test_kvcache_pad_slots(void)
     enum { L = 2, KV = 2, HD = 4, CAP = 16, N = 6, P = 3 };
     struct kvcache *c = NULL, *plain = NULL;
     struct eb_err e = {0};
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &c, &e) == 0);
-    CHECK(kvcache_create(be, L, KV, HD, CAP, &plain, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &plain, &e) == 0);
     if (!c || !plain) return;
     CHECK(kvcache_pad_mask(plain, 0) == NULL); /* no pads: attention gets no mask */
     CHECK(kvcache_left_pad(c, P, &e) == 0);

@@ -86,8 +86,8 @@ static int select_compact(struct policy *p, struct kvcache *c, const struct run_
 {
     struct cache_view cv = {
         .be = be, .n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv, .head_dim = r->hd,
-        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL, .k = c->k,
-        .v = c->v, .next_pos = c->next_pos, .at_prefill = at_prefill,
+        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL,
+        .k = (float *const *)c->k, .v = (float *const *)c->v, .next_pos = c->next_pos, .at_prefill = at_prefill,
     };
     for (int l = 0; l < r->nl; l++) cv.n_q = kvcache_qring_gather(c, l, qbuf[l]);
     cv.q = qbuf;
@@ -153,7 +153,7 @@ static void run_one(const cJSON *set, const cJSON *run, const float *blob, int *
         CHECK_MSG(0, "%s: %s", spec, e.msg);
         return;
     }
-    int ok = kvcache_create(be, r.nl, r.nkv, r.hd, r.total, &c, &e) == 0 &&
+    int ok = kvcache_create(be, r.nl, r.nkv, r.hd, r.total, KV_F32, &c, &e) == 0 &&
              kvcache_qring_enable(c, p->info.q_window, r.nh * r.hd, &e) == 0;
     CHECK_MSG(ok, "%s: %s", spec, e.msg);
     ks = (struct keep_set){.n_layer = r.nl, .n_kv = r.nkv, .stride = r.total};
@@ -259,7 +259,7 @@ static void run_samples(const cJSON *doc, const cJSON *run, const float *blob, i
         struct keep_set ks = {.n_layer = r.nl, .n_kv = r.nkv, .stride = r.total};
         float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
         struct sched_seq ss;
-        ok = ok && kvcache_create(be, r.nl, r.nkv, r.hd, r.total, &c, &e) == 0 &&
+        ok = ok && kvcache_create(be, r.nl, r.nkv, r.hd, r.total, KV_F32, &c, &e) == 0 &&
              kvcache_qring_enable(c, p->info.q_window, r.nh * r.hd, &e) == 0 &&
              sched_begin(&sr, &ss, p->ops->name, &e) == 0;
         ks.n_keep = malloc((size_t)r.nl * r.nkv * sizeof *ks.n_keep);

@@ -185,7 +185,7 @@ static void test_runner_same_tokens(void)
     run_output_free(&out);
     /* bench's policy table runs on the same session */
     FILE *f = tmpfile();
-    CHECK(f && bench_policies_for(&s, "fullkv," SPEC, "12", 16, 24, f, &e) == 0);
+    CHECK(f && bench_policies_for(&s, "fullkv," SPEC, "12", 16, 24, KV_F32, f, &e) == 0);
     if (f) {
         char buf[4096];
         rewind(f);

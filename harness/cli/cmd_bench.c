@@ -16,7 +16,8 @@
 static void print_help(void)
 {
     printf("usage: evictbench bench [--model M] [--threads N] [--prompt-len N] [--new N]\n"
-           "                       [--batches LIST] [--tsv] [--weights native|f32]\n\n"
+           "                       [--batches LIST] [--tsv] [--weights native|f32]\n"
+           "                       [--kv-type f32|f16|bf16|auto] [--decode-prompt N]\n\n"
            "Prints prefill tokens/s for one prompt of --prompt-len tokens (default 512) and\n"
            "decode tokens/s at batch 1, 4 and 16 (--batches) generating --new tokens each\n"
            "(default 128, EOS ignored), with peak KV bytes and peak RSS.  Default model:\n"
@@ -28,7 +29,11 @@ static void print_help(void)
            "  --policy-new N       tokens generated per policy row (default 2048)\n"
            "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
            "  --weights W          native: weight matrices stay in the file's type (default);\n"
-           "                       f32: dequantized at load (exact mode)\n");
+           "                       f32: dequantized at load (exact mode)\n"
+           "  --kv-type T          KV cache element type: f32, f16, bf16 or auto (default:\n"
+           "                       f32 on the CPU, bf16 on a GPU); shown in every row\n"
+           "  --decode-prompt N    prompt tokens of each decode sequence (default 32): the\n"
+           "                       context decode attends over\n");
 }
 
 static double peak_rss_mb(void)
@@ -55,21 +60,21 @@ struct bench_row {
     double rss_mb;
 };
 
-static int run_decode(struct session *s, int batch, int n_new, struct bench_row *row,
-                      struct eb_err *e)
+static int run_decode(struct session *s, int batch, int n_new, int prompt_len, enum kv_type kv,
+                      struct bench_row *row, struct eb_err *e)
 {
     const struct model *m = s->m;
-    enum { PROMPT = 32 };
-    int *ids = malloc((size_t)batch * PROMPT * sizeof *ids);
+    int *ids = malloc((size_t)batch * prompt_len * sizeof *ids);
     struct gen_request *req = calloc((size_t)batch, sizeof *req);
     struct gen_result *res = calloc((size_t)batch, sizeof *res);
     int rc = -1;
     if (!ids || !req || !res) { eb_fail(e, "bench: out of memory"); goto out; }
     for (int b = 0; b < batch; b++) {
-        fill_tokens(ids + b * PROMPT, PROMPT, m->cfg.n_vocab, b + 1);
-        req[b] = (struct gen_request){ids + b * PROMPT, PROMPT, n_new, sampler_params_greedy()};
+        fill_tokens(ids + b * prompt_len, prompt_len, m->cfg.n_vocab, b + 1);
+        req[b] = (struct gen_request){ids + b * prompt_len, prompt_len, n_new,
+                                      sampler_params_greedy()};
     }
-    struct session_gen_opts so = {.ignore_eos = 1};
+    struct session_gen_opts so = {.ignore_eos = 1, .kv_type = kv};
     struct gen_stats st;
     if (session_generate(s, req, batch, &so, res, &st, e)) goto out;
     row->tok_s = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
@@ -103,14 +108,15 @@ static int parse_batches(const char *list, int *out, int max)
     }
 }
 
-static int run_prefill(struct session *s, int len, struct bench_row *row, struct eb_err *e)
+static int run_prefill(struct session *s, int len, enum kv_type kv, struct bench_row *row,
+                       struct eb_err *e)
 {
     const struct model *m = s->m;
     int *ids = malloc((size_t)len * sizeof *ids);
     if (!ids) return eb_fail(e, "bench: out of memory");
     fill_tokens(ids, len, m->cfg.n_vocab, 0);
     struct gen_request req = {ids, len, 1, sampler_params_greedy()};
-    struct session_gen_opts so = {.ignore_eos = 1, .prefill_chunk = len};
+    struct session_gen_opts so = {.ignore_eos = 1, .prefill_chunk = len, .kv_type = kv};
     struct gen_result res;
     struct gen_stats st;
     double best = 0;
@@ -132,13 +138,14 @@ static int run_prefill(struct session *s, int len, struct bench_row *row, struct
  * tools/bench_peer.sh. */
 static void print_table(const struct model *m, const struct backend *be, const char *model,
                         long threads, const struct bench_row *rows, long n_new,
-                        const int *batches, int n_batches, int tsv)
+                        const int *batches, int n_batches, int tsv, enum kv_type kv)
 {
+    const char *kvn = kv_type_name(kv);
     if (tsv) {
-        printf("test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\n");
+        printf("test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\tkv_type\n");
         for (int i = 0; i <= n_batches; i++)
-            printf("%s\t%.2f\t%zu\t%.1f\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
-                   rows[i].rss_mb);
+            printf("%s\t%.2f\t%zu\t%.1f\t%s\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
+                   rows[i].rss_mb, kvn);
         fflush(stdout);
         return;
     }
@@ -148,10 +155,10 @@ static void print_table(const struct model *m, const struct backend *be, const c
            "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
            m->cfg.n_head, m->cfg.n_head_kv, model_weights_name(m->weights),
            m->weight_bytes / 1048576.0, be->name, threads > 0 ? "fixed" : "all");
-    printf("%-18s %-20s %12s %16s %14s\n", "test", "weights", "tokens/s", "peak KV bytes",
-           "peak RSS MB");
+    printf("%-18s %-20s %4s %12s %16s %14s\n", "test", "weights", "KV", "tokens/s",
+           "peak KV bytes", "peak RSS MB");
     for (int i = 0; i <= n_batches; i++)
-        printf("%-18s %-20s %12.1f %16zu %14.1f\n", rows[i].name, types, rows[i].tok_s,
+        printf("%-18s %-20s %4s %12.1f %16zu %14.1f\n", rows[i].name, types, kvn, rows[i].tok_s,
                rows[i].kv_bytes, rows[i].rss_mb);
     double d1 = rows[1].tok_s;
     printf("decode batch %d / batch %d: %.2fx (target >= 5x); prefill / decode batch %d: "
@@ -165,7 +172,8 @@ static void print_table(const struct model *m, const struct backend *be, const c
 struct bench_cli {
     const char *model, *policies, *budgets, *device;
     int batches[8], n_batches, tsv;
-    long threads, prompt_len, n_new, policy_new;
+    int kv_type;                /* an enum kv_type or DEVICE_KV_AUTO */
+    long threads, prompt_len, n_new, policy_new, decode_prompt;
     struct model_load_opts load;
 };
 
@@ -174,7 +182,8 @@ static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
 {
     *a = (struct bench_cli){.model = "smollm2-135m", .budgets = "256,512,1024",
                             .batches = {1, 4, 16}, .n_batches = 3, .prompt_len = 512,
-                            .n_new = 128, .policy_new = 2048,
+                            .n_new = 128, .policy_new = 2048, .decode_prompt = 32,
+                            .kv_type = DEVICE_KV_AUTO,
                             .load = {.weights = MODEL_WEIGHTS_NATIVE}};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
@@ -183,7 +192,7 @@ static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
         if (strcmp(o, "--model") && strcmp(o, "--threads") && strcmp(o, "--prompt-len") &&
             strcmp(o, "--new") && strcmp(o, "--policies") && strcmp(o, "--budgets") &&
             strcmp(o, "--policy-new") && strcmp(o, "--device") && strcmp(o, "--batches") &&
-            strcmp(o, "--weights"))
+            strcmp(o, "--weights") && strcmp(o, "--kv-type") && strcmp(o, "--decode-prompt"))
             return cli_errorf("bench: unknown option '%s' (see evictbench bench --help)", o), 2;
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--model")) a->model = v;
@@ -195,6 +204,12 @@ static int parse_bench_args(int argc, char **argv, struct bench_cli *a)
         } else if (!strcmp(o, "--weights")) {
             if (model_weights_parse(v, &a->load.weights))
                 return cli_errorf("bench: --weights must be native or f32, not '%s'", v), 2;
+        } else if (!strcmp(o, "--kv-type")) {
+            if (device_kv_type_parse(v, &a->kv_type))
+                return cli_errorf("bench: --kv-type: expected f32, f16, bf16 or auto, not '%s'",
+                                  v), 2;
+        } else if (!strcmp(o, "--decode-prompt")) {
+            if (cli_int(o, v, 1, 1 << 20, &a->decode_prompt)) return 2;
         } else if (!strcmp(o, "--policy-new")) {
             if (cli_int(o, v, 1, 1 << 20, &a->policy_new)) return 2;
         } else if (!strcmp(o, "--threads")) {
@@ -213,15 +228,18 @@ static int runtime_table(const struct bench_cli *a, struct session *s, struct eb
 {
     struct bench_row rows[9];
     char names[9][32];
+    enum kv_type kv = device_kv_type(a->device, a->kv_type);
     snprintf(names[0], sizeof names[0], "prefill %ld", a->prompt_len);
     rows[0].name = names[0];
-    if (run_prefill(s, (int)a->prompt_len, &rows[0], e)) return -1;
+    if (run_prefill(s, (int)a->prompt_len, kv, &rows[0], e)) return -1;
     for (int i = 0; i < a->n_batches; i++) {
         snprintf(names[i + 1], sizeof names[i + 1], "decode batch %d", a->batches[i]);
         rows[i + 1].name = names[i + 1];
-        if (run_decode(s, a->batches[i], (int)a->n_new, &rows[i + 1], e)) return -1;
+        if (run_decode(s, a->batches[i], (int)a->n_new, (int)a->decode_prompt, kv, &rows[i + 1], e))
+            return -1;
     }
-    print_table(s->m, s->be, a->model, a->threads, rows, a->n_new, a->batches, a->n_batches, a->tsv);
+    print_table(s->m, s->be, a->model, a->threads, rows, a->n_new, a->batches, a->n_batches, a->tsv,
+                kv);
     return 0;
 }
 
@@ -244,7 +262,8 @@ int cmd_bench(int argc, char **argv)
     else if (runtime_table(&a, &s, &e))
         rc = cli_error(e.msg);
     else if (a.policies &&
-             bench_policies_for(&s, a.policies, a.budgets, (int)a.policy_new, 32, stdout, &e))
+             bench_policies_for(&s, a.policies, a.budgets, (int)a.policy_new, 32,
+                                device_kv_type(a.device, a.kv_type), stdout, &e))
         rc = cli_error(e.msg);
     session_close(&s);
     return rc;

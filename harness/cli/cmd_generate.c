@@ -45,6 +45,8 @@ static void print_help(void)
         "  --device D           cpu (default) or cuda[:N] (a build from make cuda)\n"
         "  --weights W          f32: dequantized at load (exact mode, default);\n"
         "                       native: weight matrices stay in the file's type\n"
+        "  --kv-type T          KV cache element type: f32, f16, bf16 or auto (default: f32\n"
+        "                       on the CPU, bf16 on a GPU)\n"
         "  --mem-limit MB       memory the batch may use (default: weights + available RAM)\n"
         "  --policy P[:k=v,...] KV-cache eviction policy (fullkv, streamingllm, h2o, h2o-rkv,\n"
         "                       snapkv, snapkv-decode, rkv, ...); --stats adds its counters\n"
@@ -81,6 +83,7 @@ static void print_trace_stats(const struct policy *pol, int seq, int n)
 struct gen_cli {
     const char *model, *chat, *prompt, *prompts_path, *out_path, *policy, *steer_vector;
     const char *device;         /* --device; NULL: cpu */
+    int kv_type;                /* --kv-type: an enum kv_type or DEVICE_KV_AUTO */
     long budget, max_new, batch, threads, top_k, mem_limit_mb;
     double temperature, top_p;
     unsigned long long seed;
@@ -133,6 +136,7 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
     a->batch = 8;
     a->top_p = 1.0;
     a->temperature = 1.0;
+    a->kv_type = DEVICE_KV_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v;
         if (!strcmp(o, "--greedy")) { a->greedy_flag = 1; continue; }
@@ -152,7 +156,8 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
             !strcmp(o, "--batch") || !strcmp(o, "--threads") || !strcmp(o, "--top-k") ||
             !strcmp(o, "--temperature") || !strcmp(o, "--top-p") || !strcmp(o, "--seed") ||
             !strcmp(o, "--mem-limit") || !strcmp(o, "--policy") || !strcmp(o, "--budget") ||
-            !strcmp(o, "--steer-vector") || !strcmp(o, "--device") || !strcmp(o, "--weights")) {
+            !strcmp(o, "--steer-vector") || !strcmp(o, "--device") || !strcmp(o, "--weights") ||
+            !strcmp(o, "--kv-type")) {
             if (!(v = cli_value(argc, argv, &i))) return -1;
         } else {
             return cli_errorf("generate: unknown option '%s' (see evictbench generate --help)", o), -1;
@@ -170,6 +175,11 @@ static int parse_args(int argc, char **argv, struct gen_cli *a)
         else if (!strcmp(o, "--weights")) {
             if (model_weights_parse(v, &a->load.weights))
                 return cli_errorf("--weights: must be native or f32, not '%s'", v), -1;
+        }
+        else if (!strcmp(o, "--kv-type")) {
+            if (device_kv_type_parse(v, &a->kv_type))
+                return cli_errorf("generate: --kv-type: expected f32, f16, bf16 or auto, "
+                                  "not '%s'", v), -1;
         }
         else if (!strcmp(o, "--budget")) { if (cli_int(o, v, 1, 1 << 30, &a->budget)) return -1; }
         else if (!strcmp(o, "--max-new")) { if (cli_int(o, v, 1, 1 << 30, &a->max_new)) return -1; }
@@ -416,8 +426,8 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
     fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
             st->decode_tokens, st->decode_s, st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0.0,
             gen);
-    fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes\n", st->peak_kv_bytes,
-            st->est_bytes);
+    fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
+            st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
     if (glue) {
         struct policy_glue_stats ps;
         policy_glue_stats(glue, &ps);
@@ -496,6 +506,7 @@ static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct g
     if (!g->reqs || !g->res) return eb_fail(e, "generate: out of memory");
     so->max_live = (int)a->batch;
     so->ignore_eos = a->ignore_eos;
+    so->kv_type = device_kv_type(a->device, a->kv_type);
     so->policy = a->policy ? &g->sp : NULL;
     struct gen_hooks hooks;
     struct gen_options opt;

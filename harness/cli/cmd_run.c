@@ -23,7 +23,7 @@
 
 struct run_cli {
     struct exp_common c;
-    const char *model, *dataset, *name, *prompt, *policy, *batching, *weights;
+    const char *model, *dataset, *name, *prompt, *policy, *batching, *weights, *kv_type;
     long limit, offset, budget, batch, max_new, max_total, max_kv, top_k, n_samples, seed;
     double temperature, top_p;
     int greedy, fidelity, temp_set, top_p_set, top_k_set, n_samples_set;
@@ -42,6 +42,8 @@ static void print_run_help(void)
            "  --batch B            batch size (default 1)\n"
            "  --batching MODE      ragged (default), continuous, grouped, padded\n"
            "  --weights W          f32 (exact, default) or native (the file's quantized types)\n"
+           "  --kv-type T          KV cache element type: f32, f16, bf16 or auto (default:\n"
+           "                       f32 on the CPU, bf16 on a GPU)\n"
            "  --max-new N          tokens to generate at most (default 1024)\n"
            "  --max-total N        cap on prompt + generated tokens\n"
            "  --max-kv-bytes N     KV bytes a batch may hold; more is recorded as 'oom'\n"
@@ -78,9 +80,10 @@ static const struct int_opt INT_OPTS[] = {
 static int run_value(struct run_cli *a, const char *o, const char *v)
 {
     const char **str[] = {&a->model, &a->dataset, &a->name, &a->prompt, &a->policy,
-                          &a->batching, &a->weights};
+                          &a->batching, &a->weights, &a->kv_type};
     static const char *const str_names[] = {"--model", "--dataset", "--name", "--prompt",
-                                            "--policy", "--batching", "--weights"};
+                                            "--policy", "--batching", "--weights",
+                                            "--kv-type"};
     for (size_t k = 0; k < sizeof str_names / sizeof *str_names; k++)
         if (!strcmp(o, str_names[k])) { *str[k] = v; return 0; }
     for (size_t k = 0; k < sizeof INT_OPTS / sizeof *INT_OPTS; k++) {
@@ -172,6 +175,7 @@ static char *describe(const struct run_cli *a)
     cJSON_AddStringToObject(o, "batching", a->batching ? a->batching : "ragged");
     cJSON_AddStringToObject(o, "prompt", a->prompt ? a->prompt : "r1-boxed");
     cJSON_AddStringToObject(o, "weights", a->weights ? a->weights : "f32");
+    if (a->kv_type) cJSON_AddStringToObject(o, "kv_type", a->kv_type);
     cJSON_AddNumberToObject(o, "max_new_tokens", (double)a->max_new);
     if (a->max_total) cJSON_AddNumberToObject(o, "max_total_tokens", (double)a->max_total);
     if (a->max_kv) cJSON_AddNumberToObject(o, "max_kv_bytes", (double)a->max_kv);
@@ -215,6 +219,9 @@ static int run_config_of(const struct run_cli *a, struct exp_config *cfg, struct
     }
     if (a->weights && model_weights_parse(a->weights, &cfg->weights))
         return eb_fail(e, "run: --weights: expected f32 or native, got '%s'", a->weights);
+    cfg->kv_type = DEVICE_KV_AUTO;
+    if (a->kv_type && device_kv_type_parse(a->kv_type, &cfg->kv_type))
+        return eb_fail(e, "run: --kv-type: expected f32, f16, bf16 or auto, got '%s'", a->kv_type);
     if (run_sampling(a, &cfg->sampling, e)) return -1;
     if (exp_config_set_device(cfg, a->c.device, e)) return eb_wrap(e, "run: --device");
     struct eb_err de = {0};

@@ -199,6 +199,24 @@ static char *copy_sql(const struct merge *m, const char *shard_lit)
     return rc < 0 ? NULL : sql;
 }
 
+/* A shard written before schema version 3 has no runs.kv_type: its runs
+ * were all f32, so the copy selects that literal instead (in place in
+ * copy, which is long enough). */
+static int old_shard_defaults(struct merge *m, char *copy, struct eb_err *e)
+{
+    long has = 0;
+    if (store_query(m->into, "SELECT count(*) FROM pragma_table_info('runs', 'shard') WHERE "
+                             "name = 'kv_type'", count_row, &has, e) != 0)
+        return -1;
+    char *at = has ? NULL : strstr(copy, "x.kv_type");
+    if (at) {
+        static const char lit[] = "'f32'", col[] = "x.kv_type";
+        memcpy(at, lit, sizeof lit - 1);
+        memmove(at + sizeof lit - 1, at + sizeof col - 1, strlen(at + sizeof col - 1) + 1);
+    }
+    return 0;
+}
+
 int merge_shard(struct merge *m, const char *shard_path, struct merge_stats *st, struct eb_err *e)
 {
     memset(st, 0, sizeof *st);
@@ -225,6 +243,7 @@ int merge_shard(struct merge *m, const char *shard_path, struct merge_stats *st,
     }
     if (store_query(m->into, attach, NULL, NULL, e) != 0) goto done;
     attached = 1;
+    if (old_shard_defaults(m, copy, e)) goto done;
     /* Deferred BEGIN (IMMEDIATE would take a write lock on the shard too and
      * stall its writer); the no-op UPDATE takes the target's write lock now,
      * before anything is read, and the first read of the shard fixes the

@@ -47,7 +47,7 @@ static int open_spec(struct session *s, const char *spec, int budget, struct ses
 }
 
 static int run_one(struct session *s, const int *prompt, int prompt_len, int n_new,
-                   const char *spec, int budget, struct row *r, struct eb_err *e)
+                   const char *spec, int budget, enum kv_type kv, struct row *r, struct eb_err *e)
 {
     struct session_policy sp;
     struct gen_request req = {.prompt = prompt, .n_prompt = prompt_len, .max_new = n_new,
@@ -55,7 +55,8 @@ static int run_one(struct session *s, const int *prompt, int prompt_len, int n_n
     struct gen_result res;
     struct gen_stats st;
     if (open_spec(s, spec, budget, &sp, e)) return -1;
-    struct session_gen_opts so = {.ignore_eos = 1, .n_ctx = prompt_len + n_new + 1, .policy = &sp};
+    struct session_gen_opts so = {.ignore_eos = 1, .n_ctx = prompt_len + n_new + 1, .policy = &sp,
+                                  .kv_type = kv};
     double t0 = clock_now_s();
     if (session_generate(s, &req, 1, &so, &res, &st, e)) {
         session_policy_close(&sp);
@@ -90,7 +91,7 @@ static int check_all(struct session *s, char **pol, int np, const int *bv, int n
 }
 
 int bench_policies_for(struct session *s, const char *policies, const char *budgets, int n_new,
-                       int prompt_len, FILE *out, struct eb_err *e)
+                       int prompt_len, enum kv_type kv_type, FILE *out, struct eb_err *e)
 {
     char *pl = strdup(policies), *bl = strdup(budgets);
     char *pol[MAX_ITEMS], *bud[MAX_ITEMS];
@@ -121,9 +122,9 @@ int bench_policies_for(struct session *s, const char *policies, const char *budg
         prompt[i] = 32 + (int)((x >> 8) % (unsigned)(m->cfg.n_vocab > 1064 ? 1000 : m->cfg.n_vocab - 32));
     }
     struct row full;
-    if (run_one(s, prompt, prompt_len, n_new, "fullkv", 0, &full, e)) goto out;
-    fprintf(out, "policies: %d-token prompt, %d new tokens (EOS ignored), batch 1\n", prompt_len,
-            n_new);
+    if (run_one(s, prompt, prompt_len, n_new, "fullkv", 0, kv_type, &full, e)) goto out;
+    fprintf(out, "policies: %d-token prompt, %d new tokens (EOS ignored), batch 1, %s KV cache\n",
+            prompt_len, n_new, kv_type_name(kv_type));
     fprintf(out, "%-16s %7s %10s %12s %9s %6s %14s %9s\n", "policy", "budget", "decode t/s",
             "policy ms/st", "% of run", "compr", "peak KV bytes", "vs full");
     fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", "fullkv", "-", full.tok_s,
@@ -135,7 +136,8 @@ int bench_policies_for(struct session *s, const char *policies, const char *budg
             struct row r;
             char bud_s[16] = "-";
             if (evicts[i]) snprintf(bud_s, sizeof bud_s, "%d", bv[j]);
-            if (run_one(s, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, &r, e))
+            if (run_one(s, prompt, prompt_len, n_new, pol[i], evicts[i] ? bv[j] : 0, kv_type, &r,
+                        e))
                 goto out;
             fprintf(out, "%-16s %7s %10.1f %12.3f %9.2f %6ld %14zu %9.3f\n", pol[i], bud_s,
                     r.tok_s, r.policy_ms, r.policy_pct, r.compressions, r.peak_kv,

@@ -15,8 +15,8 @@
  * tokens (EOS ignored, greedy) after a prompt of prompt_len tokens, one
  * sequence at a time, with the session's loaded model (its tokenizer and
  * name are what the sentence and steering policies read).  FullKV runs
- * once, as the reference for memory. */
+ * once, as the reference for memory.  Caches hold kv_type elements. */
 int bench_policies_for(struct session *s, const char *policies, const char *budgets, int n_new,
-                       int prompt_len, FILE *out, struct eb_err *e);
+                       int prompt_len, enum kv_type kv_type, FILE *out, struct eb_err *e);
 
 #endif

@@ -27,6 +27,9 @@
  *   seed            int: shorthand for sampling.seed; 0
  *   weights         "f32" (every tensor dequantized: exact, the default) | "native"
  *                   (weights stay in the file's type: quantized kernels, 3x faster)
+ *   kv_type         "f32" | "f16" | "bf16" | "auto" (default): the KV cache's element type;
+ *                   auto is bf16 on a GPU and f32 (exact) on the CPU.  The resolved type
+ *                   is stored with each run (runs.kv_type) and joins the run key unless f32
  *   steer_vector    string: the steering vector file seal/skipkv load (policies/steering.h);
  *                   none: vectors/<model name>.bin when it exists */
 #ifndef EB_CONFIG_H
@@ -98,10 +101,15 @@ struct exp_config {
     int64_t max_kv_bytes;   /* 0: none */
     char *steer_vector;     /* NULL: the policies' default */
     enum model_weights weights; /* "weights": f32 (exact, default) or native (the file's type) */
+    int kv_type;            /* "kv_type": an enum kv_type, or DEVICE_KV_AUTO (default) */
     char *device;           /* "device": cpu or cuda[:N], where the points run (a command's
                              * --device overrides it); NULL: cpu.  The device's kind joins
                              * the run key: a GPU computes in 16 bits, another measurement */
 };
+
+/* The KV cache element type the config's points run with (kv_type resolved
+ * for its device). */
+enum kv_type exp_config_kv_type(const struct exp_config *c);
 
 /* A command's --device (NULL: keep the config's) replaces c->device. */
 int exp_config_set_device(struct exp_config *c, const char *device, struct eb_err *e);

@@ -8,6 +8,11 @@
 
 #include "harness/exp/device.h"
 
+enum kv_type exp_config_kv_type(const struct exp_config *c)
+{
+    return device_kv_type(c->device, c->kv_type);
+}
+
 int exp_config_set_device(struct exp_config *c, const char *device, struct eb_err *e)
 {
     if (!device) return 0;

@@ -25,6 +25,15 @@ int device_cuda_index(const char *device);
  * once, the same way from every command. */
 int device_ready(const char *device, struct eb_err *e);
 
+/* The KV cache element type asked for: an enum kv_type, or DEVICE_KV_AUTO
+ * (the default): bf16 on a GPU, f32 (exact) on the CPU. */
+enum { DEVICE_KV_AUTO = -1 };
+/* The type a run on device (NULL: cpu) uses for `requested`. */
+enum kv_type device_kv_type(const char *device, int requested);
+/* "f32" | "f16" | "bf16" | "auto" into *out (an enum kv_type or
+ * DEVICE_KV_AUTO); -1 for anything else. */
+int device_kv_type_parse(const char *s, int *out);
+
 /* Create the backend of device (NULL: "cpu"); threads applies to the CPU. */
 int device_backend(const char *device, int threads, struct backend **out, struct eb_err *e);
 

@@ -16,6 +16,24 @@ int device_cuda_index(const char *device)
     return *end || n < 0 || n > 255 ? -1 : (int)n;
 }
 
+enum kv_type device_kv_type(const char *device, int requested)
+{
+    if (requested >= 0) return (enum kv_type)requested;
+    return device && device_cuda_index(device) >= 0 ? KV_BF16 : KV_F32;
+}
+
+int device_kv_type_parse(const char *s, int *out)
+{
+    enum kv_type t;
+    if (s && !strcmp(s, "auto")) {
+        *out = DEVICE_KV_AUTO;
+        return 0;
+    }
+    if (kv_type_parse(s, &t)) return -1;
+    *out = (int)t;
+    return 0;
+}
+
 int device_syntax_check(const char *device, struct eb_err *e)
 {
     if (!device || !strcmp(device, "cpu") || device_cuda_index(device) >= 0) return 0;

@@ -30,6 +30,7 @@ struct point {
     const char *model;               /* as the config names it (borrowed) */
     char *model_id;                  /* "name@<bytes>" ("name@absent" when the file is missing) */
     enum model_weights weights;
+    enum kv_type kv_type;            /* KV cache element type (the config's, resolved) */
     char *dataset;                   /* registry name */
     const struct dataset_spec *data; /* its registry entry: file, grader */
     const char *family;              /* policy-defaults family ("math", "aime", "gsm8k",

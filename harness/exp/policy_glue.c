@@ -180,6 +180,12 @@ static int validate(struct policy_glue *g, const struct kvcache *c, struct eb_er
     return 0;
 }
 
+/* cache_view.rows of a 16-bit cache: its rows converted to f32 on demand. */
+static const float *view_rows(const struct cache_view *v, int which, int layer, int kv_head)
+{
+    return kvcache_rows_f32(v->rows_ctx, which, layer, kv_head);
+}
+
 static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_prefill,
                       struct eb_err *e)
 {
@@ -194,8 +200,11 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
         .len = c->len,
         .pos = c->pos,
         .pad = c->pad, /* all zero unless the sequence was left-padded */
-        .k = c->k,
-        .v = c->v,
+        /* an f32 cache is shown as it is; a 16-bit one through view_rows */
+        .k = c->type == KV_F32 ? (float *const *)c->k : NULL,
+        .v = c->type == KV_F32 ? (float *const *)c->v : NULL,
+        .rows = c->type == KV_F32 ? NULL : view_rows,
+        .rows_ctx = c,
         .next_pos = c->next_pos,
         .at_prefill = at_prefill,
         .rope_inv_freq = g->m->inv_freq,

@@ -115,7 +115,8 @@ static void meas_init(struct gen_run *g, struct meas_ctx *mc)
     const struct model *m = g->r->s.m;
     memset(mc, 0, sizeof *mc);
     mc->seq = g->meas;
-    mc->token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * sizeof(float);
+    mc->token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 *
+                      kv_type_bytes(g->pt->kv_type);
     mc->kv_cap = (size_t)g->cfg->max_kv_bytes;
     /* One continuous batch is the whole point: let a stop request end it. */
     if (g->pt->batching == BATCHING_CONTINUOUS) mc->stop = g->r->o.stop;
@@ -196,7 +197,7 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
     struct session_gen_opts so = {
         .max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0,
         .n_pad = padded ? g->pb.n_pad : NULL, /* the estimate then covers the pads */
-        .hooks = &mine, .policy = &g->pp};
+        .hooks = &mine, .policy = &g->pp, .kv_type = pt->kv_type};
     if (session_policy_glue(&g->pp, r->s.m, e)) return BATCH_FAILED;
     struct gen_options opt;
     session_gen_options(&r->s, &so, &hooks, &opt);

@@ -20,19 +20,21 @@
 
 /* Replay item i; the sample's comparison fields from the teacher. */
 static int fidelity_item(struct runner *r, struct session_policy *pp, const struct runner_item *it,
-                         int max_new, struct gen_result *g, struct seq_meas *ms, double *kl,
+                         enum kv_type kv, int max_new, struct gen_result *g, struct seq_meas *ms,
+                         double *kl,
                          double *agree, int64_t *first_div, struct eb_err *e)
 {
     const struct model *m = r->s.m;
     struct meas_ctx mc;
     memset(&mc, 0, sizeof mc);
     mc.seq = ms;
-    mc.token_bytes = (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * sizeof(float);
+    mc.token_bytes =
+        (size_t)m->cfg.n_layer * m->cfg.n_head_kv * m->cfg.head_dim * 2 * kv_type_bytes(kv);
     struct gen_hooks mine = {.ctx = &mc, .begin_sequence = meas_begin, .on_step = meas_step,
                              .end_sequence = meas_end};
     struct gen_request req = {it->prompt, it->n_prompt, max_new, sampler_params_greedy()};
     struct session_teacher t = {kl, agree, first_div};
-    struct session_gen_opts so = {.hooks = &mine, .policy = pp, .teacher = &t};
+    struct session_gen_opts so = {.hooks = &mine, .policy = pp, .teacher = &t, .kv_type = kv};
     return session_generate(&r->s, &req, 1, &so, g, NULL, e);
 }
 
@@ -67,7 +69,8 @@ int run_fidelity(struct runner *r, const struct exp_config *cfg, const struct po
         if (cfg->max_total_tokens && cfg->max_total_tokens - items[i].n_prompt < max_new)
             max_new = cfg->max_total_tokens - items[i].n_prompt > 0 ? cfg->max_total_tokens - items[i].n_prompt : 1;
         struct eb_err fe = {0};
-        if (fidelity_item(r, &pp, &items[i], max_new, &g, &ms, &kl, &agree, &first_div, &fe)) {
+        if (fidelity_item(r, &pp, &items[i], pt->kv_type, max_new, &g, &ms, &kl, &agree,
+                          &first_div, &fe)) {
             set_error(out, fe.msg);
             break;
         }

@@ -248,5 +248,6 @@ void run_record_of_point(struct run_record *run, const struct runner *r,
     run->seed = cfg->sampling.seed;
     run->max_new_tokens = cfg->max_new_tokens;
     run->device = r->o.device ? r->o.device : "cpu";
+    run->kv_type = kv_type_name(pt->kv_type);
     run->status = "ok";
 }

@@ -136,6 +136,7 @@ struct session_gen_opts {
     const struct gen_hooks *hooks;       /* the caller's own (run after the policy's); NULL: none */
     struct session_policy *policy;       /* NULL: FullKV */
     struct session_teacher *teacher;     /* NULL: free-running generation */
+    enum kv_type kv_type;                /* KV cache element type (0: f32) */
 };
 
 /* The generate() options of o (hooks written into *hooks, which must outlive them). */

@@ -79,8 +79,10 @@ static int replay_init(struct replay *rp, const struct model *m, const struct ge
     if (!(rp->lref = eb_malloc((size_t)nv * sizeof *rp->lref, e)) ||
         !(rp->lpol = eb_malloc((size_t)nv * sizeof *rp->lpol, e)) ||
         forward_create(m, r->n_prompt, 1, &rp->f, e) ||
-        model_kvcache_create(m, generate_cache_slots(&m->cfg, &bare, r, 0), &rp->ref, e) ||
-        model_kvcache_create(m, generate_cache_slots(&m->cfg, opt, r, 0), &rp->pol, e))
+        model_kvcache_create_as(m, generate_cache_slots(&m->cfg, &bare, r, 0), opt->kv_type,
+                                &rp->ref, e) ||
+        model_kvcache_create_as(m, generate_cache_slots(&m->cfg, opt, r, 0), opt->kv_type,
+                                &rp->pol, e))
         return -1;
     if (h && h->recent_q_window > 0 &&
         kvcache_qring_enable(rp->pol, h->recent_q_window, m->cfg.n_head * m->cfg.head_dim, e))

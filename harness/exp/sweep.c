@@ -116,6 +116,9 @@ static char *extra_json(const struct exp_config *c)
     /* A GPU computes in 16 bits: another measurement, another key.  The kind,
      * not the index, so shards on several GPUs share their keys. */
     if (c->device && strncmp(c->device, "cuda", 4) == 0) cJSON_AddStringToObject(o, "device", "cuda");
+    /* A 16-bit KV cache changes the numbers: another key (f32 keeps the old keys). */
+    if (exp_config_kv_type(c) != KV_F32)
+        cJSON_AddStringToObject(o, "kv_type", kv_type_name(exp_config_kv_type(c)));
     /* A steering vector changes results through its contents, not its name. */
     char hex[65];
     if (c->steer_vector && file_sha256(c->steer_vector, hex) == 0)
@@ -228,6 +231,7 @@ static int start_point(struct point *p, const struct exp_config *cfg, int m,
     memset(p, 0, sizeof *p);
     p->model = cfg->models[m];
     p->weights = cfg->weights;
+    p->kv_type = exp_config_kv_type(cfg);
     p->data_offset = ds->offset;
     p->data_limit = ds->limit;
     snprintf(p->data_hash, sizeof p->data_hash, "%s", dhash);
@@ -249,6 +253,7 @@ int sweep_point_finish(struct point *p, const struct exp_config *cfg, const char
     p->data = dataset_find(p->dataset, NULL);
     p->family = policy_defaults_family(p->dataset);
     p->weights = cfg->weights;
+    p->kv_type = exp_config_kv_type(cfg);
     struct shared sh;
     int rc = shared_init(&sh, cfg, e);
     if (rc == 0) rc = finish_point(p, &sh, sh.model_ids[0], e);

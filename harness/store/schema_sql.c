@@ -3,7 +3,7 @@
 #include "harness/store/store.h"
 
 const char store_schema_sql[] =
-    "-- evictbench results database, schema version 2.\n"
+    "-- evictbench results database, schema version 3.\n"
     "--\n"
     "-- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;\n"
     "-- tests/test_store.c checks the two agree) and is the only code that writes it.\n"
@@ -64,6 +64,9 @@ const char store_schema_sql[] =
     "    peak_kv_bytes   INTEGER,                  -- whole batch\n"
     "    mean_kv_bytes   REAL,\n"
     "    finished_at     TEXT NOT NULL,            -- UTC, ISO 8601\n"
+    "    -- KV cache element type: f32 | f16 | bf16 (version 3; harness/store adds it,\n"
+    "    -- last, with this definition to an older database, whose runs were f32)\n"
+    "    kv_type         TEXT NOT NULL DEFAULT 'f32',\n"
     "    CHECK (status = 'ok' OR (error IS NOT NULL AND n_samples = 0))\n"
     ");\n"
     "\n"
@@ -344,5 +347,5 @@ const char store_schema_sql[] =
     "GROUP BY model, dataset, policy, budget, correct\n"
     "ORDER BY model, dataset, policy, budget, correct;\n"
     "\n"
-    "PRAGMA user_version = 2;\n"
+    "PRAGMA user_version = 3;\n"
     ;

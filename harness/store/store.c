@@ -287,6 +287,7 @@ static int insert_run(struct store *s, const struct run_record *r,
     bind_opt_real(st, 23, r->tokens_per_s);
     bind_opt_int(st, 24, r->peak_kv_bytes);
     bind_opt_real(st, 25, r->mean_kv_bytes);
+    bind_text(st, 26, r->kv_type ? r->kv_type : "f32");
     if (sqlite3_step(st) != SQLITE_DONE)
         return eb_fail(e, "%s: run %.12s: writing the run: %s", s->path, k,
                        sqlite3_errmsg(s->db));

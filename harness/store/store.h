@@ -19,7 +19,7 @@
 /* Version 2 added the views v_sentences and v_sentence_kinds; a version-1
  * database gets them when it is opened for writing (store_open) and is read
  * as it is (store_open_readonly, without them). */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define STORE_NONE (-1)
 
 /* results/schema.sql, byte for byte (harness/store/schema_sql.c). */
@@ -47,6 +47,7 @@ struct run_record {
     uint64_t seed;              /* always stored (as its int64 bit pattern) */
     int64_t max_new_tokens;
     const char *device;
+    const char *kv_type;        /* KV cache element type (f32, f16, bf16); NULL: f32 */
     const char *status;         /* "ok" | "oom" | "error" */
     const char *error;          /* what failed, for "oom" and "error" */
     double wall_s;

@@ -182,6 +182,21 @@ static int migrate_1_to_2(struct store *s, struct eb_err *e)
     return exec(s, "PRAGMA user_version = 2", "migrating the schema to version 2", e);
 }
 
+/* Version 2 -> 3: runs.kv_type, as the schema defines it (every older run
+ * was f32).  Added only when missing: a database made by this schema and
+ * marked older (the tests do) has it already. */
+static int migrate_2_to_3(struct store *s, struct eb_err *e)
+{
+    int64_t has = 0;
+    if (query_int(s, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'kv_type'",
+                  &has, e) != 0)
+        return -1;
+    if (!has && exec(s, "ALTER TABLE runs ADD COLUMN kv_type TEXT NOT NULL DEFAULT 'f32'",
+                     "migrating the schema to version 3", e) != 0)
+        return -1;
+    return exec(s, "PRAGMA user_version = 3", "migrating the schema to version 3", e);
+}
+
 /* Create the schema in an empty database, or verify the version of an
  * existing one and migrate it to this build's, one version at a time. */
 static int ensure_schema(struct store *s, struct eb_err *e)
@@ -200,7 +215,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
         if (exec(s, store_schema_sql, "creating the schema", e) != 0) goto fail;
     } else if (check_version(s, version, e) != 0) {
         goto fail;
-    } else if (version == 1 && migrate_1_to_2(s, e) != 0) {
+    } else if ((version == 1 && migrate_1_to_2(s, e) != 0) ||
+               (version <= 2 && migrate_2_to_3(s, e) != 0)) {
         goto fail;
     }
     if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;
@@ -227,9 +243,9 @@ static int prepare_writes(struct store *s, struct eb_err *e)
                 "data_limit, policy, params_json, budget, batch_size, batching, sampling_json, "
                 "seed, max_new_tokens, device, status, error, n_samples, accuracy, "
                 "mean_gen_tokens, wall_s, gen_tokens, tokens_per_s, peak_kv_bytes, "
-                "mean_kv_bytes, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-                "?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, "
-                "strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                "mean_kv_bytes, kv_type, finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
+                "?25, ?26, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
                 &s->ins_run, e) ||
         prepare(s,
                 "INSERT INTO samples (run_id, sample_idx, item_id, prompt_tokens, gen_tokens, "

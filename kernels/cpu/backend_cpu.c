@@ -114,5 +114,7 @@ struct backend *backend_cpu_create(int n_threads)
     be->weight_free = cpu_weight_free;
     be->matmul = cpu_matmul;
     be->embed_weight = cpu_embed_weight;
+    be->kv_store = cpu_kv_store;
+    be->kv_load = cpu_kv_load;
     return be;
 }

@@ -52,6 +52,17 @@ int cpu_window_scores(struct backend *be, const struct window_score_args *a);
 int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,
                enum score_pool mode);
 int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a);
+/* cpu_kv.c: typed KV caches */
+void cpu_kv_store(struct backend *be, void *dst, enum kv_type type, const float *src,
+                  const int *rows, int n, int dim);
+void cpu_kv_load(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n);
+/* How attention reads one row of a 16-bit cache: q . k, and o += a * v. */
+struct cpu_kv_rows {
+    float (*dot)(const float *q, const void *k, int n);
+    void (*axpy)(float *o, float a, const void *v, int n);
+};
+/* The row kernels of a 16-bit type at a SIMD level; -1 for f32 or an unknown type. */
+int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out);
 /* cpu_vscore.c: value-aware primitives */
 int cpu_row_range(struct backend *be, float *out, const float *x, int n, int dim);
 

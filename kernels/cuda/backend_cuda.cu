@@ -221,18 +221,21 @@ __global__ static void k_argmax(int *out, const float *logits, int n_vocab)
     }
 }
 
-__global__ static void k_to_bf16(__nv_bfloat16 *y, const float *x, size_t n)
+/* Typed KV caches: row i of dst = row rows[i] of src, converted (one block a row). */
+template <typename T>
+__global__ static void k_kv_store(T *dst, const float *src, const int *rows, int dim)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __float2bfloat16_rn(x[i]);
+    const float *x = src + (size_t)rows[blockIdx.x] * dim;
+    T *y = dst + (size_t)blockIdx.x * dim;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) kv_put(&y[d], x[d]);
 }
 
-__global__ static void k_from_bf16(float *y, const __nv_bfloat16 *x, size_t n)
+template <typename T>
+__global__ static void k_kv_load(float *y, const T *x, size_t n)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        y[i] = __bfloat162float(x[i]);
+        y[i] = kv_to_float(x[i]);
 }
 
 /* ---- memory: cudaMalloc until the run's pool is reserved, then the pool ---- */
@@ -409,6 +412,48 @@ static void cuda_gather_rows(struct backend *be, float *y, const float *x, const
     cuda_gather(be, y, x, rows, n, dim, "gather_rows");
 }
 
+/* be->kv_store: f32 rows (device) gathered by host row indices into a typed
+ * cache; dst must not overlap src (a cache and the activations never do). */
+static void cuda_kv_store(struct backend *be, void *dst, enum kv_type type, const float *src,
+                          const int *rows, int n, int dim)
+{
+    if (n <= 0 || dim <= 0 || failed(be)) return;
+    struct cuda_impl *im = impl_of(be);
+    if (!kv_type_known(type)) {
+        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: kv store: unknown type %d", type);
+        return;
+    }
+    const int *d_rows = device_ints(be, rows, n);
+    if (!d_rows) return;
+    if (type == KV_BF16)
+        k_kv_store<__nv_bfloat16><<<n, 128>>>((__nv_bfloat16 *)dst, src, d_rows, dim);
+    else if (type == KV_F16)
+        k_kv_store<__half><<<n, 128>>>((__half *)dst, src, d_rows, dim);
+    else
+        k_kv_store<float><<<n, 128>>>((float *)dst, src, d_rows, dim);
+    launched(be, "kv store");
+}
+
+/* be->kv_load: n typed elements to f32 (both device memory). */
+static void cuda_kv_load(struct backend *be, float *dst, const void *src, enum kv_type type,
+                         size_t n)
+{
+    if (!n || failed(be)) return;
+    struct cuda_impl *im = impl_of(be);
+    if (!kv_type_known(type)) {
+        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: kv load: unknown type %d", type);
+        return;
+    }
+    unsigned nb = blocks_for(n, CUDA_THREADS);
+    if (type == KV_BF16)
+        k_kv_load<<<nb, CUDA_THREADS>>>(dst, (const __nv_bfloat16 *)src, n);
+    else if (type == KV_F16)
+        k_kv_load<<<nb, CUDA_THREADS>>>(dst, (const __half *)src, n);
+    else
+        k_kv_load<<<nb, CUDA_THREADS>>>(dst, (const float *)src, n);
+    launched(be, "kv load");
+}
+
 static void cuda_destroy(struct backend *be)
 {
     if (!be) return;
@@ -517,6 +562,8 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->embed = cuda_embed;
     be->gather_rows = cuda_gather_rows;
     be->attention = cuda_attention;
+    be->kv_store = cuda_kv_store;
+    be->kv_load = cuda_kv_load;
     be->window_scores = cuda_window_scores;
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
@@ -633,34 +680,9 @@ extern "C" void backend_cuda_pool_usage(const struct backend *be, size_t *used, 
     *peak = im->pool_base ? im->arena.peak : 0;
 }
 
-extern "C" int backend_cuda_kv_store_bf16(struct backend *be, void *dst_bf16, const float *src,
-                                          size_t n)
+extern "C" int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
 {
-    if (failed(be)) return -1;
-    if (!n) return 0;
-    k_to_bf16<<<blocks_for(n, CUDA_THREADS), CUDA_THREADS>>>((__nv_bfloat16 *)dst_bf16, src, n);
-    return launched(be, "kv store bf16") ? 0 : -1;
-}
-
-extern "C" int backend_cuda_kv_load_bf16(struct backend *be, float *dst, const void *src_bf16,
-                                         size_t n)
-{
-    if (failed(be)) return -1;
-    if (!n) return 0;
-    k_from_bf16<<<blocks_for(n, CUDA_THREADS), CUDA_THREADS>>>(dst, (const __nv_bfloat16 *)src_bf16,
-                                                              n);
-    return launched(be, "kv load bf16") ? 0 : -1;
-}
-
-extern "C" int backend_cuda_attention_bf16(struct backend *be, const struct attn_args *a)
-{
-    return cuda_attention_typed(be, a, true);
-}
-
-extern "C" int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n,
-                                            int kv_bf16)
-{
-    return cuda_attention_batch_typed(be, a, n, kv_bf16 != 0);
+    return cuda_attention_batch(be, a, n);
 }
 
 extern "C" int backend_cuda_argmax(struct backend *be, int *tokens, const float *logits,

@@ -75,25 +75,15 @@ int backend_cuda_check_weights(struct backend *be, size_t weight_bytes, struct e
 /* Bytes of the pool in use now and at most (0 without a pool). */
 void backend_cuda_pool_usage(const struct backend *be, size_t *used, size_t *peak);
 
-/* ---- 16-bit KV caches (until backend.h carries a KV element type) ----
- * A cache stored in bf16 is allocated with be->alloc for half the floats and
- * addressed in bf16 elements: the float* in attn_args then points at bf16
- * data.  kv_store converts f32 rows into it; attention_bf16 reads it (the
- * same semantics as be->attention, f32 accumulation). */
-int backend_cuda_kv_store_bf16(struct backend *be, void *dst_bf16, const float *src,
-                               size_t n);
-int backend_cuda_kv_load_bf16(struct backend *be, float *dst, const void *src_bf16, size_t n);
-int backend_cuda_attention_bf16(struct backend *be, const struct attn_args *a);
-
 /* ---- batched attention ----
  * The n problems a[0..n) (n be->attention calls: one per sequence of a
  * forward, each over its own cache) in at most two launches (decode-sized
  * sequences and prefill chunks), where the shapes allow the flash kernel
  * (same n_head, n_kv, head_dim and scale; no probabilities); otherwise one
- * sequence at a time.  kv_bf16: the caches are bf16.  0, or -1 for bad
- * arguments or a CUDA failure. */
-int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n,
-                                 int kv_bf16);
+ * sequence at a time.  Each cache is of its attn_args.kv_type (f32, f16 or
+ * bf16, as be->kv_store wrote it; one launch needs one type).  0, or -1 for
+ * bad arguments or a CUDA failure. */
+int backend_cuda_attention_batch(struct backend *be, const struct attn_args *a, int n);
 
 /* ---- sampling on the device ----
  * Greedy: tokens[r] (host) = the id of the largest logit of row r of

@@ -1,5 +1,6 @@
 /* cuda_attention.cu - causal GQA attention of new queries over one
- * sequence's cache, for caches stored in f32 or bf16 (f32 arithmetic).
+ * sequence's cache, for caches stored in f32, f16 or bf16 (attn_args.kv_type;
+ * f32 arithmetic).
  *
  * The flash kernel (no probabilities asked for; head_dim 64, 128 or 256;
  * at most 8 query heads per kv head) keeps every score in registers: a warp
@@ -465,13 +466,33 @@ static bool args_ok(const struct attn_args *a)
 {
     return a->n_head > 0 && a->n_kv > 0 && a->n_head % a->n_kv == 0 && a->n_new > 0 &&
            a->head_dim > 0 && a->cap > 0 && a->kv_len && a->out && a->q && a->k_cache &&
-           a->v_cache;
+           a->v_cache && kv_type_known(a->kv_type);
 }
 
 /* Launch limits of one batched launch: blocks along z, rows of the combine. */
 static const long FLASH_MAX_Z = 65535;
 
-int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, int n, bool bf16)
+static int general_typed(struct backend *be, const struct attn_args *a)
+{
+    switch (a->kv_type) {
+    case KV_BF16: return attention_general<__nv_bfloat16>(be, a);
+    case KV_F16: return attention_general<__half>(be, a);
+    default: return attention_general<float>(be, a);
+    }
+}
+
+/* Every a[j] has a[0]'s cache type here. */
+template <int HD>
+static int flash_typed(struct backend *be, const struct attn_args *a, int n, int *idx)
+{
+    switch (a[0].kv_type) {
+    case KV_BF16: return attention_flash<__nv_bfloat16, HD>(be, a, n, idx);
+    case KV_F16: return attention_flash<__half, HD>(be, a, n, idx);
+    default: return attention_flash<float, HD>(be, a, n, idx);
+    }
+}
+
+int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
 {
     if (n < 1 || !a) return -1;
     bool flash = true;
@@ -480,18 +501,17 @@ int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, in
         if (!args_ok(&a[j])) return -1;
         flash = flash && flash_fits(&a[j]) && a[j].n_head == a[0].n_head &&
                 a[j].n_kv == a[0].n_kv && a[j].head_dim == a[0].head_dim &&
-                a[j].scale == a[0].scale;
+                a[j].scale == a[0].scale && a[j].kv_type == a[0].kv_type;
         z += a[j].n_new; /* rows: an upper bound on the blocks too */
     }
     if (failed(be)) return -1;
     if (!flash || z > FLASH_MAX_Z) { /* one sequence at a time */
         for (int j = 0; j < n; j++) {
             int rc;
-            if (flash_fits(&a[j]) && a[j].n_new <= FLASH_MAX_Z)
-                rc = cuda_attention_batch_typed(be, &a[j], 1, bf16);
+            if (n > 1 && flash_fits(&a[j]) && a[j].n_new <= FLASH_MAX_Z)
+                rc = cuda_attention_batch(be, &a[j], 1);
             else
-                rc = bf16 ? attention_general<__nv_bfloat16>(be, &a[j])
-                          : attention_general<float>(be, &a[j]);
+                rc = general_typed(be, &a[j]);
             if (rc) return -1;
         }
         return 0;
@@ -500,28 +520,15 @@ int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, in
     if (!idx) return -1;
     int rc;
     switch (a[0].head_dim) {
-    case 64:
-        rc = bf16 ? attention_flash<__nv_bfloat16, 64>(be, a, n, idx)
-                  : attention_flash<float, 64>(be, a, n, idx);
-        break;
-    case 128:
-        rc = bf16 ? attention_flash<__nv_bfloat16, 128>(be, a, n, idx)
-                  : attention_flash<float, 128>(be, a, n, idx);
-        break;
-    default:
-        rc = bf16 ? attention_flash<__nv_bfloat16, 256>(be, a, n, idx)
-                  : attention_flash<float, 256>(be, a, n, idx);
+    case 64: rc = flash_typed<64>(be, a, n, idx); break;
+    case 128: rc = flash_typed<128>(be, a, n, idx); break;
+    default: rc = flash_typed<256>(be, a, n, idx);
     }
     free(idx);
     return rc;
 }
 
-int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16)
-{
-    return cuda_attention_batch_typed(be, a, 1, bf16);
-}
-
 void cuda_attention(struct backend *be, const struct attn_args *a)
 {
-    cuda_attention_typed(be, a, false);
+    cuda_attention_batch(be, a, 1);
 }

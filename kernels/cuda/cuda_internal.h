@@ -8,6 +8,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -126,6 +127,12 @@ __device__ static inline float block_reduce(float v, float *red, bool is_max)
 
 __device__ static inline float kv_to_float(float x) { return x; }
 __device__ static inline float kv_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ static inline float kv_to_float(__half x) { return __half2float(x); }
+
+/* Storing an f32 value, rounded to nearest even. */
+__device__ static inline void kv_put(float *p, float x) { *p = x; }
+__device__ static inline void kv_put(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ static inline void kv_put(__half *p, float x) { *p = __float2half_rn(x); }
 
 /* Eight consecutive values (16-byte aligned for bf16, 32-byte for f32). */
 __device__ static inline void kv_load8(const float *p, float *out)
@@ -144,6 +151,23 @@ __device__ static inline void kv_load8(const __nv_bfloat16 *p, float *out)
         out[2 * i] = f.x;
         out[2 * i + 1] = f.y;
     }
+}
+
+__device__ static inline void kv_load8(const __half *p, float *out)
+{
+    uint4 raw = *(const uint4 *)p;
+    const __half2 *h = (const __half2 *)&raw;
+    for (int i = 0; i < 4; i++) {
+        float2 f = __half22float2(h[i]);
+        out[2 * i] = f.x;
+        out[2 * i + 1] = f.y;
+    }
+}
+
+/* 1 for the KV element types the kernels are instantiated for. */
+static inline bool kv_type_known(enum kv_type t)
+{
+    return t == KV_F32 || t == KV_F16 || t == KV_BF16;
 }
 
 /* ---- ops shared between the translation units ---- */
@@ -165,8 +189,9 @@ void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, con
                        int n);
 
 void cuda_attention(struct backend *be, const struct attn_args *a);
-int cuda_attention_typed(struct backend *be, const struct attn_args *a, bool bf16);
-int cuda_attention_batch_typed(struct backend *be, const struct attn_args *a, int n, bool bf16);
+/* n sequences' attention (backend_cuda_attention_batch); each cache's type is its
+ * attn_args.kv_type. */
+int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n);
 int cuda_window_scores(struct backend *be, const struct window_score_args *a);
 int cuda_pool1d(struct backend *be, float *out, const float *in, int n, int kernel,
                 enum score_pool mode);

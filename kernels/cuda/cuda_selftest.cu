@@ -15,9 +15,12 @@
  * Attention runs both kernels (flash: no probabilities, head_dim 64/128/256,
  * GQA up to 8:1, split-K for long caches; general: the rest) with per-head
  * lengths and pad masks, at the same f32 tolerance, one sequence per call and
- * many sequences (decode rows and prefill chunks mixed) in one batched call.  The bf16 cache is
- * checked twice: against the CPU on the same bf16-rounded K and V, where
- * only the summation order differs (1e-4, as f32), and against the CPU on
+ * many sequences (decode rows and prefill chunks mixed) in one batched call.  Typed caches
+ * (f16 and bf16, attn_args.kv_type): kv_store must write the CPU's bits
+ * (round to nearest even) and kv_load give back the CPU's values exactly;
+ * attention over them is checked twice: against the CPU attending the same
+ * typed cache in place, where only the summation order differs (1e-4, as
+ * f32; one sequence per call and batched), and against the CPU on
  * the unrounded f32 cache, which bounds what bf16 storage costs.  A bf16
  * value has 8 significant bits, so each K and V entry moves by at most
  * 2^-9 relative; with |q|,|k| entries in [-1, 1] and head_dim d the logit
@@ -220,14 +223,16 @@ static void test_attention(int n_head, int n_kv, int hd, int n_new, int cap,
     drop(q), drop(k), drop(v), drop(out), drop(p);
 }
 
+static pair typed_copy(pair x, enum kv_type t, int hd, const char *label);
+
 /* Several sequences' attention in one call (backend_cuda_attention_batch):
  * each sequence its own cache, length per head, new-token count and pads;
  * every output must equal the CPU's attention of that sequence alone. */
 static void test_attention_batch(int n_head, int n_kv, int hd, std::vector<int> n_new,
-                                 std::vector<int> cap)
+                                 std::vector<int> cap, enum kv_type t = KV_F32)
 {
     int n = (int)n_new.size();
-    std::vector<pair> q, k, v, out;
+    std::vector<pair> q, k, v, out, k16, v16;
     std::vector<std::vector<int>> len(n);
     std::vector<std::vector<unsigned char>> mask(n);
     std::vector<struct attn_args> a(n);
@@ -248,12 +253,19 @@ static void test_attention_batch(int n_head, int n_kv, int hd, std::vector<int> 
         x.kv_len = len[s].data(), x.scale = 1.0f / sqrtf((float)hd);
         x.slot_mask = s % 3 == 1 ? mask[s].data() : NULL;
         x.out = out[s].c, x.q = q[s].c, x.k_cache = k[s].c, x.v_cache = v[s].c;
+        if (t != KV_F32) { /* both backends attend the same typed caches */
+            k16.push_back(typed_copy(k[s], t, hd, "K"));
+            v16.push_back(typed_copy(v[s], t, hd, "V"));
+            x.kv_type = t, x.k_cache = k16[s].c, x.v_cache = v16[s].c;
+        }
         cpu->attention(cpu, &x);
         x.out = out[s].g, x.q = q[s].g, x.k_cache = k[s].g, x.v_cache = v[s].g;
+        if (t != KV_F32) x.k_cache = k16[s].g, x.v_cache = v16[s].g;
     }
-    int rc = backend_cuda_attention_batch(gpu, a.data(), n, 0);
+    int rc = backend_cuda_attention_batch(gpu, a.data(), n);
     char what[80];
-    snprintf(what, sizeof what, "attention batch of %d %d:%d hd%d", n, n_head, n_kv, hd);
+    snprintf(what, sizeof what, "attention batch of %d %d:%d hd%d %s", n, n_head, n_kv, hd,
+             kv_type_name(t));
     if (rc != 0) {
         printf("  FAIL %-28s returned %d: %s\n", what, rc, backend_cuda_error(gpu));
         n_failed++;
@@ -272,13 +284,46 @@ static void test_attention_batch(int n_head, int n_kv, int hd, std::vector<int> 
         drop(all);
     }
     for (int s = 0; s < n; s++) drop(q[s]), drop(k[s]), drop(v[s]), drop(out[s]);
+    for (size_t s = 0; s < k16.size(); s++) drop(k16[s]), drop(v16[s]);
 }
 
-/* The same attention over a bf16 cache: the CPU reference attends the
- * cache rounded to bf16 (exact comparison but for summation order) and the
- * unrounded one (what bf16 storage costs; see the file comment). */
-static void test_attention_bf16(int n_head, int n_kv, int hd, int n_new, int cap,
-                                std::vector<int> kv_len, bool masked)
+static void result(const char *what, bool ok, const char *detail);
+
+/* A typed (f16/bf16) copy of an f32 pair, written by kv_store on both
+ * backends (identity rows of hd); the stored bits must be equal (both round
+ * to nearest even), and kv_load must give back the same f32 values. */
+static pair typed_copy(pair x, enum kv_type t, int hd, const char *label)
+{
+    size_t words = (x.n * kv_type_bytes(t) + 3) / 4;
+    pair y = make_empty(words);
+    int rows_n = (int)(x.n / (size_t)hd);
+    std::vector<int> rows(rows_n);
+    for (int i = 0; i < rows_n; i++) rows[i] = i;
+    cpu->kv_store(cpu, y.c, t, x.c, rows.data(), rows_n, hd);
+    gpu->kv_store(gpu, y.g, t, x.g, rows.data(), rows_n, hd);
+    std::vector<float> a(words), b(words);
+    cpu->download(cpu, a.data(), y.c, words);
+    gpu->download(gpu, b.data(), y.g, words);
+    char what[96];
+    snprintf(what, sizeof what, "kv_store %s %s bits", kv_type_name(t), label);
+    result(what, memcmp(a.data(), b.data(), words * sizeof(float)) == 0, "stored bits differ");
+    pair back = make_empty(x.n);
+    cpu->kv_load(cpu, back.c, y.c, t, x.n);
+    gpu->kv_load(gpu, back.g, y.g, t, x.n);
+    snprintf(what, sizeof what, "kv_load %s %s", kv_type_name(t), label);
+    compare(what, back, 0);
+    drop(back);
+    return y;
+}
+
+/* The same attention over an f16 or bf16 cache (attn_args.kv_type), on both
+ * backends: the GPU against the CPU's attention over the same typed cache
+ * (the CPU reads it in place; the same rounded values, so only summation
+ * order differs: 1e-4, as f32), and against the CPU on the unrounded f32
+ * cache, which bounds what 16-bit storage costs (see the file comment: 2e-2
+ * for bf16's 8 significant bits, 4x less, 5e-3, for f16's 11). */
+static void test_attention_typed(enum kv_type t, int n_head, int n_kv, int hd, int n_new, int cap,
+                                 std::vector<int> kv_len, bool masked)
 {
     size_t kv_n = (size_t)n_kv * cap * hd;
     pair q = make(random_vec((size_t)n_new * n_head * hd, 1));
@@ -286,45 +331,30 @@ static void test_attention_bf16(int n_head, int n_kv, int hd, int n_new, int cap
     pair out = make_empty((size_t)n_new * n_head * hd), exact = make_empty(out.n);
     std::vector<unsigned char> mask((size_t)n_kv * cap, 0);
     for (size_t j = 0; j < mask.size(); j++) mask[j] = j % 13 == 1;
-    /* bf16 copies on the GPU (half the floats each), and their f32 values on the CPU */
-    float *k16 = gpu->alloc(gpu, (kv_n + 1) / 2), *v16 = gpu->alloc(gpu, (kv_n + 1) / 2);
-    pair kr = make_empty(kv_n), vr = make_empty(kv_n);
-    backend_cuda_kv_store_bf16(gpu, k16, k.g, kv_n);
-    backend_cuda_kv_store_bf16(gpu, v16, v.g, kv_n);
-    backend_cuda_kv_load_bf16(gpu, kr.g, k16, kv_n);
-    backend_cuda_kv_load_bf16(gpu, vr.g, v16, kv_n);
-    std::vector<float> h(kv_n);
-    gpu->download(gpu, h.data(), kr.g, kv_n);
-    cpu->upload(cpu, kr.c, h.data(), kv_n);
-    gpu->download(gpu, h.data(), vr.g, kv_n);
-    cpu->upload(cpu, vr.c, h.data(), kv_n);
+    pair k16 = typed_copy(k, t, hd, "K"), v16 = typed_copy(v, t, hd, "V");
 
     struct attn_args a = {};
     a.cap = cap, a.n_head = n_head, a.n_kv = n_kv, a.head_dim = hd, a.n_new = n_new;
     a.kv_len = kv_len.data(), a.scale = 1.0f / sqrtf((float)hd);
     a.slot_mask = masked ? mask.data() : NULL;
-    a.q = q.c, a.out = out.c, a.k_cache = kr.c, a.v_cache = vr.c;
+    a.kv_type = t;
+    a.q = q.c, a.out = out.c, a.k_cache = k16.c, a.v_cache = v16.c;
     cpu->attention(cpu, &a);
-    a.out = exact.c, a.k_cache = k.c, a.v_cache = v.c;
+    a.kv_type = KV_F32, a.out = exact.c, a.k_cache = k.c, a.v_cache = v.c;
     cpu->attention(cpu, &a);
-    a.q = q.g, a.out = out.g, a.k_cache = k16, a.v_cache = v16;
-    int rc = backend_cuda_attention_bf16(gpu, &a);
+    a.kv_type = t, a.q = q.g, a.out = out.g, a.k_cache = k16.g, a.v_cache = v16.g;
+    gpu->attention(gpu, &a);
     std::vector<float> g(out.n);
     gpu->download(gpu, g.data(), out.g, out.n);
     gpu->upload(gpu, exact.g, g.data(), out.n);
     char what[96];
-    snprintf(what, sizeof what, "bf16 attention %d:%d hd%d new%d%s", n_head, n_kv, hd, n_new,
-             masked ? " mask" : "");
-    if (rc != 0) {
-        printf("  FAIL %-28s returned %d: %s\n", what, rc, backend_cuda_error(gpu));
-        n_failed++;
-    } else {
-        compare(what, out, 1e-4);
-        snprintf(what, sizeof what, "  vs f32 cache %d:%d hd%d", n_head, n_kv, hd);
-        compare(what, exact, 2e-2);
-    }
-    gpu->free(gpu, k16), gpu->free(gpu, v16);
-    drop(q), drop(k), drop(v), drop(out), drop(exact), drop(kr), drop(vr);
+    snprintf(what, sizeof what, "%s attention %d:%d hd%d new%d%s", kv_type_name(t), n_head, n_kv,
+             hd, n_new, masked ? " mask" : "");
+    compare(what, out, 1e-4);
+    snprintf(what, sizeof what, "  vs f32 cache %d:%d hd%d", n_head, n_kv, hd);
+    compare(what, exact, t == KV_BF16 ? 2e-2 : 5e-3);
+    drop(k16), drop(v16);
+    drop(q), drop(k), drop(v), drop(out), drop(exact);
 }
 
 static void result(const char *what, bool ok, const char *detail)
@@ -713,10 +743,15 @@ int main(int argc, char **argv)
     test_attention_batch(32, 8, 128, {2, 9, 1}, {3000, 64, 9000});
     test_attention_batch(9, 3, 64, {1, 2}, {300, 40}); /* hd 64 */
     test_attention_batch(4, 2, 32, {1, 3}, {40, 20});  /* hd 32: one sequence at a time */
-    test_attention_bf16(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
-    test_attention_bf16(32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
-    test_attention_bf16(9, 3, 64, 1, 300, {257, 100, 3}, false);
-    test_attention_bf16(4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: general kernel on bf16 */
+    for (enum kv_type t : {KV_BF16, KV_F16}) {
+        test_attention_typed(t, 28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
+        test_attention_typed(t, 32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
+        test_attention_typed(t, 9, 3, 64, 1, 300, {257, 100, 3}, false);
+        test_attention_typed(t, 4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: the general kernel */
+        test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300}, {600, 4096, 50, 1, 900, 2000, 512},
+                             t);
+        test_attention_batch(9, 3, 64, {1, 2}, {300, 40}, t);
+    }
     test_matmul_typed(WEIGHT_F32, WEIGHT_F32, 7, 33, 64, true);
     test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 1, 3584, 512, false);
     test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 64, 1024, 3584, true);

@@ -42,11 +42,12 @@ if ! "$BIN" bench --model "$MODEL" --threads 1 --prompt-len 16 --new 4 --batches
         >"$TMP/tsv" 2>"$TMP/err"; then
     echo "FAIL tsv run:"; cat "$TMP/err"; exit 1
 fi
-# Header, then prefill 16, decode batch 1, decode batch 2; every rate positive.
+# Header, then prefill 16, decode batch 1, decode batch 2; every rate positive; the KV
+# type (auto: f32 on the CPU) last.
 got=$(cut -f1 "$TMP/tsv" | tr '\n' '|')
 if [ "$got" != "test|prefill 16|decode batch 1|decode batch 2|" ]; then
     echo "FAIL tsv rows: $got"; cat "$TMP/tsv"; fail=1
-elif ! awk -F'\t' 'NR > 1 && !(NF == 4 && $2 > 0 && $3 > 0 && $4 > 0) { bad = 1 } END { exit bad }' "$TMP/tsv"; then
+elif ! awk -F'\t' 'NR > 1 && !(NF == 5 && $2 > 0 && $3 > 0 && $4 > 0 && $5 == "f32") { bad = 1 } END { exit bad }' "$TMP/tsv"; then
     echo "FAIL tsv values:"; cat "$TMP/tsv"; fail=1
 else
     echo "ok   tsv table: $(tail -n +2 "$TMP/tsv" | tr '\t\n' ' ;')"
