@@ -87,12 +87,13 @@ for m in "$@"; do
         >"$TMP/peer$i.json" 2>"$TMP/peer$i.err" ||
         { cat "$TMP/peer$i.err" >&2; die "llama-bench failed on $m"; }
     # Each run of ours loads the model afresh; its prefill is the better of two passes.
+    # KV in f16, as llama-bench keeps it by default (like for like).
     r=0
     while [ $r -lt "$REPS" ]; do
         r=$((r + 1))
         echo "bench-peer: $m: evictbench bench, run $r of $REPS" >&2
         "$EVICTBENCH" bench --model "$m" --threads "$THREADS" --prompt-len "$PROMPT" \
-            --new "$GEN" --batches 1 --tsv >"$TMP/ours$i.$r.tsv" ||
+            --new "$GEN" --batches 1 --kv-type f16 --tsv >"$TMP/ours$i.$r.tsv" ||
             die "evictbench bench failed on $m"
     done
     python3 - "$m" "$THREADS" "$PROMPT" "$GEN" "$TMP/peer$i.json" "$TMP"/ours$i.*.tsv \
