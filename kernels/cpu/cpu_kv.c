@@ -94,13 +94,7 @@ static void axpy_bf16_c(float *o, float a, const void *v, int n)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-static float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
+#include "kernels/cpu/cpu_x8_avx2.h"
 
 static __m256 load_f16x8(const uint16_t *h)
 {

@@ -22,6 +22,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
+#include "kernels/cpu/cpu_x8_avx2.h"
+
 static float f16(const uint8_t *p)
 {
     return _cvtsh_ss((unsigned short)(p[0] | (p[1] << 8)));
@@ -34,18 +36,6 @@ static uint32_t u32(const uint8_t *p)
     return v;
 }
 
-static float hsum(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static __m256i load32(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
 
 /* 16 bytes of packed nibbles -> 32 bytes: low nibbles (elements 0..15), then
  * high nibbles (16..31), the order of the 32-element formats. */
@@ -87,7 +77,7 @@ static float dot_f32(int k, const void *wv, const void *xv)
     int i = 0;
     for (; i + 8 <= k; i += 8)
         acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc);
-    float s = hsum(acc);
+    float s = hsum8(acc);
     for (; i < k; i++) s += w[i] * x[i];
     return s;
 }
@@ -104,7 +94,7 @@ static float dot_f16(int k, const void *wv, const void *xv)
         a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), a1);
     }
-    float s = hsum(_mm256_add_ps(a0, a1));
+    float s = hsum8(_mm256_add_ps(a0, a1));
     for (; i < k; i++) s += f16(w + 2 * i) * x[i];
     return s;
 }
@@ -125,7 +115,7 @@ static float dot_bf16(int k, const void *wv, const void *xv)
         a0 = _mm256_fmadd_ps(bf16x8(w + 2 * i), _mm256_loadu_ps(x + i), a0);
         a1 = _mm256_fmadd_ps(bf16x8(w + 2 * i + 16), _mm256_loadu_ps(x + i + 8), a1);
     }
-    float s = hsum(_mm256_add_ps(a0, a1));
+    float s = hsum8(_mm256_add_ps(a0, a1));
     for (; i < k; i++) {
         uint32_t u = (uint32_t)(w[2 * i] | (w[2 * i + 1] << 8)) << 16;
         float f;
@@ -145,7 +135,7 @@ static float dot_q4_0(int k, const void *wv, const void *xv)
         __m256i i = dot_i8(q, load32(x[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(i), acc);
     }
-    return hsum(acc);
+    return hsum8(acc);
 }
 
 static float dot_q4_1(int k, const void *wv, const void *xv)
@@ -159,7 +149,7 @@ static float dot_q4_1(int k, const void *wv, const void *xv)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(i), acc);
         mins += f16(w[b].m) * x[b].s;
     }
-    return hsum(acc) + mins;
+    return hsum8(acc) + mins;
 }
 
 static float dot_q5_0(int k, const void *wv, const void *xv)
@@ -174,7 +164,7 @@ static float dot_q5_0(int k, const void *wv, const void *xv)
         __m256i i = dot_i8(q, load32(x[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(i), acc);
     }
-    return hsum(acc);
+    return hsum8(acc);
 }
 
 static float dot_q5_1(int k, const void *wv, const void *xv)
@@ -190,7 +180,7 @@ static float dot_q5_1(int k, const void *wv, const void *xv)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(i), acc);
         mins += f16(w[b].m) * x[b].s;
     }
-    return hsum(acc) + mins;
+    return hsum8(acc) + mins;
 }
 
 static float dot_q8_0(int k, const void *wv, const void *xv)
@@ -202,7 +192,7 @@ static float dot_q8_0(int k, const void *wv, const void *xv)
         __m256i i = dot_i8(load32(w[b].qs), load32(x[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(w[b].d) * x[b].d), _mm256_cvtepi32_ps(i), acc);
     }
-    return hsum(acc);
+    return hsum8(acc);
 }
 
 /* sum_j mn[j] * (bsums[2j] + bsums[2j+1]) */
@@ -257,7 +247,7 @@ static float dot_q45_k(int k, const void *wv, const void *xv, int five)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(blk) * dx), _mm256_cvtepi32_ps(isum), acc);
         mins += f16(blk + 2) * dx * (float)msum;
     }
-    return hsum(acc) - mins;
+    return hsum8(acc) - mins;
 }
 
 static float dot_q4_k(int k, const void *wv, const void *xv)
@@ -326,7 +316,7 @@ static float dot_q6_k(int k, const void *wv, const void *xv)
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isum), acc);
         offsets += d * (float)(32 * offset);
     }
-    return hsum(acc) - offsets;
+    return hsum8(acc) - offsets;
 }
 
 /* ---- QDOT_ROWS activation rows per weight row (batched decode) ----
@@ -388,7 +378,7 @@ static void dots_q4_0(int k, const void *wv, const void *act, size_t stride, flo
     for (int b = 0; b < k / QK; b++)
         rows_i8(_mm256_sub_epi8(nibbles(w[b].qs), _mm256_set1_epi8(8)), f16(w[b].d), act, stride, b,
                 acc);
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]);
 }
 
 static void dots_q5_0(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
@@ -401,7 +391,7 @@ static void dots_q5_0(int k, const void *wv, const void *act, size_t stride, flo
         __m256i hi = _mm256_andnot_si256(bits_to_bytes(u32(w[b].qh)), _mm256_set1_epi8((char)0xF0));
         rows_i8(_mm256_or_si256(nibbles(w[b].qs), hi), f16(w[b].d), act, stride, b, acc);
     }
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]);
 }
 
 static void dots_q8_0(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
@@ -411,7 +401,7 @@ static void dots_q8_0(int k, const void *wv, const void *act, size_t stride, flo
     float unused[QDOT_ROWS];
     rows_begin(acc, unused);
     for (int b = 0; b < k / QK; b++) rows_i8(load32(w[b].qs), f16(w[b].d), act, stride, b, acc);
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]);
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]);
 }
 
 static void dots_q4_1(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
@@ -422,7 +412,7 @@ static void dots_q4_1(int k, const void *wv, const void *act, size_t stride, flo
     rows_begin(acc, mins);
     for (int b = 0; b < k / QK; b++)
         rows_u8(nibbles(w[b].qs), f16(w[b].d), f16(w[b].m), act, stride, b, acc, mins);
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) + mins[r];
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]) + mins[r];
 }
 
 static void dots_q5_1(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
@@ -436,7 +426,7 @@ static void dots_q5_1(int k, const void *wv, const void *act, size_t stride, flo
         rows_u8(_mm256_or_si256(nibbles(w[b].qs), hi), f16(w[b].d), f16(w[b].m), act, stride, b,
                 acc, mins);
     }
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) + mins[r];
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]) + mins[r];
 }
 
 static inline void dots_q45_k(int k, const void *wv, const void *act, size_t stride,
@@ -487,7 +477,7 @@ static inline void dots_q45_k(int k, const void *wv, const void *act, size_t str
             mins[r] += dmin * dx * (float)msum;
         }
     }
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) - mins[r];
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]) - mins[r];
 }
 
 static void dots_q4_k(int k, const void *wv, const void *act, size_t stride, float out[QDOT_ROWS])
@@ -550,7 +540,7 @@ static void dots_q6_k(int k, const void *wv, const void *act, size_t stride, flo
             offsets[r] += d * (float)(32 * offset);
         }
     }
-    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum(acc[r]) - offsets[r];
+    for (int r = 0; r < QDOT_ROWS; r++) out[r] = hsum8(acc[r]) - offsets[r];
 }
 
 /* ---- dequantization to f32 (the sgemm panels of large batches) ----

@@ -1,5 +1,7 @@
-/* cpu_x8_avx2.h - the small AVX2 helpers the interleaved kernels share
- * (cpu_q4k_x8.c, cpu_q6k_x8.c, cpu_q32_x8.c; not a public header).
+/* cpu_x8_avx2.h - the small AVX2 helpers the CPU kernels share (the
+ * interleaved kernels cpu_q4k_x8.c, cpu_q6k_x8.c, cpu_q32_x8.c, the row
+ * kernels of cpu_qdot_avx2.c and the 16-bit KV reads of cpu_kv.c; not a
+ * public header).
  *
  * Include it after `#pragma GCC target("avx2,fma,f16c")`, inside the x86-64
  * part of the file: the helpers are compiled for AVX2 by that pragma, like
@@ -28,6 +30,15 @@ static inline __m256i bcast4(const int8_t *p)
 static inline __m256 f16x8(const uint8_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* the sum of the 8 lanes */
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
 #endif
