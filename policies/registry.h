@@ -54,11 +54,16 @@ struct policy_entry {
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
     struct policy_style style;
+    int keeps_all;            /* 1: evicts nothing (fullkv, fullkv-pss), so a sweep gives it
+                                 no budget and its runs are the FullKV reference */
 };
 
 /* All entries, in a stable order. */
 const struct policy_entry *policy_registry(int *n);
 const struct policy_entry *policy_registry_find(const char *name);
+/* 1 if the entry NAME of a spec NAME[:key=value,...] evicts nothing (takes no
+ * budget); 0 for any other name. */
+int policy_spec_keeps_all(const char *spec);
 /* The display name of a registry entry ("rkv" -> "R-KV"); any other name
  * (NULL: "?") is returned as it is. */
 const char *policy_display_name(const char *name);

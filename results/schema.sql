@@ -1,4 +1,4 @@
--- evictbench results database, schema version 3.
+-- evictbench results database, schema version 4.
 --
 -- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -135,7 +135,9 @@ SELECT r.*,
                  COALESCE(r.data_offset + r.data_limit, '') || ']' END AS dataset_label
 FROM runs r;
 
--- The FullKV reference of each (model, dataset slice, sampling, max_new_tokens).
+-- The FullKV reference of each (model, dataset slice, sampling, max_new_tokens):
+-- the runs of the policies that evict nothing (fullkv, and fullkv-pss, which
+-- only watches sentences).  Version 4 added fullkv-pss.
 CREATE VIEW v_fullkv_ref AS
 SELECT r.model, r.dataset_label AS dataset, r.sampling_json AS sampling, r.max_new_tokens,
        COUNT(*) AS n_samples,
@@ -143,7 +145,7 @@ SELECT r.model, r.dataset_label AS dataset, r.sampling_json AS sampling, r.max_n
        AVG(s.gen_tokens) AS mean_gen_tokens,
        AVG(s.peak_kv_bytes) AS seq_peak_kv_bytes
 FROM v_run r JOIN samples s ON s.run_id = r.id
-WHERE r.status = 'ok' AND r.policy = 'fullkv'
+WHERE r.status = 'ok' AND r.policy IN ('fullkv', 'fullkv-pss')
 GROUP BY r.model, r.dataset_label, r.sampling_json, r.max_new_tokens;
 
 -- Accuracy per policy and budget; budget_ratio is the budget over FullKV's mean
@@ -192,9 +194,10 @@ ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
 
 -- Throughput per batch size, OOM points included (status 'oom', tokens_per_s
 -- NULL); max_ok_batch_size is the largest batch size that ran for that line.
+-- One line per KV cache type (version 4): a 16-bit cache reads half the bytes.
 CREATE VIEW v_throughput_by_batch AS
 SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batching, r.batch_size,
-       r.status, r.device, r.sampling_json AS sampling, r.max_new_tokens,
+       r.status, r.device, r.kv_type, r.sampling_json AS sampling, r.max_new_tokens,
        COUNT(*) AS n_runs,
        SUM(r.n_samples) AS n_samples,
        SUM(r.gen_tokens) AS gen_tokens,
@@ -204,13 +207,14 @@ SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batching, r.ba
        (SELECT MAX(o.batch_size) FROM v_run o
          WHERE o.status = 'ok' AND o.model = r.model AND o.dataset_label = r.dataset_label
            AND o.policy = r.policy AND o.budget IS r.budget AND o.batching = r.batching
-           AND o.device IS r.device AND o.sampling_json IS r.sampling_json
+           AND o.device IS r.device AND o.kv_type = r.kv_type
+           AND o.sampling_json IS r.sampling_json
            AND o.max_new_tokens IS r.max_new_tokens) AS max_ok_batch_size
 FROM v_run r
 WHERE r.status IN ('ok', 'oom')
 GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batching, r.batch_size, r.status,
-         r.device, r.sampling_json, r.max_new_tokens
-ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batching, r.batch_size;
+         r.device, r.kv_type, r.sampling_json, r.max_new_tokens
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batching, r.batch_size, r.kv_type;
 
 -- Batch size 1 against larger padded / grouped / ragged / continuous batches.
 -- setting is 'bs1' for batch size 1 (no pads, so the mode does not matter),
@@ -288,24 +292,27 @@ ORDER BY r.model, r.dataset_label, r.policy, r.budget;
 
 -- KV memory per policy and budget: per sequence (comparable across batch
 -- sizes) and per batch, with the FullKV per-sequence peak as the reference.
+-- One line per KV cache type, against FullKV in the same type (version 4).
 CREATE VIEW v_kv_by_budget AS
 SELECT r.model, r.dataset_label AS dataset, r.policy, r.budget, r.batch_size, r.batching,
-       r.sampling_json AS sampling, r.max_new_tokens,
+       r.kv_type, r.sampling_json AS sampling, r.max_new_tokens,
        COUNT(DISTINCT r.id) AS n_runs,
        COUNT(*) AS n_samples,
        AVG(s.peak_kv_bytes) AS seq_peak_kv_bytes,
        MAX(s.peak_kv_bytes) AS seq_max_peak_kv_bytes,
        AVG(s.mean_kv_bytes) AS seq_mean_kv_bytes,
        MAX(r.peak_kv_bytes) AS batch_peak_kv_bytes,
-       f.seq_peak_kv_bytes AS fullkv_seq_peak_kv_bytes
+       (SELECT AVG(fs.peak_kv_bytes) FROM v_run f JOIN samples fs ON fs.run_id = f.id
+         WHERE f.status = 'ok' AND f.policy IN ('fullkv', 'fullkv-pss')
+           AND f.model = r.model AND f.dataset_label = r.dataset_label
+           AND f.kv_type = r.kv_type AND f.sampling_json IS r.sampling_json
+           AND f.max_new_tokens IS r.max_new_tokens) AS fullkv_seq_peak_kv_bytes
 FROM v_run r
 JOIN samples s ON s.run_id = r.id
-LEFT JOIN v_fullkv_ref f ON f.model = r.model AND f.dataset = r.dataset_label
-     AND f.sampling IS r.sampling_json AND f.max_new_tokens IS r.max_new_tokens
 WHERE r.status = 'ok'
-GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
+GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching, r.kv_type,
          r.sampling_json, r.max_new_tokens
-ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching;
+ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching, r.kv_type;
 
 -- ---- Added in schema version 2.  harness/store.c migrates a version-1
 -- database by running this part of the file (up to the PRAGMA). ----
@@ -342,4 +349,4 @@ WHERE in_prompt = 0
 GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
-PRAGMA user_version = 3;
+PRAGMA user_version = 4;

@@ -345,10 +345,10 @@ static const struct fig_spec fig_specs[] = {
      "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, sampling, max_new_tokens FROM v_batching "
      "WHERE budget IS NOT NULL AND setting IN ('padded', 'grouped'))"},
     {"throughput_vs_batch",
-     "SELECT model, dataset, policy, budget, batching, batch_size, status, device, sampling, "
-     "max_new_tokens, n_runs, n_samples, gen_tokens, wall_s, tokens_per_s, peak_kv_bytes, "
-     "max_ok_batch_size FROM v_throughput_by_batch",
-     "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, device, batching, sampling, "
+     "SELECT model, dataset, policy, budget, batching, batch_size, status, device, kv_type, "
+     "sampling, max_new_tokens, n_runs, n_samples, gen_tokens, wall_s, tokens_per_s, "
+     "peak_kv_bytes, max_ok_batch_size FROM v_throughput_by_batch",
+     "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, device, kv_type, batching, sampling, "
      "max_new_tokens FROM v_throughput_by_batch)"},
     {"pss_correct_vs_incorrect",
      "SELECT model, dataset, policy, budget, run_id, sample_idx, item_id, correct, gen_tokens, "
@@ -369,12 +369,13 @@ static const struct fig_spec fig_specs[] = {
      "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, sampling, max_new_tokens FROM v_fidelity "
      "WHERE budget IS NOT NULL)"},
     {"peak_kv_vs_budget",
-     "SELECT model, dataset, policy, budget, batch_size, batching, sampling, max_new_tokens, n_runs, "
-     "n_samples, seq_peak_kv_bytes, seq_max_peak_kv_bytes, seq_mean_kv_bytes, batch_peak_kv_bytes, "
-     "fullkv_seq_peak_kv_bytes FROM v_kv_by_budget WHERE budget IS NOT NULL AND "
-     "seq_peak_kv_bytes IS NOT NULL",
-     "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, sampling, max_new_tokens, batch_size, "
-     "batching FROM v_kv_by_budget WHERE budget IS NOT NULL AND seq_peak_kv_bytes IS NOT NULL)"},
+     "SELECT model, dataset, policy, budget, batch_size, batching, kv_type, sampling, "
+     "max_new_tokens, n_runs, n_samples, seq_peak_kv_bytes, seq_max_peak_kv_bytes, "
+     "seq_mean_kv_bytes, batch_peak_kv_bytes, fullkv_seq_peak_kv_bytes FROM v_kv_by_budget WHERE "
+     "budget IS NOT NULL AND seq_peak_kv_bytes IS NOT NULL",
+     "SELECT COUNT(*) FROM (SELECT DISTINCT model, dataset, kv_type, sampling, max_new_tokens, "
+     "batch_size, batching FROM v_kv_by_budget WHERE budget IS NOT NULL AND "
+     "seq_peak_kv_bytes IS NOT NULL)"},
 };
 
 #define N_SPECS ((int)(sizeof fig_specs / sizeof fig_specs[0]))

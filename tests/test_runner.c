@@ -62,7 +62,7 @@ static void fresh_db(void)
 static int text_cell(void *ctx, int n, const char *const *names, const char *const *vals)
 {
     (void)names;
-    snprintf(ctx, 8192, "%s", n > 0 && vals[0] ? vals[0] : "");
+    snprintf(ctx, 16384, "%s", n > 0 && vals[0] ? vals[0] : "");
     return 1;
 }
 
@@ -369,7 +369,10 @@ static void test_schema_migration(void)
     struct eb_err e = {0};
     CHECK(store_open(db_path, &st, &e) == 0);
     if (!st) return;
+    /* v_fullkv_ref as version 1 to 3 had it (version 4 redefined it) */
     CHECK(store_query(st, "DROP VIEW v_sentence_kinds; DROP VIEW v_sentences; "
+                          "DROP VIEW v_fullkv_ref; CREATE VIEW v_fullkv_ref AS SELECT model "
+                          "FROM runs WHERE policy = 'fullkv'; "
                           "PRAGMA user_version = 1", NULL, NULL, &e) == 0);
     store_close(st);
     st = NULL;
@@ -387,9 +390,10 @@ static void test_schema_migration(void)
                 "name in ('v_sentences', 'v_sentence_kinds')") == 2);
     CHECK(store_query_number(st, "select count(*) from v_sentence_kinds") == 0);
     /* the migrated views are a new database's, text for text */
-    char path2[300], old_sql[8192] = "", new_sql[8192] = "", p[320];
+    char path2[300], old_sql[16384] = "", new_sql[16384] = "", p[320];
     const char *views = "select group_concat(sql, ';') from (select sql from sqlite_master "
-                        "where name in ('v_sentences', 'v_sentence_kinds') order by name)";
+                        "where name in ('v_sentences', 'v_sentence_kinds', 'v_fullkv_ref', "
+                        "'v_throughput_by_batch', 'v_kv_by_budget') order by name)";
     CHECK(store_query(st, views, text_cell, old_sql, &e) == 0);
     snprintf(path2, sizeof path2, "%s.new", db_path);
     unlink(path2);

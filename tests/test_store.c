@@ -453,6 +453,35 @@ static void test_views(void)
     CHECK_STR(q(s, "SELECT dataset, policy, accuracy, fullkv_mean_gen_tokens "
                    "FROM v_accuracy_by_budget WHERE policy = 'fullkv'"),
               "d|fullkv|0.75|75.0\nd[0:2]|fullkv|0.5|50.0\n");
+
+    /* Version 4: fullkv-pss evicts nothing, so its runs are the FullKV
+     * reference of their slice. */
+    static const int c3[] = {1, 1, 0}, g3[] = {40, 50, 60}, c3r[] = {1, 0, 0};
+    fake(&f, "slice3-pss", "fullkv-pss", STORE_NONE, 1, "padded", c3, g3, 3);
+    f.run.data_limit = 3;
+    CHECK(write_fake(s, &f) == 0);
+    fake(&f, "slice3-rkv", "rkv", 25, 1, "padded", c3r, g3, 3);
+    f.run.data_limit = 3;
+    CHECK(write_fake(s, &f) == 0);
+    CHECK_STR(q(s, "SELECT policy, round(accuracy, 4), round(fullkv_accuracy, 4), "
+                   "fullkv_mean_gen_tokens, budget_ratio FROM v_accuracy_by_budget "
+                   "WHERE dataset = 'd[0:3]'"),
+              "fullkv-pss|0.6667|0.6667|50.0|NULL\nrkv|0.3333|0.6667|50.0|0.5\n");
+
+    /* Version 4: a 16-bit KV cache is its own throughput and memory line,
+     * against FullKV in the same type. */
+    static const int c4[] = {1, 1, 0, 0}, g4[] = {80, 80, 60, 60};
+    fake(&f, "cont8-f16", "rkv", 60, 8, "continuous", c4, g4, 4);
+    f.run.kv_type = "f16";
+    f.run.tokens_per_s = 70;
+    for (int i = 0; i < 4; i++) f.samples[i].peak_kv_bytes = 30000;
+    CHECK(write_fake(s, &f) == 0);
+    CHECK_STR(q(s, "SELECT batch_size, kv_type, tokens_per_s, max_ok_batch_size "
+                   "FROM v_throughput_by_batch WHERE batching = 'continuous' AND status = 'ok'"),
+              "1|f32|10.0|8\n8|f16|70.0|8\n8|f32|50.0|8\n");
+    CHECK_STR(q(s, "SELECT kv_type, seq_peak_kv_bytes, fullkv_seq_peak_kv_bytes FROM "
+                   "v_kv_by_budget WHERE batching = 'continuous' AND batch_size = 8"),
+              "f16|30000.0|NULL\nf32|60000.0|100000.0\n");
     store_close(s);
 }
 

@@ -20,6 +20,7 @@
 #include "harness/exp/device.h"
 #include "harness/exp/point.h"
 #include "harness/exp/sweep.h"
+#include "policies/registry.h"
 
 struct run_cli {
     struct exp_common c;
@@ -38,7 +39,7 @@ static void print_run_help(void)
            "  --limit N --offset K the slice of the dataset (default: all from 0)\n"
            "  --prompt TPL         r1-boxed (default), chatml-boxed, seal, rkv\n"
            "  --policy P           NAME[:key=value,...] (default fullkv)\n"
-           "  --budget B           KV budget in tokens (default 1024; fullkv ignores it)\n"
+           "  --budget B           KV budget in tokens (default 1024; fullkv and fullkv-pss take none)\n"
            "  --batch B            batch size (default 1)\n"
            "  --batching MODE      ragged (default), continuous, grouped, padded\n"
            "  --weights W          f32 (exact, default) or native (the file's quantized types)\n"
@@ -258,7 +259,7 @@ static int run_point_of(const struct run_cli *a, const struct exp_config *cfg, s
     p->model = cfg->models[0];
     p->data_offset = (int)a->offset;
     p->data_limit = (int)a->limit;
-    p->budget = fullkv ? POINT_NO_BUDGET : (int)a->budget;
+    p->budget = policy_spec_keeps_all(a->policy) ? POINT_NO_BUDGET : (int)a->budget;
     p->batch_size = (int)a->batch;
     p->batching = BATCHING_RAGGED;
     if (a->batching && batching_parse(a->batching, &p->batching))

@@ -9,6 +9,7 @@
 #include "model/modelfile.h"
 #include "harness/exp/code_hash.h"
 #include "harness/exp/policy_defaults.h"
+#include "policies/registry.h"
 #include "util/sha256.h"
 #include "harness/exp/sweep.h"
 
@@ -268,15 +269,15 @@ static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, in
                         const struct exp_policy *pol, const cJSON *params, struct eb_err *e)
 {
     const struct exp_config *cfg = sh->cfg;
-    int fullkv = !strcmp(pol->name, "fullkv");
+    int keeps_all = policy_spec_keeps_all(pol->name); /* fullkv, fullkv-pss: no budget */
     const int64_t *budgets = pol->budgets ? pol->budgets : cfg->budgets;
-    int nb = fullkv ? 1 : pol->budgets ? pol->n_budgets : cfg->n_budgets;
+    int nb = keeps_all ? 1 : pol->budgets ? pol->n_budgets : cfg->n_budgets;
     for (int b = 0; b < nb; b++)
     for (int bm = 0; bm < cfg->n_batchings; bm++)
     for (int bs = 0; bs < cfg->n_batch_sizes; bs++) {
         struct point p;
         if (start_point(&p, cfg, m, ds, dname, dhash, e)) { point_free(&p); return -1; }
-        p.budget = fullkv ? POINT_NO_BUDGET : (int)budgets[b];
+        p.budget = keeps_all ? POINT_NO_BUDGET : (int)budgets[b];
         p.batch_size = cfg->batch_sizes[bs];
         /* One sequence per batch has no pads and nothing to refill: every
          * mode is the same run, recorded as ragged. */

@@ -237,8 +237,9 @@ static int vars_throughput(const struct fig_ctx *c, const struct panel *p, struc
         return 1;
     }
     char setting[256];
-    const char *dev = first_cell(p, "device");
-    snprintf(setting, sizeof setting, "%s batching on %s", first_cell(p, "batching"), dev ? dev : "?");
+    const char *dev = first_cell(p, "device"), *kv = first_cell(p, "kv_type");
+    snprintf(setting, sizeof setting, "%s batching on %s, %s KV", first_cell(p, "batching"),
+             dev ? dev : "?", kv ? kv : "f32");
     panel_titles(p, v, "Throughput vs batch size", setting);
     series_vars(p, v, suffix_budget);
     int cst = col_of(p, "status"), cmax = col_of(p, "max_ok_batch_size"), any_oom = 0;
@@ -404,8 +405,10 @@ static int vars_kv(const struct fig_ctx *c, const struct panel *p, struct sbuf *
                    char *why, size_t nwhy)
 {
     (void)why, (void)nwhy;
-    char setting[128];
-    batching_setting(p, setting, sizeof setting);
+    char batching[128], setting[160];
+    const char *kv = first_cell(p, "kv_type");
+    batching_setting(p, batching, sizeof batching);
+    snprintf(setting, sizeof setting, "%s, %s KV", batching, kv ? kv : "f32");
     panel_titles(p, v, "Peak KV memory per sequence vs budget", setting);
     series_vars(p, v, NULL);
     double ref = first_num(p, "fullkv_seq_peak_kv_bytes"), top = isfinite(ref) ? ref : 0;
@@ -455,11 +458,11 @@ const struct figure plot_figures[] = {
      {"model", "dataset", "sampling", "max_new_tokens", NULL},
      {"policy", "batch_size", "setting", NULL}, "budget", vars_batching},
     {"throughput_vs_batch", "v_throughput_by_batch",
-     "model, dataset, policy, budget, batching, batch_size, status, device, sampling, "
+     "model, dataset, policy, budget, batching, batch_size, status, device, kv_type, sampling, "
      "max_new_tokens, n_runs, n_samples, gen_tokens, wall_s, tokens_per_s, peak_kv_bytes, "
      "max_ok_batch_size",
      NULL,
-     {"model", "dataset", "device", "batching", "sampling", "max_new_tokens", NULL},
+     {"model", "dataset", "device", "kv_type", "batching", "sampling", "max_new_tokens", NULL},
      {"policy", "budget", NULL}, "batch_size, status", vars_throughput},
     {"pss_correct_vs_incorrect", "v_pss_samples",
      "model, dataset, policy, budget, run_id, sample_idx, item_id, correct, gen_tokens, "
@@ -481,11 +484,11 @@ const struct figure plot_figures[] = {
      {"model", "dataset", "sampling", "max_new_tokens", NULL},
      {"policy", NULL}, "budget", vars_fidelity},
     {"peak_kv_vs_budget", "v_kv_by_budget",
-     "model, dataset, policy, budget, batch_size, batching, sampling, max_new_tokens, n_runs, "
-     "n_samples, seq_peak_kv_bytes, seq_max_peak_kv_bytes, seq_mean_kv_bytes, "
+     "model, dataset, policy, budget, batch_size, batching, kv_type, sampling, max_new_tokens, "
+     "n_runs, n_samples, seq_peak_kv_bytes, seq_max_peak_kv_bytes, seq_mean_kv_bytes, "
      "batch_peak_kv_bytes, fullkv_seq_peak_kv_bytes",
      "budget IS NOT NULL AND seq_peak_kv_bytes IS NOT NULL",
-     {"model", "dataset", "sampling", "max_new_tokens", "batch_size", "batching", NULL},
+     {"model", "dataset", "kv_type", "sampling", "max_new_tokens", "batch_size", "batching", NULL},
      {"policy", NULL}, "budget", vars_kv},
 };
 

@@ -34,7 +34,7 @@ struct figure {
     const char *view;
     const char *columns;        /* the data file's columns, in order (plots/README.md) */
     const char *where;          /* NULL: every row of the view */
-    const char *panel[7];       /* columns that make a panel; NULL-terminated */
+    const char *panel[8];       /* columns that make a panel; NULL-terminated */
     const char *series[4];      /* columns that make a series (block); NULL-terminated */
     const char *order_tail;     /* ORDER BY after panel and series columns */
     fig_vars_fn vars;

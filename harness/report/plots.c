@@ -255,7 +255,7 @@ static int emit_panel(const struct plots_options *o, const struct figure *fig,
 }
 
 /* A panel's file stem: the figure name and the panel's key (sampling and
- * length left out), with "__2", "__3" ... when an earlier panel took it. */
+ * length left out, and an f32 kv_type), with "__2", "__3" ... when an earlier panel took it. */
 static void panel_stem(struct sbuf *stem, const struct figure *fig, const struct panel *p,
                        const int *pcols, int np, char *const *stems, int nstems)
 {
@@ -263,6 +263,8 @@ static void panel_stem(struct sbuf *stem, const struct figure *fig, const struct
     for (int i = 0; i < np; i++) {
         const char *col = fig->panel[i];
         if (!strcmp(col, "sampling") || !strcmp(col, "max_new_tokens")) continue;
+        /* the default cache type keeps the names figures had before kv_type */
+        if (!strcmp(col, "kv_type") && str_same(view_cell(p->t, p->r0, pcols[i]), "f32")) continue;
         sb_put(stem, "__", 2);
         if (!strcmp(col, "batch_size")) sb_put(stem, "bs", 2);
         if (!strcmp(col, "budget")) sb_put(stem, "b", 1);

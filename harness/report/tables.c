@@ -422,7 +422,7 @@ struct table_def {
     const char *name;
     const char *view;
     const char *sql;            /* rows ordered by the panel keys first */
-    const char *panel[7];       /* NULL-terminated */
+    const char *panel[8];       /* NULL-terminated */
     int kind;                   /* 0 acc, 1 length, 2 throughput, 3 ablation, 4 pss, 5 fidelity */
 };
 
@@ -440,11 +440,11 @@ static const struct table_def tables[] = {
      "batching, policy, budget",
      {"model", "dataset", "sampling", "max_new_tokens", "batch_size", "batching", NULL}, 1},
     {"throughput", "v_throughput_by_batch",
-     "SELECT model, dataset, policy, budget, batching, batch_size, status, device, sampling, "
-     "max_new_tokens, n_runs, n_samples, tokens_per_s, max_ok_batch_size "
-     "FROM v_throughput_by_batch ORDER BY model, dataset, device, batching, sampling, "
+     "SELECT model, dataset, policy, budget, batching, batch_size, status, device, kv_type, "
+     "sampling, max_new_tokens, n_runs, n_samples, tokens_per_s, max_ok_batch_size "
+     "FROM v_throughput_by_batch ORDER BY model, dataset, device, kv_type, batching, sampling, "
      "max_new_tokens, policy, budget, batch_size, status",
-     {"model", "dataset", "device", "batching", "sampling", "max_new_tokens", NULL}, 2},
+     {"model", "dataset", "device", "kv_type", "batching", "sampling", "max_new_tokens", NULL}, 2},
     {"ablation", "v_ablation",
      "SELECT model, dataset, budget, batch_size, batching, sampling, max_new_tokens, policy, step, "
      "n_runs, n_samples, accuracy, mean_gen_tokens, fullkv_accuracy, fullkv_mean_gen_tokens "

@@ -19,7 +19,7 @@
 /* Version 2 added the views v_sentences and v_sentence_kinds; a version-1
  * database gets them when it is opened for writing (store_open) and is read
  * as it is (store_open_readonly, without them). */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 #define STORE_NONE (-1)
 
 /* results/schema.sql, byte for byte (harness/store/schema_sql.c). */

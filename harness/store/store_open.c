@@ -197,6 +197,37 @@ static int migrate_2_to_3(struct store *s, struct eb_err *e)
     return exec(s, "PRAGMA user_version = 3", "migrating the schema to version 3", e);
 }
 
+/* The CREATE VIEW statement of one view, as the embedded schema has it
+ * (each ends with the first ";" at the end of a line). */
+static char *schema_view_sql(const char *name)
+{
+    char head[96];
+    snprintf(head, sizeof head, "CREATE VIEW %s AS\n", name);
+    const char *from = strstr(store_schema_sql, head);
+    const char *to = from ? strstr(from, ";\n") : NULL;
+    return to ? strndup(from, (size_t)(to - from + 1)) : NULL;
+}
+
+/* Version 3 -> 4: views redefined (fullkv-pss counts as FullKV; throughput and
+ * KV memory one line per kv_type): dropped and made again from the embedded
+ * schema, so that a migrated database and a new one have the same text. */
+static int migrate_3_to_4(struct store *s, struct eb_err *e)
+{
+    static const char *const views[] = {"v_fullkv_ref", "v_throughput_by_batch",
+                                         "v_kv_by_budget"};
+    for (size_t i = 0; i < sizeof views / sizeof views[0]; i++) {
+        char drop[96];
+        snprintf(drop, sizeof drop, "DROP VIEW IF EXISTS %s", views[i]);
+        char *create = schema_view_sql(views[i]);
+        if (!create) return eb_fail(e, "%s: the embedded schema has no view %s", s->path, views[i]);
+        int rc = exec(s, drop, "migrating the schema to version 4", e) ||
+                 exec(s, create, "migrating the schema to version 4", e);
+        free(create);
+        if (rc) return -1;
+    }
+    return exec(s, "PRAGMA user_version = 4", "migrating the schema to version 4", e);
+}
+
 /* Create the schema in an empty database, or verify the version of an
  * existing one and migrate it to this build's, one version at a time. */
 static int ensure_schema(struct store *s, struct eb_err *e)
@@ -216,7 +247,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
     } else if (check_version(s, version, e) != 0) {
         goto fail;
     } else if ((version == 1 && migrate_1_to_2(s, e) != 0) ||
-               (version <= 2 && migrate_2_to_3(s, e) != 0)) {
+               (version <= 2 && migrate_2_to_3(s, e) != 0) ||
+               (version <= 3 && migrate_3_to_4(s, e) != 0)) {
         goto fail;
     }
     if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;
