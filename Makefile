@@ -33,7 +33,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-peer clean cuda fuzz exp data plots tables lint FORCE
+.PHONY: all deps test bench bench-peer clean cuda fuzz exp cpu-sweep data plots tables lint FORCE
 
 all: evictbench
 
@@ -97,6 +97,13 @@ data:
 CONFIG ?= quickstart
 exp: evictbench
 	./evictbench exp $(CONFIG)
+
+# The CPU reproduction (README): both experiments, then the reference tables.
+# About 3 hours on 2 cores; run again to resume.
+cpu-sweep: evictbench
+	./evictbench exp gsm8k_cpu_sweep --db results/gsm8k_cpu.db
+	./evictbench exp gsm8k_cpu_batching --db results/gsm8k_cpu.db
+	tools/gsm8k_cpu_reference.sh results/gsm8k_cpu.db
 
 DB ?= results/results.db
 plots: evictbench
