@@ -58,7 +58,8 @@ echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 q "select '| ' || r.policy, coalesce(r.budget, '-'), r.batch_size || ' ' || r.batching,
           printf('%.2f', r.accuracy), printf('%.1f', r.mean_gen_tokens),
           printf('%.2f', (select avg(finished) from samples s where s.run_id = r.id)),
-          coalesce(printf('%.2f', r.budget / f.mean_gen_tokens), '-'),
+          case when r.budget is null then '-'
+               else printf('%.2f', r.budget / f.mean_gen_tokens) end,
           printf('%.0f', r.wall_s), printf('%.1f', r.tokens_per_s), r.peak_kv_bytes || ' |'
    from v_run r left join v_fullkv_ref f on f.model = r.model and f.dataset = r.dataset_label
         and f.sampling is r.sampling_json and f.max_new_tokens is r.max_new_tokens
@@ -71,7 +72,8 @@ echo "| policy | budget | setting | batch | accuracy | mean tokens | change vs b
 echo "|---|---:|---|---:|---:|---:|---:|"
 q "select '| ' || b.policy, b.budget, b.setting, b.batch_size, printf('%.2f', b.accuracy),
           printf('%.1f', b.mean_gen_tokens),
-          coalesce(printf('%+.2f', b.accuracy - c.accuracy), '-') || ' |'
+          case when c.accuracy is null then '-'
+               else printf('%+.2f', b.accuracy - c.accuracy) end || ' |'
    from v_batching b left join runs c on c.policy = b.policy and c.budget = b.budget
         and c.batching = 'continuous' and c.status = 'ok' and c.model = b.model
    where b.setting in ('padded', 'grouped')
