@@ -47,7 +47,7 @@ static void print_plots_help(void)
 static int open_db(const char *db, struct store **s)
 {
     struct eb_err e = {0};
-    if (store_open_readonly(db, s, &e) != 0)
+    if (store_open_reader(db, s, &e) != 0)
         return cli_errorf("%s (run an experiment first, e.g. make exp)", e.msg);
     return 0;
 }

@@ -16,9 +16,11 @@
 
 #include "util/err.h"
 
-/* Version 2 added the views v_sentences and v_sentence_kinds; a version-1
- * database gets them when it is opened for writing (store_open) and is read
- * as it is (store_open_readonly, without them). */
+/* Version 2 added the views v_sentences and v_sentence_kinds, version 3
+ * runs.kv_type, version 4 redefined v_fullkv_ref (fullkv-pss counts),
+ * v_throughput_by_batch and v_kv_by_budget (one line per kv_type).  An older
+ * database is migrated when opened for writing (store_open) and read as it is
+ * by store_open_readonly. */
 #define STORE_SCHEMA_VERSION 4
 #define STORE_NONE (-1)
 
@@ -111,6 +113,11 @@ int store_open(const char *path, struct store **out, struct eb_err *e);
 /* Open an existing database for queries only (also in a read-only directory,
  * unless a writer left WAL content there that needs a checkpoint). */
 int store_open_readonly(const char *path, struct store **out, struct eb_err *e);
+/* For readers of the views (tables, plots): store_open_readonly, after
+ * migrating a database of an older schema when this process may write it
+ * (a newer build's views read columns an older one lacks); a file it cannot
+ * write is read as it is. */
+int store_open_reader(const char *path, struct store **out, struct eb_err *e);
 
 void store_close(struct store *s);
 

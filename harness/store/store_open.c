@@ -395,3 +395,23 @@ int store_open_readonly(const char *path, struct store **out, struct eb_err *e)
 {
     return open_common(path, 1, out, e);
 }
+
+int store_open_reader(const char *path, struct store **out, struct eb_err *e)
+{
+    if (open_common(path, 1, out, e) != 0) return -1;
+    int64_t version = 0;
+    struct eb_err ignored = {0};
+    if (query_int(*out, "PRAGMA user_version", &version, &ignored) != 0 ||
+        version >= STORE_SCHEMA_VERSION || access(path, W_OK) != 0)
+        return 0;
+    char *dir = parent_dir(path);
+    int dir_writable = dir && access(dir, W_OK | X_OK) == 0;
+    free(dir);
+    if (!dir_writable) return 0;
+    store_close(*out);
+    *out = NULL;
+    struct store *w = NULL;
+    if (open_common(path, 0, &w, e) != 0) return -1; /* migrates */
+    store_close(w);
+    return open_common(path, 1, out, e);
+}
