@@ -437,7 +437,8 @@ static void test_merge_while_written(void)
 /* ---- the sbatch script ---------------------------------------------------- */
 
 /* A shard written before schema version 3 (no runs.kv_type: its runs were
- * f32) merges into a version-3 target as f32; a new shard's kv_type is kept. */
+ * f32; its views then read no kv_type) merges into a new target as f32; a new shard's
+ * kv_type is kept. */
 static void test_merge_old_shard(void)
 {
     const char *old_runs[] = {"o1:ok:old"}, *new_runs[] = {"n1:ok:new"};
@@ -445,7 +446,8 @@ static void test_merge_old_shard(void)
     struct store *st = NULL;
     struct eb_err e = {0};
     CHECK_MSG(store_open(a, &st, &e) == 0 &&
-          store_query(st, "ALTER TABLE runs DROP COLUMN kv_type; "
+          store_query(st, "DROP VIEW v_throughput_by_batch; DROP VIEW v_kv_by_budget; "
+                          "ALTER TABLE runs DROP COLUMN kv_type; "
                           "PRAGMA user_version = 2", NULL, NULL, &e) == 0, "%s", e.msg);
     store_close(st);
     st = NULL;
