@@ -359,6 +359,20 @@ static void test_smollm2_dataset(void)
     exp_config_free(&c);
 }
 
+/* Mark the open database as written by an older schema version, with
+ * v_fullkv_ref as versions 1 to 3 had it (version 4 redefined it); closes it. */
+static void make_older(struct store **st, int version)
+{
+    char sql[200];
+    struct eb_err e = {0};
+    snprintf(sql, sizeof sql, "DROP VIEW v_fullkv_ref; CREATE VIEW v_fullkv_ref AS SELECT model "
+                              "FROM runs WHERE policy = 'fullkv'; PRAGMA user_version = %d",
+             version);
+    CHECK_MSG(store_query(*st, sql, NULL, NULL, &e) == 0, "%s", e.msg);
+    store_close(*st);
+    *st = NULL;
+}
+
 /* A version-1 database (this schema less what version 2 added: the sentence
  * views) is migrated when opened for writing and read as it is read-only; a
  * version this build does not know fails clearly. */
@@ -369,13 +383,9 @@ static void test_schema_migration(void)
     struct eb_err e = {0};
     CHECK(store_open(db_path, &st, &e) == 0);
     if (!st) return;
-    /* v_fullkv_ref as version 1 to 3 had it (version 4 redefined it) */
-    CHECK(store_query(st, "DROP VIEW v_sentence_kinds; DROP VIEW v_sentences; "
-                          "DROP VIEW v_fullkv_ref; CREATE VIEW v_fullkv_ref AS SELECT model "
-                          "FROM runs WHERE policy = 'fullkv'; "
-                          "PRAGMA user_version = 1", NULL, NULL, &e) == 0);
-    store_close(st);
-    st = NULL;
+    CHECK(store_query(st, "DROP VIEW v_sentence_kinds; DROP VIEW v_sentences", NULL, NULL,
+                      &e) == 0);
+    make_older(&st, 1);
     CHECK_MSG(store_open_readonly(db_path, &st, &e) == 0, "%s", e.msg);
     if (st) {
         CHECK(store_query_number(st, "PRAGMA user_version") == 1);
@@ -409,11 +419,7 @@ static void test_schema_migration(void)
     unlink(p);
     /* A reader of the views (tables, plots) migrates a version-3 file it
      * may write: the views it reads are this build's. */
-    CHECK(store_query(st, "DROP VIEW v_fullkv_ref; CREATE VIEW v_fullkv_ref AS SELECT model "
-                          "FROM runs WHERE policy = 'fullkv'; PRAGMA user_version = 3",
-                      NULL, NULL, &e) == 0);
-    store_close(st);
-    st = NULL;
+    make_older(&st, 3);
     CHECK_MSG(store_open_reader(db_path, &st, &e) == 0, "%s", e.msg);
     if (!st) return;
     CHECK(store_query_number(st, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
