@@ -107,49 +107,46 @@ static __m256 load_bf16x8(const uint16_t *h)
     return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
 }
 
-static float dot_f16_avx2(const float *q, const void *k, int n)
+/* One body for both 16-bit types: the element load is all that differs, and
+ * always_inline makes a copy per type, so the loop keeps no branch. */
+static inline __attribute__((always_inline)) __m256 load16x8(const uint16_t *h, int bf16)
+{
+    return bf16 ? load_bf16x8(h) : load_f16x8(h);
+}
+
+static inline __attribute__((always_inline)) float load16(uint16_t h, int bf16)
+{
+    return bf16 ? bf16_f32(h) : _cvtsh_ss(h);
+}
+
+static inline __attribute__((always_inline)) float dot16(const float *q, const void *k, int n,
+                                                         int bf16)
 {
     const uint16_t *h = k;
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16x8(h + i), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load16x8(h + i, bf16), acc);
     float s = hsum8(acc);
-    for (; i < n; i++) s += q[i] * _cvtsh_ss(h[i]);
+    for (; i < n; i++) s += q[i] * load16(h[i], bf16);
     return s;
 }
 
-static void axpy_f16_avx2(float *o, float a, const void *v, int n)
+static inline __attribute__((always_inline)) void axpy16(float *o, float a, const void *v, int n,
+                                                         int bf16)
 {
     const uint16_t *h = v;
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load_f16x8(h + i), _mm256_loadu_ps(o + i)));
-    for (; i < n; i++) o[i] += a * _cvtsh_ss(h[i]);
+        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load16x8(h + i, bf16), _mm256_loadu_ps(o + i)));
+    for (; i < n; i++) o[i] += a * load16(h[i], bf16);
 }
 
-static float dot_bf16_avx2(const float *q, const void *k, int n)
-{
-    const uint16_t *h = k;
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_bf16x8(h + i), acc);
-    float s = hsum8(acc);
-    for (; i < n; i++) s += q[i] * bf16_f32(h[i]);
-    return s;
-}
-
-static void axpy_bf16_avx2(float *o, float a, const void *v, int n)
-{
-    const uint16_t *h = v;
-    __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load_bf16x8(h + i), _mm256_loadu_ps(o + i)));
-    for (; i < n; i++) o[i] += a * bf16_f32(h[i]);
-}
+static float dot_f16_avx2(const float *q, const void *k, int n) { return dot16(q, k, n, 0); }
+static float dot_bf16_avx2(const float *q, const void *k, int n) { return dot16(q, k, n, 1); }
+static void axpy_f16_avx2(float *o, float a, const void *v, int n) { axpy16(o, a, v, n, 0); }
+static void axpy_bf16_avx2(float *o, float a, const void *v, int n) { axpy16(o, a, v, n, 1); }
 
 #pragma GCC pop_options
 
