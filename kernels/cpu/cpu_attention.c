@@ -232,7 +232,8 @@ static int run_job(struct backend *be, const struct att_job *jb)
                 const struct att_item *it = &items[i];
                 if (it->n_items < 2 || it->first != i) continue;
                 part_clear(jb, acc);
-                for (int b = 0; b < it->n_items; b++) part_merge(jb, acc, parts + (size_t)(i + b) * pf);
+                for (int b = 0; b < it->n_items; b++)
+                    part_merge(jb, acc, parts + (size_t)(i + b) * pf);
                 finish_unit(jb, &jb->seqs[it->seq], it->g, it->t, acc);
             }
         }

@@ -100,9 +100,18 @@ static float exp_sum_c(float *x, int n, float m)
     return l;
 }
 
-static void dot_f32_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 0); }
-static void dot_f16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 1); }
-static void dot_bf16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 2); }
+static void dot_f32_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 0);
+}
+static void dot_f16_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 1);
+}
+static void dot_bf16_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 2);
+}
 static void accum_f32_c(float *o, const float *e, int stride, int nr, const void *v, int n, int hd)
 {
     accum_c(o, e, stride, nr, v, n, hd, 0);
@@ -153,7 +162,8 @@ EB_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     __m256 b2 = _mm256_hadd_ps(a4, a5), b3 = _mm256_hadd_ps(a6, a7);
     __m256 c0 = _mm256_hadd_ps(b0, b1), c1 = _mm256_hadd_ps(b2, b3);
     /* c0 lanes: 0-3 low halves of a0..a3, 4-7 their high halves; c1 alike for a4..a7 */
-    return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20), _mm256_permute2f128_ps(c0, c1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20),
+                         _mm256_permute2f128_ps(c0, c1, 0x31));
 }
 
 /* s[r] = q[r] . k for up to 8 query rows at once: each 8 elements of k are
@@ -288,7 +298,8 @@ static __m256 exp8_nonpos(__m256 x)
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
     y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
+    e = _mm256_slli_epi32(e, 23);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), zero_mask);
 }
 
@@ -301,17 +312,21 @@ static float exp_sum_avx2(float *x, int n, float m)
         _mm256_storeu_ps(x + i, y);
         acc = _mm256_add_ps(acc, y);
     }
-    float l = hsum8(acc);
-    for (; i < n; i++) {
-        x[i] = expf(x[i] - m);
-        l += x[i];
-    }
-    return l;
+    return hsum8(acc) + exp_sum_c(x + i, n - i, m);
 }
 
-static void dot_f32_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 0); }
-static void dot_f16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 1); }
-static void dot_bf16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 2); }
+static void dot_f32_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 0);
+}
+static void dot_f16_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 1);
+}
+static void dot_bf16_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 2);
+}
 static void accum_f32_avx2(float *o, const float *e, int stride, int nr, const void *v, int n,
                            int hd)
 {
