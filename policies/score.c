@@ -126,8 +126,26 @@ void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_polic
         if (pad[j]) z[j] = pp == PAD_KEEP ? pad_score : -pad_score;
 }
 
+void score_avg_pool(const double *in, int n, int kernel, double *out)
+{
+    int half = kernel / 2;
+    for (int j = 0; j < n; j++) {
+        double a = 0.0;
+        for (int t = j - half; t <= j + half; t++)
+            if (t >= 0 && t < n) a += in[t];
+        out[j] = a / kernel;
+    }
+}
+
+void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel)
+{
+    if (kernel <= 1) return;
+    score_avg_pool(s, n, kernel, tmp);
+    memcpy(s, tmp, (size_t)n * sizeof *s);
+}
+
 /* Higher score first; equal scores: lower index first; NaN last. */
-static int cmp_rank(const void *pa, const void *pb)
+int score_pair_cmp(const void *pa, const void *pb)
 {
     const struct score_pair *a = pa, *b = pb;
     int na = isnan(a->s), nb = isnan(b->s);
@@ -153,7 +171,7 @@ int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *i
         b->pairs_cap = n;
     }
     for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
-    qsort(b->pairs, (size_t)n, sizeof *b->pairs, cmp_rank);
+    qsort(b->pairs, (size_t)n, sizeof *b->pairs, score_pair_cmp);
     for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
     return 0;
 }

@@ -72,6 +72,17 @@ enum keep_order {
  * count divisible by divide_length.  none (default): each sequence afresh. */
 #define COMPAT_CHOICES "none|released"
 
+/* Average pooling with an odd kernel, stride 1 and kernel/2 zero padding
+ * that counts in the mean (PyTorch AvgPool1d's default), on host scores;
+ * out != in.  The one host pooling (VaSE, RPC, BeaconKV). */
+void score_avg_pool(const double *in, int n, int kernel, double *out);
+/* The same in place through tmp[n]; kernel <= 1 leaves s as it is. */
+void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel);
+
+/* The one comparator of the tie rule above, for qsort over struct score_pair
+ * (vase.c and evict_rng.c rank with it too). */
+int score_pair_cmp(const void *a, const void *b);
+
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
  * index order.  0 <= k <= n. */
 int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e);

@@ -43,7 +43,7 @@
 
 #include "policies.h"
 #include "rkv.h"
-#include "score.h"
+#include "select.h"
 #include "sentences.h"
 #include "steering.h"
 #include "trace_stats.h"
@@ -91,18 +91,20 @@ struct skv_seq {
 };
 
 struct skipkv {
-    struct importance_opts imp;
-    double lambda, alpha0, gamma;
+    struct rkv_opts o;
+    double alpha0, gamma;
     float threshold, tau;
     int sentence, steer, layer, check_space, evict;
     enum think_mode mode;
-    enum pad_policy pads;
-    enum keep_order order;
+    struct scorer sc;
     struct policy_model m;
     struct sent_tokens tok;
     struct steerer sr;
-    struct score_buf buf;
-    struct rkv_scratch sc;
+    struct selector sel;
+    double *red;
+    int red_cap;
+    struct skv_seq *cur;     /* during select: the sequence, its step, and whether */
+    int step, penalize;      /* its sentences are penalised */
     struct seq_table seqs;
     struct trace_stats_table done;   /* finished traces by sequence id */
 };
@@ -120,8 +122,8 @@ static void skipkv_destroy(void *self)
 {
     struct skipkv *s = self;
     if (!s) return;
-    score_buf_free(&s->buf);
-    rkv_scratch_free(&s->sc);
+    selector_free(&s->sel);
+    free(s->red);
     seq_table_free(&s->seqs, skv_seq_free);
     steerer_close(&s->sr);
     sent_tokens_free(&s->tok);
@@ -129,18 +131,40 @@ static void skipkv_destroy(void *self)
     free(s);
 }
 
+/* R-KV's Z (the released code's R keeps the no-match quirk), minus the
+ * sentence penalty on the candidates of redundant sentences (sentences.h). */
+static int skipkv_score(void *self, int seq, const struct cache_view *cv, int layer,
+                        int kv_head, int n_cand, double *z, struct eb_err *e)
+{
+    (void)seq;
+    struct skipkv *s = self;
+    int len = cache_view_len(cv, layer, kv_head);
+    if (s->o.lambda < 1.0 &&
+        (rkv_reserve(&s->red, &s->red_cap, len, e) ||
+         score_redundancy(&s->sel.buf, cv, layer, kv_head, s->threshold, 1, s->red, e)))
+        return -1;
+    if (rkv_score(&s->o, &s->sel.buf, cv, layer, kv_head, n_cand, s->red, z, e)) return -1;
+    if (s->penalize) {
+        const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
+        sent_tracker_penalize(&s->cur->tr, pos, n_cand, len, z, s->step);
+    }
+    return 0;
+}
+
 static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
 {
-    struct importance_opts imp;
-    if (rkv_importance_opts(p, SCORE_GQA_MAX, &imp, e)) return -1;
+    struct rkv_opts o;
+    if (rkv_opts_from_params(p, SCORE_GQA_MAX, SCORE_F32, &o, e)) return -1;
     struct skipkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->imp = imp;
-    s->lambda = policy_param(p, "lambda");
+    s->o = o;
     s->threshold = (float)policy_param(p, "threshold");
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
-    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    s->sc = (struct scorer){
+        .score = skipkv_score, .use_pads = 1, .pad_score = PAD_SCORE,
+        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+    };
     s->tau = (float)policy_param(p, "tau");
     s->sentence = policy_param_int(p, "sentence");
     s->steer = policy_param_int(p, "steer");
@@ -170,8 +194,8 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
     s->sr.pairs = policy_param_int(p, "split");
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q | (s->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
-        .q_window = s->imp.window,
-        .window = s->imp.window,
+        .q_window = o.imp.window,
+        .window = o.imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
         /* compat=released: reset_for_new_sample resets the count, not the flag */
@@ -281,26 +305,11 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     struct skv_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
     if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
-    int w = s->imp.window, step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
+    s->cur = q;
+    s->step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
     /* at prefill the released layers hold no removal ranges yet */
-    int penalize = s->sentence && !cv->at_prefill;
-    for (int l = 0; l < cv->n_layer; l++)
-        for (int h = 0; h < cv->n_kv; h++) {
-            int len = cache_view_len(cv, l, h), n_cand = len - w;
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (len < budget) continue;
-            if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
-            if (s->lambda < 1.0) {
-                if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, SCORE_F32);
-            }
-            if (penalize) {
-                const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
-                sent_tracker_penalize(&q->tr, pos, n_cand, len, s->sc.z, step);
-            }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
-        }
-    return 0;
+    s->penalize = s->sentence && !cv->at_prefill;
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
 static int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)

@@ -45,38 +45,12 @@
 
 /* ---- the rules on host arrays (vase.h) ---- */
 
-void vase_avg_pool(const double *in, int n, int kernel, double *out)
-{
-    int half = kernel / 2;
-    for (int j = 0; j < n; j++) {
-        double s = 0.0;
-        for (int t = j - half; t <= j + half; t++)
-            if (t >= 0 && t < n) s += in[t];
-        out[j] = s / kernel;
-    }
-}
-
-struct ranked {
-    double s;
-    int i;
-};
-
-/* Higher first; equal: lower index first; NaN last. */
-static int cmp_ranked(const void *pa, const void *pb)
-{
-    const struct ranked *a = pa, *b = pb;
-    int na = isnan(a->s), nb = isnan(b->s);
-    if (na != nb) return na - nb;
-    if (!na && a->s != b->s) return a->s > b->s ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
 int vase_attnv_select(const struct vase_attnv_in *in, int *out, struct eb_err *e)
 {
     int n = in->n, k = in->k;
     if (n < 0 || k < 0 || k > n) return eb_fail(e, "vase: keep %d of %d candidates", k, n);
     int n_large = in->n_large < 0 ? 0 : in->n_large > k ? k : in->n_large;
-    struct ranked *rk = malloc((size_t)(n ? n : 1) * sizeof *rk);
+    struct score_pair *rk = malloc((size_t)(n ? n : 1) * sizeof *rk);
     double *fallback = malloc((size_t)(n ? n : 1) * sizeof *fallback);
     double *w = malloc((size_t)(n ? n : 1) * sizeof *w);
     double *zero = calloc((size_t)(n ? n : 1), sizeof *zero);
@@ -90,9 +64,9 @@ int vase_attnv_select(const struct vase_attnv_in *in, int *out, struct eb_err *e
         double r = j < in->n_sink ? INFINITY : in->range[j];
         if (in->pad && in->pad[j]) r = -INFINITY;
         fallback[j] = r;
-        rk[j] = (struct ranked){r, j};
+        rk[j] = (struct score_pair){r, j};
     }
-    qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
+    qsort(rk, (size_t)n, sizeof *rk, score_pair_cmp);
     for (int t = 0; t < n_large; t++) {
         out[t] = rk[t].i;
         taken[rk[t].i] = 1;
@@ -116,7 +90,7 @@ int vase_dkv_select(int n, int n_sink, int k, const double *lk, const double *lv
                     const unsigned char *pad, int *out, struct eb_err *e)
 {
     if (n < 0 || k < 0 || k > n) return eb_fail(e, "vase: keep %d of %d candidates", k, n);
-    struct ranked *rk = malloc((size_t)(n ? n : 1) * sizeof *rk);
+    struct score_pair *rk = malloc((size_t)(n ? n : 1) * sizeof *rk);
     if (!rk) return eb_fail(e, "vase: out of memory for %d candidates", n);
     double sum = 0.0;
     for (int j = 0; j < n; j++) sum += lk[j] * lv[j];
@@ -124,9 +98,9 @@ int vase_dkv_select(int n, int n_sink, int k, const double *lk, const double *lv
         double s = sum > 0 ? lk[j] * lv[j] / sum : lk[j] * lv[j];
         if (j < n_sink) s = 1.0;
         if (pad && pad[j]) s = -1.0;
-        rk[j] = (struct ranked){s, j};
+        rk[j] = (struct score_pair){s, j};
     }
-    qsort(rk, (size_t)n, sizeof *rk, cmp_ranked);
+    qsort(rk, (size_t)n, sizeof *rk, score_pair_cmp);
     for (int t = 0; t < k; t++) out[t] = rk[t].i;
     free(rk);
     return 0;
@@ -492,15 +466,15 @@ static int attn_rkv_head(struct vase *s, struct vase_seq *q, const struct cache_
     };
     if (be->key_redundancy(be, &a)) return eb_fail(e, "key redundancy of %d keys failed", n_cand);
     be->download(be, s->hf, s->dev, (size_t)n_cand);
-    struct ranked *rk = malloc((size_t)(n_cand > 0 ? n_cand : 1) * sizeof *rk);
+    struct score_pair *rk = malloc((size_t)(n_cand > 0 ? n_cand : 1) * sizeof *rk);
     if (!rk) return eb_fail(e, "vase: out of memory for %d candidates", n_cand);
     double lam = s->rkv_lambda;
     for (int i = 0; i < n_cand; i++) {
         double z = lam * s->score[i] - (1.0 - lam) * s->hf[s->l2p[i]];
         if (s->pad[i]) z = -INFINITY;
-        rk[i] = (struct ranked){z, i};
+        rk[i] = (struct score_pair){z, i};
     }
-    qsort(rk, (size_t)n_cand, sizeof *rk, cmp_ranked);
+    qsort(rk, (size_t)n_cand, sizeof *rk, score_pair_cmp);
     int n = 0;
     for (int i = 0; i < k; i++) keep[n++] = s->l2p[rk[i].i];
     free(rk);
@@ -517,7 +491,7 @@ static int attnv_head(struct vase *s, struct vase_seq *q, const struct cache_vie
     if (value_range(s, cv, l, h, n_cand, e) || window_attention(s, cv, l, h, len, n_cand, e))
         return -1;
     if (s->kernel > 1 && s->positional) {
-        vase_avg_pool(s->score, n_cand, s->kernel, s->tmp);
+        score_avg_pool(s->score, n_cand, s->kernel, s->tmp);
         memcpy(s->score, s->tmp, (size_t)n_cand * sizeof *s->tmp);
     }
     slot_order(s, q, cv, l, h, len, n_cand);
@@ -528,7 +502,7 @@ static int attnv_head(struct vase *s, struct vase_seq *q, const struct cache_vie
         s->lk[i] = s->range[s->l2p[i]];
         s->pad[i] = pad ? pad[s->l2p[i]] : 0;
     }
-    if (s->kernel > 1 && !s->positional) vase_avg_pool(s->tmp, n_cand, s->kernel, s->score);
+    if (s->kernel > 1 && !s->positional) score_avg_pool(s->tmp, n_cand, s->kernel, s->score);
     else memcpy(s->score, s->tmp, (size_t)n_cand * sizeof *s->tmp);
     if (s->rkv_lambda < 1.0) return attn_rkv_head(s, q, cv, l, h, len, n_cand, k, keep, e);
     if (s->sample) {
@@ -613,6 +587,11 @@ static int due(int len, int budget, int w, int capacity)
     return len > budget && (len % w == 0 || len >= capacity);
 }
 
+/* Not on the shared selector (select.h): the released EvictLayer.update
+ * compresses on its own trigger (above), keeps the protected large-range
+ * slots before a Gumbel draw without replacement (no single score ranks the
+ * keep-set), and leaves the cache in its own slot order, which the next
+ * eviction reads back. */
 static int vase_select(void *self, int seq, const struct cache_view *cv, int budget,
                        struct keep_set *out, struct eb_err *e)
 {
