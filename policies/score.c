@@ -11,6 +11,8 @@ void score_buf_free(struct score_buf *b)
     if (b->dev) b->be->free(b->be, b->dev);
     free(b->host);
     free(b->pairs);
+    free(b->rows);
+    free(b->work);
     memset(b, 0, sizeof *b);
 }
 

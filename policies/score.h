@@ -28,6 +28,10 @@ struct score_buf {
     float *host;         /* host: dev_cap floats */
     struct score_pair { double s; int i; } *pairs;
     int pairs_cap;
+    float *rows;         /* host: downloaded key / query rows (score_host.c) */
+    size_t rows_cap;
+    double *work;        /* host: work_cap doubles */
+    int work_cap;
 };
 
 void score_buf_free(struct score_buf *b);
@@ -48,6 +52,17 @@ int score_importance(struct score_buf *b, const struct cache_view *cv, int layer
 /* R-KV redundancy (§5.2) of every slot [0, len) of (layer, kv head) into out. */
 int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                      float threshold, int no_match_zero_col0, double *out, struct eb_err *e);
+
+/* Scores from rows brought to the host (score_host.c), for scorers no
+ * backend primitive serves:
+ *   L2 norm of each key [0, n) of (layer, kv head) into out; */
+int score_key_norms(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                    int n, double *out, struct eb_err *e);
+/*   the last recorded query's attention, each query head of the kv head's
+ *   group softmaxed over all its slots (pads masked), the group's mean, for
+ *   the candidates [0, n_cand) into out (TOVA's score, kvpress). */
+int score_last_query_attn(struct score_buf *b, const struct cache_view *cv, int layer,
+                          int kv_head, int n_cand, double *out, struct eb_err *e);
 
 /* Replace the scores of pad slots: +pad_score (keep) or -pad_score (evict first). */
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
