@@ -12,7 +12,8 @@
 
 /* Each policy's vtable and parameter table, defined in its own file. */
 extern const struct policy_ops fullkv_ops, streamingllm_ops, h2o_ops, h2o_rkv_ops, snapkv_ops,
-    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops, knorm_ops;
+    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops, knorm_ops,
+    tova_ops;
 extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
     h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
@@ -99,6 +100,8 @@ static const struct policy_entry ENTRIES[] = {
      {"FullKV (PSS tracking)", 0x555555, 4, 1}, 1},
     {"knorm", "KNorm (kvpress): keep the keys of lowest L2 norm", &knorm_ops,
      scored_policy_params, NULL, {"KNorm", 0x7F7F7F, 6, 0}, 0},
+    {"tova", "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
+     &tova_ops, scored_policy_params, NULL, {"TOVA", 0x17BECF, 1, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
