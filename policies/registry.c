@@ -78,7 +78,7 @@ static const struct policy_entry ENTRIES[] = {
      {"BeaconKV", 0xAA4499, 8, 0}, 0},
     {"seal", "SEAL: FullKV + steering h + c*V at split tokens inside the thought", &seal_ops,
      seal_params, NULL,
-     {"SEAL", 0x8C564B, 3, 0}, 0},
+     {"SEAL", 0x8C564B, 3, 0}, 1},
     {"skipkv", "SkipKV: R-KV + sentence redundancy penalty + adaptive steering; expects "
                "batching=grouped", &skipkv_ops, skipkv_params, "batching=grouped",
      {"SkipKV", 0xD55E00, 7, 0}, 0},
@@ -124,6 +124,13 @@ int policy_spec_keeps_all(const char *spec)
         if (strlen(ENTRIES[i].name) == n && !strncmp(ENTRIES[i].name, spec, n))
             return ENTRIES[i].keeps_all;
     return 0;
+}
+
+int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p)
+{
+    for (int i = 0; p && i < p->n; i++)
+        if (!strcmp(p->defs[i].key, "evict") && p->val[i] == 0) return 1;
+    return entry->keeps_all;
 }
 
 const char *policy_display_name(const char *name)
@@ -409,11 +416,17 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
     struct policy *p = eb_calloc(1, sizeof *p, e);
     if (!p) return -1;
     p->ops = entry->ops;
+    p->params = *params;
     policy_params_format(entry, params, p->spec, sizeof p->spec);
     if (entry->ops->create(params, m, &p->self, &p->info, e)) {
         eb_wrap(e, entry->name);
         free(p);
         return -1;
+    }
+    if ((p->info.schedule == POLICY_NEVER) != policy_keeps_all(entry, params)) {
+        policy_free(p);
+        return eb_fail(e, "policy %s: its registry row and its schedule disagree on whether it "
+                          "evicts", entry->name);
     }
     *out = p;
     return 0;

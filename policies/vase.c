@@ -587,6 +587,20 @@ static int due(int len, int budget, int w, int capacity)
     return len > budget && (len % w == 0 || len >= capacity);
 }
 
+/* The released trigger (above) needs B a multiple of the window W, above it. */
+static int budget_fits(int budget, int w, struct eb_err *e)
+{
+    if (budget <= w || budget % w != 0)
+        return eb_fail(e, "budget %d must be a multiple of the window %d and larger than it",
+                       budget, w);
+    return 0;
+}
+
+static int vase_check_budget(const struct policy_params *p, int budget, struct eb_err *e)
+{
+    return budget_fits(budget, policy_param_int(p, "window"), e);
+}
+
 /* Not on the shared selector (select.h): the released EvictLayer.update
  * compresses on its own trigger (above), keeps the protected large-range
  * slots before a Gumbel draw without replacement (no single score ranks the
@@ -599,9 +613,7 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
     keep_set_none(out);
     if (cv->at_prefill) return 0; /* prefill is never compressed */
     int w = s->window;
-    if (budget <= w || budget % w != 0)
-        return eb_fail(e, "budget %d must be a multiple of the window %d and larger than it",
-                       budget, w);
+    if (budget_fits(budget, w, e)) return -1; /* checked when built; a direct caller too */
     int any = 0;
     for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
         if (due(cv->len[i], budget, w, cv->capacity)) any = 1;
@@ -658,6 +670,7 @@ const struct policy_ops vase_attnv_ops = {
     .begin_sequence = vase_begin,
     .end_sequence = vase_end,
     .select = vase_select,
+    .check_budget = vase_check_budget,
 };
 
 const struct policy_ops vase_dkv_ops = {
@@ -667,4 +680,5 @@ const struct policy_ops vase_dkv_ops = {
     .begin_sequence = vase_begin,
     .end_sequence = vase_end,
     .select = vase_select,
+    .check_budget = vase_check_budget,
 };

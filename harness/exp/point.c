@@ -9,6 +9,8 @@
 
 #include "harness/exp/code_hash.h"
 #include "harness/exp/policy_defaults.h"
+#include "harness/store/store.h"
+#include "policies/schedule.h"
 
 const char *point_grader(const struct point *p)
 {
@@ -46,6 +48,19 @@ static int param_index(const struct policy_params *p, const char *key)
     return -1;
 }
 
+/* The budget, checked once, where the point is built (so `exp --dry-run` and
+ * config validation catch a bad one): policies/schedule.h. */
+static int check_budget(const struct point *p, struct eb_err *e)
+{
+    return policy_budget_check(p->policy->ops, &p->params, policy_keeps_all(p->policy, &p->params),
+                               -1, p->budget, e);
+}
+
+int point_store_budget(const struct point *p)
+{
+    return p->budget != POLICY_NO_BUDGET ? p->budget : STORE_NONE;
+}
+
 int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
 {
     char *in = params ? cJSON_PrintUnformatted(params) : strdup("{}");
@@ -65,7 +80,7 @@ int point_set_policy(struct point *p, const char *name, const cJSON *params, str
     rc = cJSON_AddStringToObject(o, "name", name) ? policy_parse_json(o, &p->policy, &p->params, e)
                                                   : eb_fail(e, "out of memory");
     cJSON_Delete(o);
-    return rc;
+    return rc ? rc : check_budget(p, e);
 }
 
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
@@ -90,7 +105,7 @@ int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
     free(p->params_json);
     p->params_json = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    return p->params_json ? 0 : eb_fail(e, "out of memory");
+    return p->params_json ? check_budget(p, e) : eb_fail(e, "out of memory");
 }
 
 /* Every resolved parameter as a JSON object: what the run key hashes. */
