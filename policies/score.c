@@ -1,6 +1,7 @@
 /* score.c - combining helpers shared by the policies (see score.h). */
 #include "score.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -123,6 +124,7 @@ void score_round(double *x, int n, enum score_dtype dt)
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score)
 {
+    assert(n >= 0);
     if (!pad) return;
     for (int j = 0; j < n; j++)
         if (pad[j]) z[j] = pp == PAD_KEEP ? pad_score : -pad_score;
@@ -174,7 +176,10 @@ int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *i
     }
     for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
     qsort(b->pairs, (size_t)n, sizeof *b->pairs, score_pair_cmp);
-    for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
+    for (int j = 0; j < k; j++) {
+        idx[j] = b->pairs[j].i;
+        assert(idx[j] >= 0 && idx[j] < n);
+    }
     return 0;
 }
 
@@ -182,12 +187,14 @@ int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, str
 {
     if (score_topk_ranked(b, s, n, k, idx, e)) return -1;
     qsort(idx, (size_t)k, sizeof *idx, cmp_int);
+    for (int j = 1; j < k; j++) assert(idx[j] > idx[j - 1]); /* sorted, unique */
     return 0;
 }
 
 int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
                            int n_select, enum keep_order order, int *keep, struct eb_err *e)
 {
+    assert(n_cand >= 0 && n_cand <= len && n_select <= n_cand);
     int rc = order == KEEP_BY_SCORE ? score_topk_ranked(b, z, n_cand, n_select, keep, e)
                                     : score_topk(b, z, n_cand, n_select, keep, e);
     if (rc) return -1;

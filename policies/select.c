@@ -42,12 +42,31 @@ static int layer_scores(const struct scorer *sc, void *self, struct selector *st
     return 0;
 }
 
+/* policy.h's keep-set contract as the selector builds it: n slots in
+ * [0, len), distinct; by position strictly ascending; by score, the top
+ * part among the candidates [0, n_cand) (distinct by score_topk_ranked),
+ * then the window [n_cand, len) ascending.  For assert(). */
+static int keep_ok(const int *keep, int n, int n_cand, int len, enum keep_order order)
+{
+    int n_top = n - (len - n_cand);
+    if (n < 0 || n_top < 0) return 0;
+    for (int i = 0; i < n; i++) {
+        if (keep[i] < 0 || keep[i] >= len) return 0;
+        int ascending = i == 0 || keep[i] > keep[i - 1];
+        if (order == KEEP_BY_POSITION ? !ascending
+                                      : i < n_top ? keep[i] >= n_cand : keep[i] != n_cand + i - n_top)
+            return 0;
+    }
+    return 1;
+}
+
 /* One keep-set for (l, h) (per_layer: h = 0, copied to every head). */
 static int select_head(const struct scorer *sc, void *self, struct selector *st, int seq,
                        const struct cache_view *cv, int l, int h, int budget, int n_recent,
                        struct keep_set *out, struct eb_err *e)
 {
     int len = cache_view_len(cv, l, h), n_cand = len - n_recent;
+    assert(len >= 0 && len <= cv->capacity && len <= out->stride);
     if (sc->evict_above ? len <= budget : len < budget) return 0;
     if (reserve(st, len, e) || layer_scores(sc, self, st, seq, cv, l, h, n_cand, e)) return -1;
     score_round(st->z, n_cand, sc->dtype);
@@ -57,7 +76,7 @@ static int select_head(const struct scorer *sc, void *self, struct selector *st,
     int n = score_keep_topk_window(&st->buf, st->z, n_cand, len, budget - n_recent, sc->order,
                                    keep, e);
     if (n < 0) return -1;
-    assert(n == budget);
+    assert(n == budget && keep_ok(keep, n, n_cand, len, sc->order));
     int heads = sc->per_layer ? cv->n_kv : 1;
     for (int g = h; g < h + heads; g++) {
         if (g > h) memcpy(keep_set_head(out, l, g), keep, (size_t)n * sizeof *keep);
