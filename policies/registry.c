@@ -140,7 +140,7 @@ const char *policy_display_name(const char *name)
     return en && en->style.display ? en->style.display : name;
 }
 
-static int param_index(const struct policy_params *p, const char *key)
+int policy_param_index(const struct policy_params *p, const char *key)
 {
     for (int i = 0; i < p->n; i++)
         if (!strcmp(p->defs[i].key, key)) return i;
@@ -149,13 +149,13 @@ static int param_index(const struct policy_params *p, const char *key)
 
 double policy_param(const struct policy_params *p, const char *key)
 {
-    int i = param_index(p, key);
+    int i = policy_param_index(p, key);
     return i < 0 ? NAN : p->val[i];
 }
 
 int policy_param_int(const struct policy_params *p, const char *key)
 {
-    int i = param_index(p, key);
+    int i = policy_param_index(p, key);
     return i < 0 ? 0 : (int)p->val[i];
 }
 
@@ -189,7 +189,7 @@ static int choice_index(const char *choices, const char *v, size_t vlen)
     return -1;
 }
 
-static const char *choice_name(const char *choices, int idx, char *buf, size_t size)
+const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size)
 {
     const char *c = choices;
     for (int i = 0; i < idx && c; i++) {
@@ -232,7 +232,7 @@ static int set_param(const char *policy, struct policy_params *p, unsigned char 
     if (klen >= sizeof k) klen = sizeof k - 1;
     memcpy(k, key, klen);
     k[klen] = '\0';
-    int i = param_index(p, k);
+    int i = policy_param_index(p, k);
     if (i < 0) {
         char keys[256];
         list_keys(p->defs, keys, sizeof keys);
@@ -398,7 +398,7 @@ void policy_params_format(const struct policy_entry *entry, const struct policy_
         char cb[32];
         if (d->type == PARAM_CHOICE)
             off += (size_t)snprintf(buf + off, size - off, "%s%s=%s", i ? "," : ":", d->key,
-                                    choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
+                                    policy_choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
         else
             off += (size_t)snprintf(buf + off, size - off, "%s%s=%.10g", i ? "," : ":", d->key,
                                     p->val[i]);

@@ -18,6 +18,10 @@
  * whole double).  Policies only ask for keys of their own table; an unknown
  * key yields NaN / 0. */
 double policy_param(const struct policy_params *p, const char *key);
+/* The index of key in p, or -1: the one lookup (registry, point). */
+int policy_param_index(const struct policy_params *p, const char *key);
+/* Choice idx of "a|b|c" into buf ("?" past the end). */
+const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size);
 int policy_param_int(const struct policy_params *p, const char *key);
 
 /* How figures and tables show an entry: the one place for it (the harness

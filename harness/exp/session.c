@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness/exp/device.h"
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "model/unicode.h"
 #include "policies/steering.h"

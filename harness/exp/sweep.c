@@ -8,7 +8,7 @@
 #include "datasets/dataset.h"
 #include "model/modelfile.h"
 #include "harness/exp/code_hash.h"
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
 #include "policies/registry.h"
 #include "util/sha256.h"
 #include "harness/exp/sweep.h"
