@@ -7,12 +7,10 @@
  * included (§5.2), sliced to the candidates.  Both are per kv head and per
  * sequence.
  *
- * rkv_batch0_bug=1 reproduces the released code, which computes R from batch
- * element 0's keys and uses it for the whole batch: here every sequence
- * borrows R from the latest compression of the lowest-numbered live
- * sequence, slot by slot (zero past its length).  That is the original
- * exactly when the batch's sequences share a length and compress at the same
- * step (padded batching); keep it 0 for real runs. */
+ * rkv_batch0_bug=1 reproduces the released code's R from batch element 0 for
+ * the whole batch: every sequence borrows R from the latest compression of
+ * the lowest-numbered live sequence, slot by slot (zero past its length);
+ * exact for padded batches compressing together.  Keep it 0 for real runs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,8 +59,6 @@ struct rkv {
     int red_cap;
     struct seq_table seqs;   /* batch0_bug: live sequences */
 };
-
-/* ---- the score (rkv.h) ---- */
 
 int rkv_opts_from_params(const struct policy_params *p, enum score_gqa gqa,
                          enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e)
@@ -117,8 +113,7 @@ int rkv_score(const struct rkv_opts *o, struct score_buf *b, const struct cache_
 /* ---- the policy ---- */
 
 static int rkv_scorer(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
-                      int n_cand, double *z, struct eb_err *e);
-
+                      int n_cand, double *z, struct eb_err *e); /* below */
 static int rkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                       struct policy_info *info, struct eb_err *e)
 {

@@ -1,6 +1,6 @@
-/* skipkv.c - SkipKV (../shared/specs/policies.md §7): R-KV token scoring plus
- * a sentence-level redundancy penalty (skip KV storage) and adaptive SEAL
- * steering (skip KV generation).
+/* skipkv.c - SkipKV (../shared/specs/policies.md §7) = the R-KV scorer (rkv.h)
+ * + a sentence-level redundancy penalty (skip KV storage) + adaptive SEAL
+ * steering (skip KV generation), sentences and steering from follow.h.
  *
  * In the forward before each compression step (the R-KV schedule, §1.2),
  * as the released modeling_nhid.py does when a forward raises its step flag
@@ -10,36 +10,26 @@
  *   2. complete sentences not compared yet are compared with every earlier
  *      one (sentences.h); the earlier sentence of a pair above tau is marked
  *      redundant for good;
- * then at the compression step:
- *   3. per (layer, kv head) holding >= B slots:
- *        Z = lambda * I - (1 - lambda) * R                       (R-KV, §5)
- *        Z[t] -= lambda_ij for every candidate slot of a redundant sentence
- *             that holds >= 2 slots in the head (slot -> sentence through
- *             the slot's original position, §7.3)
- *        pads per pad_policy; keep = sort(topk(Z[0, L-w), B-w)) + window
- *        (the released code sorts; cache_order=score leaves it in top-k order).
+ * then at the compression step, the shared selector (select.h) with the score
+ *   3. Z = lambda * I - (1 - lambda) * R (R-KV, §5), minus lambda_ij on every
+ *      candidate slot of a redundant sentence holding >= 2 slots in the head
+ *      (slot -> sentence by original position, §7.3); kept slots sorted by
+ *      position as released (cache_order=score: top-k order).
  * Steering (steer=1) adds alpha * V to the residual stream entering `layer`
  * at split tokens inside the thought, as SEAL does (§6.6).
  *
  * The prompt's compression (a prefill step) gets no sentence penalty: the
  * released flag's similarity is computed after that forward's compression.
- * Deviations, all small and documented: the ragged runtime stores no pad slots, so
- * pad_policy matters only for padded caches; batch grouping belongs to the
- * runner, and `batching=grouped` only records that a preset expects it.
+ * Pads matter only for padded caches; batch grouping belongs to the runner
+ * (`batching=grouped` records that a preset expects it).
  *
  * Ablation presets (registry.c): skipkv-sent (steer=0), skipkv-sent-steer
  * (batching=any), skipkv / skipkv-full (batching=grouped), seal-static
  * (gamma=0).  fullkv-pss (evict=0, steer=0) keeps every token and only
- * tracks sentences, so FullKV traces get the same PSS statistics; with no
- * compression steps its sentences are compared when the sequence ends (each
- * pair once, as at compression steps).
- *
- * Per sentence (skipkv_trace_sentences) it keeps the span, the label, the
- * largest similarity and the generation step of its first penalty, the
- * step at which PSS pushed it out of the cache (never under fullkv-pss). */
-#include <math.h>
+ * tracks sentences (compared when the sequence ends), so FullKV traces get
+ * the same PSS statistics.  Per sentence: span, label, largest similarity
+ * and the step of its first penalty. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "follow.h"
 #include "policies.h"
