@@ -164,6 +164,39 @@ static int cmp_int(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
+/* Restore the heap below i of h[0, n), whose root is the pair ranked last. */
+static void sift_down(struct score_pair *h, int n, int i)
+{
+    for (;;) {
+        int w = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && score_pair_cmp(&h[w], &h[l]) < 0) w = l;
+        if (r < n && score_pair_cmp(&h[w], &h[r]) < 0) w = r;
+        if (w == i) return;
+        struct score_pair t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+/* The k best of p[0, n) into p[0, k), best first.  A few of many (StreamingLLM's
+ * sinks): a heap of the k best so far, O(n log k); else one sort.  The tie
+ * rule is a total order, so both give the same pairs in the same order. */
+static void rank_best(struct score_pair *p, int n, int k)
+{
+    if (k == 0) return;
+    if ((long)k * 8 < n) {
+        for (int i = k / 2 - 1; i >= 0; i--) sift_down(p, k, i);
+        for (int j = k; j < n; j++)
+            if (score_pair_cmp(&p[j], &p[0]) < 0) {
+                p[0] = p[j];
+                sift_down(p, k, 0);
+            }
+        n = k;
+    }
+    qsort(p, (size_t)n, sizeof *p, score_pair_cmp);
+}
+
 int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
                       struct eb_err *e)
 {
@@ -175,7 +208,7 @@ int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *i
         b->pairs_cap = n;
     }
     for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
-    qsort(b->pairs, (size_t)n, sizeof *b->pairs, score_pair_cmp);
+    rank_best(b->pairs, n, k);
     for (int j = 0; j < k; j++) {
         idx[j] = b->pairs[j].i;
         assert(idx[j] >= 0 && idx[j] < n);
