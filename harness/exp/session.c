@@ -197,10 +197,10 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     struct eb_err ce = {0};
     if (device_is_cuda(s->be)) backend_cuda_pool_serve(s->be, 0);
     if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
-        if (!rc) {
-            gen_results_free(res, n);
-            *e = ce;
-        }
+        /* A device fault outranks generate's own error: an alloc that
+         * failed on a faulted context returns NULL, which reads as OOM. */
+        if (!rc) gen_results_free(res, n);
+        if (!rc || ce.kind != EB_ERR_NOMEM) *e = ce;
         rc = -1;
     }
     return rc;

@@ -176,16 +176,22 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
 
     if (Q != 1) { /* the warp holds its query's whole result */
         if (i >= n_new) return;
-        for (int g = 0; g < G; g++)
+        /* g bounded at compile time, so o, m and l stay in registers */
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G) break;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 flash_write(p, sq, i, h0 + g, split, lane * E + e, HD, m[g], l[g], o[g][e]);
+        }
         return;
     }
     /* Merge the warps' online softmaxes: rescale each to the common max. */
     __syncthreads(); /* the queries in sm are no longer read */
     float *cm = sm;  /* [FLASH_WARPS][MG][HD + 2] */
-    for (int g = 0; g < G; g++) {
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        if (g >= G) break;
         float *row = cm + ((size_t)warp * MG + g) * (HD + 2);
 #pragma unroll
         for (int e = 0; e < E; e++) row[lane * E + e] = o[g][e];
@@ -339,8 +345,7 @@ static void *host_scratch(struct backend *be, size_t bytes)
     if (bytes <= im->h_scratch_cap) return im->h_scratch;
     void *p = realloc(im->h_scratch, bytes * 2);
     if (!p) {
-        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: out of host memory");
-        im->err_nomem = 1;
+        cuda_fault_record(&im->fault, CUDA_FAULT_OOM, "cuda: attention", "out of host memory");
         return NULL;
     }
     im->h_scratch = (char *)p;
@@ -494,11 +499,11 @@ static int flash_typed(struct backend *be, const struct attn_args *a, int n, int
 
 int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
 {
-    if (n < 1 || !a) return -1;
+    if (n < 1 || !a) return refuse(be, "attention", "no problems given");
     bool flash = true;
     long z = 0;
     for (int j = 0; j < n; j++) {
-        if (!args_ok(&a[j])) return -1;
+        if (!args_ok(&a[j])) return refuse(be, "attention", "bad arguments");
         flash = flash && flash_fits(&a[j]) && a[j].n_head == a[0].n_head &&
                 a[j].n_kv == a[0].n_kv && a[j].head_dim == a[0].head_dim &&
                 a[j].scale == a[0].scale && a[j].kv_type == a[0].kv_type;
@@ -517,7 +522,10 @@ int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
         return 0;
     }
     int *idx = (int *)malloc((size_t)n * sizeof *idx);
-    if (!idx) return -1;
+    if (!idx) {
+        cuda_fault_record(&impl_of(be)->fault, CUDA_FAULT_OOM, "cuda: attention", "out of host memory");
+        return -1;
+    }
     int rc;
     switch (a[0].head_dim) {
     case 64: rc = flash_typed<64>(be, a, n, idx); break;
