@@ -622,6 +622,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->weight_free = cuda_weight_free;
     be->matmul = cuda_matmul;
     be->embed_weight = cuda_embed_weight;
+    cuda_layer_ops_install(be);
     return be;
 }
 

@@ -210,6 +210,8 @@ int cuda_pool1d(struct backend *be, float *out, const float *in, int n, int kern
                 enum score_pool mode);
 int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a);
 int cuda_row_range(struct backend *be, float *out, const float *x, int n, int dim);
+/* Sets be's layer-granular ops (cuda_layer.cu). */
+void cuda_layer_ops_install(struct backend *be);
 /* Scratch of `bytes` in d_floats (256-byte aligned by cudaMalloc). */
 void *float_scratch(struct backend *be, size_t bytes, const char *what);
 
