@@ -36,7 +36,8 @@ __device__ static inline void flash_write(const flash_params &p, const flash_seq
                                           int split, int d, int hd, float M, float L, float O)
 {
     if (p.n_split == 1) {
-        sq.out[((size_t)i * p.n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+        /* no weight at all gives zeros; a NaN sum (a NaN score) stays NaN */
+        sq.out[((size_t)i * p.n_head + h) * hd + d] = L == 0.0f ? 0.0f : O / L;
         return;
     }
     float *pp = p.part + (((size_t)(sq.row0 + i) * p.n_head + h) * p.n_split + split) * (hd + 2);
@@ -177,8 +178,15 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
     for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
         int g = t / HD, d = t % HD;
         float M = -INFINITY, L = 0.0f, O = 0.0f;
-        for (int w = 0; w < FLASH_WARPS; w++) M = fmaxf(M, cm[((size_t)w * MG + g) * (HD + 2) + HD]);
-        if (M != -INFINITY)
+        bool nan = false; /* a NaN score: reported as NaN, never merged away */
+        for (int w = 0; w < FLASH_WARPS; w++) {
+            const float *row = cm + ((size_t)w * MG + g) * (HD + 2);
+            M = fmaxf(M, row[HD]);
+            nan = nan || isnan(row[HD + 1]);
+        }
+        if (nan)
+            L = O = NAN;
+        else if (M != -INFINITY)
             for (int w = 0; w < FLASH_WARPS; w++) {
                 const float *row = cm + ((size_t)w * MG + g) * (HD + 2);
                 float c = expf(row[HD] - M);
@@ -198,15 +206,21 @@ __global__ static void k_flash_combine(const flash_seq *seqs, const int *rowmap,
     const flash_seq &sq = seqs[rowmap[r]];
     const float *pp = part + ((size_t)r * n_head + h) * n_split * (hd + 2);
     float M = -INFINITY, L = 0.0f, O = 0.0f;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
-    if (M != -INFINITY)
+    bool nan = false; /* a NaN score in any split: NaN, as in one piece */
+    for (int s = 0; s < n_split; s++) {
+        M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
+        nan = nan || isnan(pp[(size_t)s * (hd + 2) + hd + 1]);
+    }
+    if (nan)
+        L = O = NAN;
+    else if (M != -INFINITY)
         for (int s = 0; s < n_split; s++) {
             const float *ps = pp + (size_t)s * (hd + 2);
             float c = expf(ps[hd] - M);
             L += ps[hd + 1] * c;
             O += ps[d] * c;
         }
-    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L == 0.0f ? 0.0f : O / L;
 }
 
 /* The general kernel: one block per (head, query q0 + blockIdx.y).  Scores
@@ -255,12 +269,12 @@ __global__ static void k_attention(struct attn_args a, const T *kc, const T *vc,
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < n_vis; j++) acc += sc[j] * kv_to_float(v[(size_t)j * hd + d]);
-        a.out[row + d] = sum > 0.0f ? acc / sum : 0.0f;
+        a.out[row + d] = sum == 0.0f ? 0.0f : acc / sum; /* a NaN sum stays NaN */
     }
     if (!a.probs) return;
     __syncthreads(); /* every thread is done reading sc[] as weights */
     for (int j = threadIdx.x; j < a.cap; j += blockDim.x)
-        sc[j] = j < n_vis && sum > 0.0f ? sc[j] / sum : 0.0f;
+        sc[j] = j < n_vis && sum != 0.0f ? sc[j] / sum : 0.0f;
 }
 
 /* Scratch scores of the general kernel are bounded: queries are launched in
