@@ -19,6 +19,9 @@
  * The host keeps a mirror of the lengths (no copy back): it sizes the
  * split-K plan and checks room, as the CPU backend checks it. */
 #include "kernels/cuda/cuda_flash.h"
+extern "C" {
+#include "kernels/cuda/cuda_layer_plan.h"
+}
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,13 +31,6 @@
 struct slot_meta {
     int cap, q_window;
     unsigned char *pad; /* device [n_layer][n_kv][cap] */
-};
-
-/* A sequence of one of the step's two flash launches (decode rows first). */
-struct layer_entry {
-    int seq;   /* index into the step */
-    int z0;    /* first block along z within its launch */
-    int prow0; /* first partial row within its launch */
 };
 
 struct kv_table {
@@ -54,12 +50,13 @@ struct kv_table {
     const int *d_zmap[2], *d_rowmap[2]; /* [0] decode, [1] prefill */
     /* host mirrors */
     slot_meta *h_slot;
-    int *h_bound, *h_type, *h_aligned;
+    int *h_bound, *h_type, *h_aligned, *h_cap;
     size_t *h_pad_bytes;
     int *h_len;            /* [max_seqs][n_layer][n_kv] */
     void **h_k, **h_v;     /* [max_seqs][n_layer] */
     kv_step_seq *h_step;   /* [max_seqs] */
-    int n_step, n_entry[2], n_z[2], n_rows[2];
+    int n_step;
+    struct layer_plan plan;
     char *h_buf;           /* host image of the step buffer */
     size_t h_buf_cap;
 };
@@ -157,7 +154,7 @@ static struct kv_table *cuda_kv_table_create(struct backend *be, int max_seqs, i
     size_t sl = (size_t)max_seqs * n_layer, lens = sl * n_kv;
     if (t) {
         t->h_slot = (slot_meta *)calloc((size_t)max_seqs, sizeof *t->h_slot);
-        t->h_bound = (int *)calloc((size_t)max_seqs * 3, sizeof(int));
+        t->h_bound = (int *)calloc((size_t)max_seqs * 4, sizeof(int));
         t->h_pad_bytes = (size_t *)calloc((size_t)max_seqs, sizeof(size_t));
         t->h_len = (int *)calloc(lens, sizeof(int));
         t->h_k = (void **)calloc(sl * 2, sizeof(void *));
@@ -171,6 +168,7 @@ static struct kv_table *cuda_kv_table_create(struct backend *be, int max_seqs, i
     }
     t->h_type = t->h_bound + max_seqs;
     t->h_aligned = t->h_type + max_seqs;
+    t->h_cap = t->h_aligned + max_seqs;
     t->h_v = t->h_k + sl;
     t->max_seqs = max_seqs, t->n_layer = n_layer, t->n_kv = n_kv, t->n_head = n_head;
     t->hd = head_dim;
@@ -285,6 +283,7 @@ static int cuda_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
     memcpy(t->h_len + sl * nkv, d->len, (size_t)L * nkv * sizeof(int));
     t->h_bound[slot] = 1;
     t->h_type[slot] = d->kv_type;
+    t->h_cap[slot] = d->cap;
     t->h_aligned[slot] = aligned;
     size_t ptrs = (size_t)L * sizeof(void *), lens = (size_t)L * nkv * sizeof(int);
     size_t pads = d->pad ? pad_bytes : 0;
@@ -306,88 +305,30 @@ static int cuda_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
     return ok ? 0 : -1;
 }
 
-/* The step's image on the host: steps, entries (decode sequences first),
- * then per launch its zmap and rowmap; sets the counts and returns the
- * bytes, or 0 when bad. */
-static size_t step_image(struct kv_table *t, char *buf, const kv_step_seq *seqs, int n_seq)
-{
-    size_t o_entry = (size_t)n_seq * sizeof(kv_step_seq);
-    size_t o_maps = o_entry + (size_t)n_seq * sizeof(layer_entry);
-    if (buf) memcpy(buf, seqs, o_entry);
-    layer_entry *ent = buf ? (layer_entry *)(buf + o_entry) : NULL;
-    int *maps = buf ? (int *)(buf + o_maps) : NULL;
-    size_t n_maps = 0;
-    int e = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const int Q = pass == 0 ? 1 : FLASH_WARPS;
-        int first = e, z = 0, rows = 0;
-        for (int j = 0; j < n_seq; j++) {
-            if ((seqs[j].n_new <= FLASH_DECODE_MAX_NEW) != (pass == 0)) continue;
-            if (ent) ent[e] = layer_entry{j, z, rows};
-            e++;
-            z += (seqs[j].n_new + Q - 1) / Q;
-            rows += seqs[j].n_new;
-        }
-        t->n_entry[pass] = e - first, t->n_z[pass] = z, t->n_rows[pass] = rows;
-        if (maps) { /* zmap then rowmap, entries numbered within the launch */
-            int *zm = maps + n_maps, *rm = zm + z;
-            for (int x = first, zz = 0, rr = 0; x < e; x++) {
-                int n_new = seqs[ent[x].seq].n_new;
-                for (int c = (n_new + Q - 1) / Q; c > 0; c--) zm[zz++] = x - first;
-                for (int c = 0; c < n_new; c++) rm[rr++] = x - first;
-            }
-        }
-        n_maps += (size_t)z + rows;
-    }
-    return o_maps + n_maps * sizeof(int);
-}
-
-/* The step is well formed: bound slots, one cache type, rows ascending
- * without overlap, room for n_new more in every (layer, kv head). */
-static const char *step_problem(const struct kv_table *t, const kv_step_seq *s, int n_seq)
-{
-    if (n_seq < 1 || n_seq > t->max_seqs || !s) return "bad arguments";
-    for (int j = 0; j < n_seq; j++) {
-        int slot = s[j].slot;
-        if (slot < 0 || slot >= t->max_seqs || !t->h_bound[slot]) return "an unbound slot";
-        if (s[j].n_new < 1 || s[j].n_pad < 0 || s[j].n_pad > s[j].n_new || s[j].q_next < 0)
-            return "bad token counts";
-        if (t->h_type[slot] != t->h_type[s[0].slot]) return "slots of different cache types";
-        if (j > 0 && s[j].row0 < s[j - 1].row0 + s[j - 1].n_new) return "rows not ascending";
-        if (j == 0 && s[j].row0 < 0) return "bad arguments";
-        for (int j2 = 0; j2 < j; j2++)
-            if (s[j2].slot == slot) return "a slot twice";
-        const int *len = t->h_len + (size_t)slot * t->n_layer * t->n_kv;
-        for (int x = 0; x < t->n_layer * t->n_kv; x++)
-            if (len[x] + s[j].n_new > t->h_slot[slot].cap) return "no room in the cache";
-    }
-    return NULL;
-}
-
 static int cuda_kv_table_step(struct backend *be, struct kv_table *t, int n_seq,
                               const struct kv_step_seq *seqs)
 {
     if (failed(be)) return -1;
     if (!t) return refuse(be, "kv table step", "no table");
-    const char *why = step_problem(t, seqs, n_seq);
+    struct layer_mirror mirror = {t->max_seqs, t->n_layer * t->n_kv, t->h_bound, t->h_type,
+                                  t->h_cap, t->h_len};
+    const char *why = layer_step_problem(&mirror, seqs, n_seq);
     if (why) return refuse(be, "kv table step", why);
-    size_t bytes = step_image(t, NULL, seqs, n_seq);
-    char *buf = host_buf(be, t, bytes);
+    struct layer_plan *p = &t->plan;
+    layer_plan_make(p, seqs, n_seq, FLASH_DECODE_MAX_NEW, FLASH_WARPS);
+    char *buf = host_buf(be, t, p->bytes);
     if (!buf) return -1;
-    step_image(t, buf, seqs, n_seq);
-    if (!grow(be, (void **)&t->d_stepbuf, &t->d_stepbuf_cap, bytes, 1, "kv table step") ||
-        !put(be, t->d_stepbuf, buf, bytes, "kv table step"))
+    layer_plan_write(p, buf, seqs, n_seq, FLASH_DECODE_MAX_NEW, FLASH_WARPS);
+    if (!grow(be, (void **)&t->d_stepbuf, &t->d_stepbuf_cap, p->bytes, 1, "kv table step") ||
+        !put(be, t->d_stepbuf, buf, p->bytes, "kv table step"))
         return -1;
     memcpy(t->h_step, seqs, (size_t)n_seq * sizeof *seqs);
     t->n_step = n_seq;
-    size_t o_entry = (size_t)n_seq * sizeof(kv_step_seq);
     t->d_step = (const kv_step_seq *)t->d_stepbuf;
-    t->d_entry = (const layer_entry *)(t->d_stepbuf + o_entry);
-    const int *maps = (const int *)(t->d_stepbuf + o_entry + (size_t)n_seq * sizeof(layer_entry));
+    t->d_entry = (const layer_entry *)(t->d_stepbuf + p->o_entry);
     for (int pass = 0; pass < 2; pass++) {
-        t->d_zmap[pass] = maps;
-        t->d_rowmap[pass] = maps + t->n_z[pass];
-        maps += t->n_z[pass] + t->n_rows[pass];
+        t->d_zmap[pass] = (const int *)(t->d_stepbuf + p->o_maps[pass]);
+        t->d_rowmap[pass] = t->d_zmap[pass] + p->n_z[pass];
     }
     return 0;
 }
@@ -409,7 +350,7 @@ static int cuda_kv_append(struct backend *be, struct kv_table *t, int layer, con
         const kv_step_seq *s = &t->h_step[j];
         int *len = t->h_len + ((size_t)s->slot * L + layer) * nkv;
         for (int h = 0; h < nkv; h++)
-            if (len[h] + s->n_new > t->h_slot[s->slot].cap)
+            if (len[h] > t->h_cap[s->slot] - s->n_new)
                 return refuse(be, "kv append", "no room in the cache");
         for (int h = 0; h < nkv; h++) len[h] += s->n_new;
     }
@@ -472,20 +413,21 @@ static int cuda_attention_layer(struct backend *be, struct kv_table *t,
     if (!t || !a || !t->n_step || a->layer < 0 || a->layer >= t->n_layer || !a->out || !a->q)
         return refuse(be, "attention layer", "bad arguments (or no kv_table_step)");
     bool flash = !a->probs && flash_shape_ok(t->n_head, t->n_kv, t->hd) &&
-                 t->n_z[0] <= 65535 && t->n_z[1] <= 65535;
+                 t->plan.n_z[0] <= 65535 && t->plan.n_z[1] <= 65535;
     for (int j = 0; j < t->n_step && flash; j++) flash = t->h_aligned[t->h_step[j].slot];
     if (!flash) return attention_general_each(be, t, a);
-    const int n_ent = t->n_entry[0] + t->n_entry[1];
+    const struct layer_plan *p = &t->plan;
+    const int n_ent = p->n_entry[0] + p->n_entry[1];
     k_layer_desc<<<n_ent, 64>>>(*t, a->layer, a->out, a->q);
     if (!launched(be, "attention layer descriptors")) return -1;
     const enum kv_type type = (enum kv_type)t->h_type[t->h_step[0].slot];
     for (int pass = 0; pass < 2; pass++) {
-        if (!t->n_entry[pass]) continue;
+        if (!p->n_entry[pass]) continue;
         struct flash_launch fl = {};
-        fl.seqs = t->d_desc + (pass ? t->n_entry[0] : 0);
+        fl.seqs = t->d_desc + (pass ? p->n_entry[0] : 0);
         fl.zmap = t->d_zmap[pass];
         fl.rowmap = t->d_rowmap[pass];
-        fl.n_z = t->n_z[pass], fl.rows = t->n_rows[pass];
+        fl.n_z = p->n_z[pass], fl.rows = p->n_rows[pass];
         fl.n_head = t->n_head, fl.n_kv = t->n_kv;
         fl.max_vis = launch_max_vis(t, pass, a->layer);
         fl.scale = a->scale;
