@@ -614,8 +614,10 @@ check_decode() {
 }
 
 # ---- 4-6 in priority order: the 7B shape's checks and rows first ----
-if check_shape qwen7b "$QWEN"; then
-    check_decode
+check_shape qwen7b "$QWEN"
+have_qwen=$?
+check_decode
+if [ $have_qwen = 0 ]; then
     step "qwen7b: the device pool across batches 1, 16, 64 in one process"
     [ $can_time = 1 ] && check_pool_sweep "$QWEN"
     step "timing qwen7b: FullKV batch 1 and 64 through the model API, transformers generate"

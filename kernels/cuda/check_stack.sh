@@ -6,7 +6,10 @@
 # which on the hot path costs more than the whole softmax).  Also fails when
 # no kernel matches (the pattern no longer names anything).
 log=$1 pattern=$2
-[ -r "$log" ] && [ -n "$pattern" ] || { echo "usage: check_stack.sh LOG PATTERN" >&2; exit 2; }
+if [ ! -r "$log" ] || [ -z "$pattern" ]; then
+    echo "usage: check_stack.sh LOG PATTERN" >&2
+    exit 2
+fi
 awk -v pat="$pattern" '
 /Function properties for / { name = $NF; next }
 /bytes stack frame/ {
