@@ -207,10 +207,10 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     struct eb_err ce = {0};
     if (device_is_cuda(s->be)) backend_cuda_pool_serve(s->be, 0);
     if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
-        /* A device fault outranks generate's own error: an alloc that
-         * failed on a faulted context returns NULL, which reads as OOM. */
+        /* The device's record is the cause and generate's error its
+         * consequence (a faulted alloc's NULL reads as out of memory there). */
         if (!rc) gen_results_free(res, n);
-        if (!rc || ce.kind != EB_ERR_NOMEM) *e = ce;
+        *e = ce;
         rc = -1;
     }
     return rc;

@@ -450,9 +450,9 @@ static int cmd_decode(int argc, char **argv)
     struct gen_stats st;
     int grc = generate(m, req, batch, &opt, res, &st, &e);
     struct eb_err ce = {0};
-    if (backend_cuda_status(inner, &ce)) { /* a device fault outranks what generate made of it */
+    if (backend_cuda_status(inner, &ce)) { /* the device's record is the cause */
         if (!grc) gen_results_free(res, batch);
-        if (!grc || ce.kind != EB_ERR_NOMEM) e = ce;
+        e = ce;
         goto fail;
     }
     if (grc) goto fail;
