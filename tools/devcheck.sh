@@ -17,6 +17,16 @@
 #     and -Llama-8B with transformers on this GPU (tools/devcheck/hf_check.py),
 #     and compares our GPU logits of a 64-token prompt with transformers' f32
 #     logits of the same checkpoint (tolerance justified in hf_check.py);
+#  4b. a whole decode against the CPU backend with the same weights (gpu_check
+#     compare) on the 7B widths over 4 layers (the CPU side must finish in
+#     about a minute): 256 greedy steps, bf16 cache, R-KV at budget 128 from a
+#     64-token prompt (so several compressions), the tokens picked by the
+#     device sampler inside generate(); both backends replay that trace in
+#     lockstep.  Prints top-1 agreement, the first divergent step and the KL at
+#     each compression; fails below 99% agreement before the first
+#     compression, on any non-finite logit, with fewer than 2 compressions, or
+#     when more than 1% of the device sampler's picks are not the argmax of
+#     the GPU's own logits (judge_compare);
 #  5. the device pool across batch sizes in one process: ./evictbench-cuda
 #     bench at batches 1, 16 and 64 (the pool is re-planned as the batch
 #     grows; every row must be measured);
@@ -25,7 +35,8 @@
 #     then ./evictbench-cuda generate at batch BATCHES for POLICIES at budget
 #     BUDGET, GEN tokens each, on the 7B shape (bf16 weights: --weights
 #     native); FullKV batch 1 on the 8B shape; transformers generate at batch
-#     1 on both;
+#     1 on both; beside each model-API row, the backend calls of a decode step
+#     (the counting wrapper of kernels/backend_count.c: no CUPTI is used);
 #  7. prints the table and the issue's three targets: batch-1 decode of the
 #     7B shape >= 85% of the HBM roofline (weight bytes x tokens/s /
 #     bandwidth), rkv at budget 512 and batch 64 >= 9.6x FullKV's best
@@ -43,11 +54,13 @@
 # table, hf_check.py's argparse) and answers in the real output format, so
 # the parsing, the rows, the table and the three targets are exercised; the
 # comparison of hf_check.py must fail on perturbed logits (when numpy is
-# installed); and, when the smollm2-135m model is present, the real
+# installed); judge_compare must pass the stand-in whole-decode comparison and
+# fail perturbed ones (agreement 95%, a non-finite logit, one compression, a
+# missing summary); and, when the smollm2-135m model is present, the real
 # evictbench generate on the CPU with the timing rows' options, whose --stats
 # lines must parse.
 #
-# Environment: DEVICE (0), GEN (4096), PROMPT_LEN (512), BUDGET (512),
+# Environment: DEVICE (0), GEN (2048), PROMPT_LEN (512), BUDGET (512),
 # BATCHES ("1 16 64"), POLICIES ("fullkv rkv skipkv-sent"), HF_NEW (256:
 # transformers' decode rate is measured on fewer tokens, which only flatters
 # it), DEADLINE_S (470: the whole run, builds included), BW_TBS (the GPU's HBM
@@ -74,7 +87,7 @@ case "${1:-}" in
 esac
 
 DEVICE=${DEVICE:-0}
-GEN=${GEN:-4096}
+GEN=${GEN:-2048}
 PROMPT_LEN=${PROMPT_LEN:-512}
 BUDGET=${BUDGET:-512}
 BATCHES=${BATCHES:-"1 16 64"}
@@ -198,14 +211,15 @@ run_bench() { # args of ./evictbench-cuda
     for b in 1 16 64; do printf 'decode batch %s\t%s\t1\t1\n' "$b" "$(dry_rate fullkv "$b")"; done
 }
 
-# gpu_check's options are its strcmp table (tools/devcheck/gpu_check.c).
+# gpu_check's options are its strcmp tables (tools/devcheck/gpu_check.c, decode_compare.c).
 run_gpu_check() { # sub args...
     if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" build/tools/gpu_check "$@"; return; fi
     sub=$1
     grep -q "\"$sub\"" tools/devcheck/gpu_check.c || { fail "gpu_check has no '$sub'"; return 2; }
     for a in "$@"; do
         case "$a" in
-        --*) grep -q "\"$a\"" tools/devcheck/gpu_check.c || { fail "gpu_check $sub lacks $a"; return 2; } ;;
+        --*) grep -q "\"$a\"" tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c ||
+                 { fail "gpu_check $sub lacks $a"; return 2; } ;;
         esac
     done
     case "$sub" in
@@ -215,7 +229,8 @@ run_gpu_check() { # sub args...
     decode)
         b=1
         while [ $# -gt 1 ]; do [ "$1" = --batch ] && b=$2; shift; done
-        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824}" ;;
+        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824, \"calls_min\": 1008, \"calls_max\": 1008}" ;;
+    compare) dry_compare 0.998 0 3 ;;
     esac
 }
 
@@ -245,6 +260,14 @@ run_hf() { # sub args...
     esac
 }
 
+# gpu_check compare's output, with the given agreement before the first
+# compression, non-finite logits and compressions.
+dry_compare() { # agree_pre nonfinite compressions
+    echo "compare: compression 1 at step 66: KL(cpu || gpu) of the next logits 0.0012"
+    echo "compare: rkv budget 128, bf16 cache, 256 steps: top-1 agreement 97.00% ($1 of 66 before the first compression) ..."
+    echo "{\"steps\": 256, \"agree\": 0.97, \"agree_pre\": $1, \"steps_pre\": 66, \"first_div\": 120, \"first_compression\": 66, \"compressions\": $3, \"kl\": [0.0012, 0.002, 0.0031], \"kl_max\": 0.01, \"nonfinite\": $2, \"sample_mismatch\": 0}"
+}
+
 # 64 positions x 64 logits, the same numbers each time (so ours = theirs).
 dry_logits() { # file
     python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<4096f', *[((i * 37) % 101) / 10.0 - 5 for i in range(4096)]))" "$1"
@@ -259,6 +282,32 @@ parse_stats() { # log
     kv=$(sed -n 's/^kv cache: peak \([0-9]*\) bytes.*/\1/p' "$1" | tail -n 1)
 }
 
+# The verdict on gpu_check compare's JSON line (see step 4b above).
+judge_compare() { # log
+    python3 - "$1" <<'EOF'
+import json, sys
+lines = [l for l in open(sys.argv[1]) if l.startswith("{")]
+if not lines:
+    print("judge: no summary line from gpu_check compare"); sys.exit(1)
+r = json.loads(lines[-1])
+bad = []
+if r["steps_pre"] < 1: bad.append("no step before the first compression")
+elif r["agree_pre"] < 0.99:
+    bad.append(f"top-1 agreement {100 * r['agree_pre']:.2f}% < 99% before the first compression")
+if r["nonfinite"]: bad.append(f"{r['nonfinite']} non-finite logits")
+if r["compressions"] < 2: bad.append(f"{r['compressions']} compressions (need several)")
+if r["sample_mismatch"] > 0.01 * r["steps"]:
+    bad.append(f"the device sampler is off its own logits at {r['sample_mismatch']} steps")
+kls = ", ".join(f"{k:.3g}" for k in r["kl"])
+print(f"judge: {r['steps']} steps, top-1 agreement {100 * r['agree']:.2f}% "
+      f"({100 * r['agree_pre']:.2f}% of {r['steps_pre']} before the first compression at step "
+      f"{r['first_compression']}), first divergent step {r['first_div']}, "
+      f"KL at the {r['compressions']} compressions: {kls}")
+for b in bad: print(f"judge: FAILED: {b}")
+sys.exit(1 if bad else 0)
+EOF
+}
+
 # The row of gpu_check decode's JSON line.
 api_row() { # log model_name
     python3 - "$1" "$2" >>"$ROWS" <<'EOF'
@@ -266,7 +315,8 @@ import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
 print("\t".join(str(x) for x in (sys.argv[2], "gpu_check", "fullkv", r["batch"], r["prompt_len"],
       r["new"], f'{r["prefill_tok_s"]:.1f}', f'{r["decode_tok_s"]:.1f}', r["peak_kv_bytes"],
-      f'pool {r["pool_peak_bytes"] / 2**30:.1f}/{r["pool_bytes"] / 2**30:.1f} GiB')))
+      f'pool {r["pool_peak_bytes"] / 2**30:.1f}/{r["pool_bytes"] / 2**30:.1f} GiB, '
+      f'{r["calls_max"]} backend calls/step')))
 EOF
 }
 
@@ -544,8 +594,30 @@ done
 check_cli_options $(pool_args "$QWEN") || can_time=0
 [ $can_time = 1 ] && echo "every option devcheck passes exists"
 
+# ---- 4b. a whole decode, GPU against CPU ----
+QWEN4=$CKPT/DeepSeek-R1-Distill-Qwen-7B-4l
+check_decode() {
+    step "whole decode on the 7B widths x 4 layers: GPU (device sampling) vs CPU, rkv budget 128, bf16 cache"
+    if ! within 60 run_hf make-ckpt --shape qwen7b-4l --out "$QWEN4"; then
+        fail "make-ckpt qwen7b-4l"
+        return
+    fi
+    log=$OUT/compare.log
+    if within 150 run_gpu_check compare --model "$QWEN4" --policy rkv --budget 128 --new 256 \
+            --prompt-len 64 --kv-type bf16 >"$log" 2>&1; then
+        grep '^compare:' "$log"
+        judge_compare "$log" || fail "whole decode: GPU and CPU disagree (see $log)"
+    else
+        tail -n 5 "$log"
+        fail "gpu_check compare (see $log)"
+    fi
+}
+
 # ---- 4-6 in priority order: the 7B shape's checks and rows first ----
-if check_shape qwen7b "$QWEN"; then
+check_shape qwen7b "$QWEN"
+have_qwen=$?
+check_decode
+if [ $have_qwen = 0 ]; then
     step "qwen7b: the device pool across batches 1, 16, 64 in one process"
     [ $can_time = 1 ] && check_pool_sweep "$QWEN"
     step "timing qwen7b: FullKV batch 1 and 64 through the model API, transformers generate"
@@ -578,6 +650,21 @@ if [ $CHECK_ONLY = 1 ]; then
         fi
     else
         echo "SKIP: numpy is not installed here"
+    fi
+    step "check-only: judge_compare fails a perturbed whole-decode comparison"
+    for bad in "0.95 0 3" "0.998 1 3" "0.998 0 1"; do
+        # shellcheck disable=SC2086
+        dry_compare $bad >"$OUT/cmp_bad.log"
+        if judge_compare "$OUT/cmp_bad.log" >"$OUT/cmp_bad.out" 2>&1; then
+            cat "$OUT/cmp_bad.out"
+            fail "judge_compare passed a comparison with agree_pre, nonfinite, compressions = $bad"
+        else
+            grep 'FAILED' "$OUT/cmp_bad.out"
+        fi
+    done
+    grep -v '^{' "$OUT/compare.log" >"$OUT/cmp_none.log"
+    if judge_compare "$OUT/cmp_none.log" >/dev/null 2>&1; then
+        fail "judge_compare passed a log without its summary line"
     fi
     step "check-only: require_passed refuses empty and failing summaries"
     printf 'x: 0 passed, 0 failed\n' >"$OUT/s0.log"

@@ -207,10 +207,10 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     struct eb_err ce = {0};
     if (device_is_cuda(s->be)) backend_cuda_pool_serve(s->be, 0);
     if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
-        if (!rc) {
-            gen_results_free(res, n);
-            *e = ce;
-        }
+        /* The device's record is the cause and generate's error its
+         * consequence (a faulted alloc's NULL reads as out of memory there). */
+        if (!rc) gen_results_free(res, n);
+        *e = ce;
         rc = -1;
     }
     return rc;

@@ -17,26 +17,62 @@
 #include <stdlib.h>
 #include <string.h>
 
+static_assert((int)cudaSuccess == (int)CUDA_RC_SUCCESS &&
+                  (int)cudaErrorMemoryAllocation == (int)CUDA_RC_MEMORY_ALLOCATION,
+              "cuda_fault.h pins the runtime's codes");
+static_assert((int)CUBLAS_STATUS_SUCCESS == (int)BLAS_RC_SUCCESS &&
+                  (int)CUBLAS_STATUS_ALLOC_FAILED == (int)BLAS_RC_ALLOC_FAILED,
+              "cuda_fault.h pins cuBLAS's codes");
+
+/* After an allocation failure: clears it and says whether the context still
+ * works (a sticky error from earlier work shows here, not as an OOM). */
+static cudaError_t state_after_clearing(void)
+{
+    cudaGetLastError();
+    cudaError_t rc = cudaDeviceSynchronize();
+    return rc != cudaSuccess ? rc : cudaGetLastError();
+}
+
+/* Records kind for `what`, naming the CUDA error `named`. */
+static void record_cuda(struct backend *be, enum cuda_fault_kind kind, const char *what,
+                        cudaError_t named)
+{
+    char where[96], detail[192];
+    snprintf(where, sizeof where, "cuda: %s", what);
+    snprintf(detail, sizeof detail, "%s: %s", cudaGetErrorName(named), cudaGetErrorString(named));
+    cuda_fault_record(&impl_of(be)->fault, kind, where, detail);
+}
+
 bool cuda_ok(struct backend *be, cudaError_t rc, const char *what)
 {
     if (rc == cudaSuccess) return true;
-    struct cuda_impl *im = impl_of(be);
-    if (!im->err[0]) {
-        snprintf(im->err, sizeof im->err, "cuda: %s: %s", what, cudaGetErrorString(rc));
-        im->err_nomem = rc == cudaErrorMemoryAllocation;
-    }
+    cudaError_t after = rc == cudaErrorMemoryAllocation ? state_after_clearing() : rc;
+    enum cuda_fault_kind kind = cuda_fault_classify((int)rc, (int)after);
+    record_cuda(be, kind, what, kind == CUDA_FAULT_FAIL ? after : rc);
     return false;
 }
 
 bool blas_ok(struct backend *be, cublasStatus_t rc, const char *what)
 {
     if (rc == CUBLAS_STATUS_SUCCESS) return true;
-    struct cuda_impl *im = impl_of(be);
-    if (!im->err[0]) {
-        snprintf(im->err, sizeof im->err, "cublas: %s: status %d", what, (int)rc);
-        im->err_nomem = rc == CUBLAS_STATUS_ALLOC_FAILED;
-    }
+    cudaError_t after = rc == CUBLAS_STATUS_ALLOC_FAILED ? state_after_clearing() : cudaSuccess;
+    enum cuda_fault_kind kind = blas_fault_classify((int)rc, (int)after);
+    char where[96], detail[192];
+    snprintf(where, sizeof where, "cublas: %s", what);
+    if (after != cudaSuccess)
+        snprintf(detail, sizeof detail, "status %d, then %s: %s", (int)rc, cudaGetErrorName(after),
+                 cudaGetErrorString(after));
+    else
+        snprintf(detail, sizeof detail, "status %d (%s)", (int)rc, cublasGetStatusString(rc));
+    cuda_fault_record(&impl_of(be)->fault, kind, where, detail);
     return false;
+}
+
+void cuda_fail(struct backend *be, const char *what, const char *why)
+{
+    char where[96];
+    snprintf(where, sizeof where, "cuda: %s", what);
+    cuda_fault_record(&impl_of(be)->fault, CUDA_FAULT_FAIL, where, why);
 }
 
 bool launched(struct backend *be, const char *what)
@@ -197,7 +233,8 @@ __global__ static void k_gather(float *y, const float *x, const int *rows, int d
 
 
 /* Greedy pick: one block per row, the largest logit, ties to the lowest id. */
-__global__ static void k_argmax(int *out, const float *logits, int n_vocab)
+__global__ static void __launch_bounds__(1024)
+k_argmax(int *out, const float *logits, int n_vocab)
 {
     __shared__ float best_v[32];
     __shared__ int best_i[32];
@@ -257,11 +294,14 @@ float *cuda_alloc(struct backend *be, size_t n_floats)
         return (float *)(im->pool_base + off);
     }
     void *p = NULL;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        cudaGetLastError(); /* out of memory is an answer, not a sticky failure */
-        return NULL;
-    }
-    return (float *)p;
+    cudaError_t rc = cudaMalloc(&p, bytes);
+    if (rc == cudaSuccess) return (float *)p;
+    /* Out of memory on a healthy context is an answer (NULL: the caller's
+     * EB_ERR_NOMEM); anything else is a failure, recorded. */
+    cudaError_t after = rc == cudaErrorMemoryAllocation ? state_after_clearing() : rc;
+    if (cuda_fault_classify((int)rc, (int)after) != CUDA_FAULT_OOM)
+        record_cuda(be, CUDA_FAULT_FAIL, "alloc", after);
+    return NULL;
 }
 
 void cuda_free(struct backend *be, float *p)
@@ -271,8 +311,8 @@ void cuda_free(struct backend *be, float *p)
     if (in_pool(im, p)) {
         /* Queued work may still read the block; a later allocation of it
          * only writes through work queued after that, so no wait is needed. */
-        if (dev_arena_free(&im->arena, (size_t)((char *)p - im->pool_base)) != 0 && !im->err[0])
-            snprintf(im->err, sizeof im->err, "cuda: free of a pointer the pool never gave out");
+        if (dev_arena_free(&im->arena, (size_t)((char *)p - im->pool_base)) != 0)
+            cuda_fail(be, "free", "a pointer the pool never gave out");
         return;
     }
     cuda_ok(be, cudaFree(p), "free");
@@ -295,12 +335,21 @@ static void cuda_download(struct backend *be, float *dst_host, const float *src,
     for (size_t i = 0; i < n; i++) dst_host[i] = NAN; /* a failed backend yields no numbers */
 }
 
+/* memmove semantics, as the CPU backend's: cudaMemcpy does not support
+ * overlapping ranges (a compaction may move rows onto rows it still reads),
+ * so an overlap goes through scratch. */
 static void cuda_copy(struct backend *be, float *dst, const float *src, size_t n)
 {
-    /* cudaMemcpy device to device is ordered on the default stream and, like
-     * the CPU backend's memmove, callers may pass overlapping rows. */
-    if (n && dst != src && !failed(be))
-        cuda_ok(be, cudaMemcpy(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice), "copy");
+    if (!n || dst == src || failed(be)) return;
+    size_t bytes = n * sizeof(float);
+    if ((uintptr_t)dst < (uintptr_t)(src + n) && (uintptr_t)src < (uintptr_t)(dst + n)) {
+        struct cuda_impl *im = impl_of(be);
+        if (!grow(be, (void **)&im->d_floats, &im->d_floats_cap, n, sizeof(float), "copy scratch") ||
+            !cuda_ok(be, cudaMemcpy(im->d_floats, src, bytes, cudaMemcpyDeviceToDevice), "copy"))
+            return;
+        src = im->d_floats;
+    }
+    cuda_ok(be, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy");
 }
 
 static void cuda_fill(struct backend *be, float *dst, float value, size_t n)
@@ -418,9 +467,8 @@ static void cuda_kv_store(struct backend *be, void *dst, enum kv_type type, cons
                           const int *rows, int n, int dim)
 {
     if (n <= 0 || dim <= 0 || failed(be)) return;
-    struct cuda_impl *im = impl_of(be);
     if (!kv_type_known(type)) {
-        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: kv store: unknown type %d", type);
+        cuda_fail(be, "kv store", "unknown cache type");
         return;
     }
     const int *d_rows = device_ints(be, rows, n);
@@ -439,9 +487,8 @@ static void cuda_kv_load(struct backend *be, float *dst, const void *src, enum k
                          size_t n)
 {
     if (!n || failed(be)) return;
-    struct cuda_impl *im = impl_of(be);
     if (!kv_type_known(type)) {
-        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: kv load: unknown type %d", type);
+        cuda_fail(be, "kv load", "unknown cache type");
         return;
     }
     unsigned nb = blocks_for(n, CUDA_THREADS);
@@ -487,7 +534,8 @@ extern "C" int backend_cuda_probe(int device, char *msg, size_t msg_size)
     int count = 0;
     cudaError_t rc = cudaGetDeviceCount(&count);
     if (rc != cudaSuccess) {
-        snprintf(msg, msg_size, "cuda: no usable driver or device: %s", cudaGetErrorString(rc));
+        snprintf(msg, msg_size, "cuda: no usable driver or device: %s: %s", cudaGetErrorName(rc),
+                 cudaGetErrorString(rc));
         return -1;
     }
     if (device < 0 || device >= count) {
@@ -507,7 +555,8 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     }
     cudaError_t rc = cudaSetDevice(device);
     if (rc != cudaSuccess) {
-        eb_fail(e, "cuda: cannot use device %d: %s", device, cudaGetErrorString(rc));
+        eb_fail(e, "cuda: cannot use device %d: %s: %s", device, cudaGetErrorName(rc),
+                cudaGetErrorString(rc));
         return NULL;
     }
     struct backend *be = (struct backend *)calloc(1, sizeof *be);
@@ -543,7 +592,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
         return NULL;
     }
     if (!stage_alloc(be, STAGE_INITIAL)) {
-        eb_fail(e, "%s", im->err);
+        eb_fail(e, "%s", im->fault.msg);
         cuda_destroy(be);
         return NULL;
     }
@@ -573,6 +622,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->weight_free = cuda_weight_free;
     be->matmul = cuda_matmul;
     be->embed_weight = cuda_embed_weight;
+    cuda_layer_ops_install(be);
     return be;
 }
 
@@ -580,15 +630,13 @@ extern "C" const char *backend_cuda_error(const struct backend *be)
 {
     if (!be || !be->impl) return "cuda: no backend";
     const struct cuda_impl *im = (const struct cuda_impl *)be->impl;
-    return im->err[0] ? im->err : NULL;
+    return im->fault.kind != CUDA_FAULT_NONE ? im->fault.msg : NULL;
 }
 
 extern "C" int backend_cuda_status(const struct backend *be, struct eb_err *e)
 {
-    const char *why = backend_cuda_error(be);
-    if (!why) return 0;
-    const struct cuda_impl *im = be && be->impl ? (const struct cuda_impl *)be->impl : NULL;
-    return im && im->err_nomem ? eb_fail_nomem(e, "%s", why) : eb_fail(e, "%s", why);
+    if (!be || !be->impl) return eb_fail(e, "cuda: no backend");
+    return cuda_fault_take(&((struct cuda_impl *)be->impl)->fault, e);
 }
 
 extern "C" int backend_cuda_mem_info(struct backend *be, size_t *free_bytes, size_t *total_bytes,
@@ -598,8 +646,8 @@ extern "C" int backend_cuda_mem_info(struct backend *be, size_t *free_bytes, siz
     cudaError_t rc = cudaSetDevice(impl_of(be)->device);
     if (rc == cudaSuccess) rc = cudaMemGetInfo(free_bytes, total_bytes);
     if (rc != cudaSuccess)
-        return eb_fail(e, "cuda: cannot read the memory of device %d: %s", impl_of(be)->device,
-                       cudaGetErrorString(rc));
+        return eb_fail(e, "cuda: cannot read the memory of device %d: %s: %s", impl_of(be)->device,
+                       cudaGetErrorName(rc), cudaGetErrorString(rc));
     return 0;
 }
 
@@ -612,10 +660,14 @@ extern "C" int backend_cuda_reserve_pool(struct backend *be, const struct kv_poo
     if (backend_cuda_mem_info(be, &free_bytes, &total_bytes, e)) return -1;
     if (kv_pool_plan(free_bytes, total_bytes, need, plan, e)) return -1;
     void *base = NULL;
-    if (cudaMalloc(&base, plan->pool_bytes) != cudaSuccess) {
-        cudaGetLastError();
-        return eb_fail_nomem(e, "cuda: cannot reserve the %.2f GiB device pool (%.2f GiB free)",
-                             plan->pool_bytes / 1073741824.0, free_bytes / 1073741824.0);
+    cudaError_t rc = cudaMalloc(&base, plan->pool_bytes);
+    if (rc != cudaSuccess) {
+        cudaError_t after = rc == cudaErrorMemoryAllocation ? state_after_clearing() : rc;
+        if (cuda_fault_classify((int)rc, (int)after) == CUDA_FAULT_OOM)
+            return eb_fail_nomem(e, "cuda: cannot reserve the %.2f GiB device pool (%.2f GiB free)",
+                                 plan->pool_bytes / 1073741824.0, free_bytes / 1073741824.0);
+        record_cuda(be, CUDA_FAULT_FAIL, "reserving the device pool", after);
+        return eb_fail(e, "%s", im->fault.msg);
     }
     if (dev_arena_init(&im->arena, plan->pool_bytes, STAGE_ALIGN, e)) {
         cudaFree(base);
@@ -632,14 +684,14 @@ extern "C" int backend_cuda_release_pool(struct backend *be, struct eb_err *e)
     if (im->arena.used)
         return eb_fail(e, "cuda: the device pool cannot be released: %zu bytes are in use",
                        im->arena.used);
-    cudaDeviceSynchronize(); /* queued work may still touch freed blocks */
-    cudaGetLastError();
+    /* Queued work may still touch freed blocks; a fault it raised is reported. */
+    if (!cuda_ok(be, cudaDeviceSynchronize(), "releasing the device pool"))
+        return eb_fail(e, "%s", im->fault.msg);
     cudaError_t rc = cudaFree(im->pool_base);
     im->pool_base = NULL;
     dev_arena_release(&im->arena);
     memset(&im->arena, 0, sizeof im->arena);
-    if (rc != cudaSuccess)
-        return eb_fail(e, "cuda: releasing the device pool: %s", cudaGetErrorString(rc));
+    if (!cuda_ok(be, rc, "releasing the device pool")) return eb_fail(e, "%s", im->fault.msg);
     return 0;
 }
 

@@ -28,34 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum {
-    FLASH_WARPS = 4,
-    FLASH_TILE = 32,       /* keys per warp step: one per lane */
-    FLASH_MAX_GROUP = 8,   /* query heads per kv head held in registers */
-    FLASH_MAX_KV = 64,     /* kv lengths passed by value: no copy, no wait */
-    FLASH_MAX_SPLITS = 64,
-    FLASH_DECODE_MAX_NEW = 4
-};
-
-/* One sequence of a launch (device memory, staged per call). */
-struct flash_seq {
-    float *out;                 /* [n_new][n_head][HD] */
-    const float *q;             /* [n_new][n_head][HD] */
-    const void *k, *v;          /* [n_kv][cap][HD] of T */
-    const unsigned char *mask;  /* device [n_kv][cap] or NULL */
-    int cap, n_new;
-    int z0;                     /* its first block along grid z */
-    int row0;                   /* its first row of partials (rows: queries of the launch) */
-    int kv_len[FLASH_MAX_KV];
-};
-
-struct flash_params {
-    const flash_seq *seqs;      /* device [n_seq] */
-    const int *zmap;            /* device: the sequence of each block along z */
-    float *part;                /* [rows][n_head][n_split][HD + 2] when n_split > 1 */
-    int n_head, group, n_split, keys_per_split;
-    float scale;
-};
+#include "kernels/cuda/cuda_flash.h"
 
 /* The result of (query i of sequence sq, head h, split) for dimension d: the
  * output when there is one split, else the partial (O unnormalised, M, L). */
@@ -63,7 +36,8 @@ __device__ static inline void flash_write(const flash_params &p, const flash_seq
                                           int split, int d, int hd, float M, float L, float O)
 {
     if (p.n_split == 1) {
-        sq.out[((size_t)i * p.n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+        /* no weight at all gives zeros; a NaN sum (a NaN score) stays NaN */
+        sq.out[((size_t)i * p.n_head + h) * hd + d] = L == 0.0f ? 0.0f : O / L;
         return;
     }
     float *pp = p.part + (((size_t)(sq.row0 + i) * p.n_head + h) * p.n_split + split) * (hd + 2);
@@ -176,16 +150,22 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
 
     if (Q != 1) { /* the warp holds its query's whole result */
         if (i >= n_new) return;
-        for (int g = 0; g < G; g++)
+        /* g bounded at compile time, so o, m and l stay in registers */
+#pragma unroll
+        for (int g = 0; g < MG; g++) {
+            if (g >= G) break;
 #pragma unroll
             for (int e = 0; e < E; e++)
                 flash_write(p, sq, i, h0 + g, split, lane * E + e, HD, m[g], l[g], o[g][e]);
+        }
         return;
     }
     /* Merge the warps' online softmaxes: rescale each to the common max. */
     __syncthreads(); /* the queries in sm are no longer read */
     float *cm = sm;  /* [FLASH_WARPS][MG][HD + 2] */
-    for (int g = 0; g < G; g++) {
+#pragma unroll
+    for (int g = 0; g < MG; g++) {
+        if (g >= G) break;
         float *row = cm + ((size_t)warp * MG + g) * (HD + 2);
 #pragma unroll
         for (int e = 0; e < E; e++) row[lane * E + e] = o[g][e];
@@ -198,8 +178,15 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
     for (int t = threadIdx.x; t < G * HD; t += blockDim.x) {
         int g = t / HD, d = t % HD;
         float M = -INFINITY, L = 0.0f, O = 0.0f;
-        for (int w = 0; w < FLASH_WARPS; w++) M = fmaxf(M, cm[((size_t)w * MG + g) * (HD + 2) + HD]);
-        if (M != -INFINITY)
+        bool nan = false; /* a NaN score: reported as NaN, never merged away */
+        for (int w = 0; w < FLASH_WARPS; w++) {
+            const float *row = cm + ((size_t)w * MG + g) * (HD + 2);
+            M = fmaxf(M, row[HD]);
+            nan = nan || isnan(row[HD + 1]);
+        }
+        if (nan)
+            L = O = NAN;
+        else if (M != -INFINITY)
             for (int w = 0; w < FLASH_WARPS; w++) {
                 const float *row = cm + ((size_t)w * MG + g) * (HD + 2);
                 float c = expf(row[HD] - M);
@@ -219,15 +206,21 @@ __global__ static void k_flash_combine(const flash_seq *seqs, const int *rowmap,
     const flash_seq &sq = seqs[rowmap[r]];
     const float *pp = part + ((size_t)r * n_head + h) * n_split * (hd + 2);
     float M = -INFINITY, L = 0.0f, O = 0.0f;
-    for (int s = 0; s < n_split; s++) M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
-    if (M != -INFINITY)
+    bool nan = false; /* a NaN score in any split: NaN, as in one piece */
+    for (int s = 0; s < n_split; s++) {
+        M = fmaxf(M, pp[(size_t)s * (hd + 2) + hd]);
+        nan = nan || isnan(pp[(size_t)s * (hd + 2) + hd + 1]);
+    }
+    if (nan)
+        L = O = NAN;
+    else if (M != -INFINITY)
         for (int s = 0; s < n_split; s++) {
             const float *ps = pp + (size_t)s * (hd + 2);
             float c = expf(ps[hd] - M);
             L += ps[hd + 1] * c;
             O += ps[d] * c;
         }
-    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L > 0.0f ? O / L : 0.0f;
+    sq.out[((size_t)(r - sq.row0) * n_head + h) * hd + d] = L == 0.0f ? 0.0f : O / L;
 }
 
 /* The general kernel: one block per (head, query q0 + blockIdx.y).  Scores
@@ -276,12 +269,12 @@ __global__ static void k_attention(struct attn_args a, const T *kc, const T *vc,
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float acc = 0.0f;
         for (int j = 0; j < n_vis; j++) acc += sc[j] * kv_to_float(v[(size_t)j * hd + d]);
-        a.out[row + d] = sum > 0.0f ? acc / sum : 0.0f;
+        a.out[row + d] = sum == 0.0f ? 0.0f : acc / sum; /* a NaN sum stays NaN */
     }
     if (!a.probs) return;
     __syncthreads(); /* every thread is done reading sc[] as weights */
     for (int j = threadIdx.x; j < a.cap; j += blockDim.x)
-        sc[j] = j < n_vis && sum > 0.0f ? sc[j] / sum : 0.0f;
+        sc[j] = j < n_vis && sum != 0.0f ? sc[j] / sum : 0.0f;
 }
 
 /* Scratch scores of the general kernel are bounded: queries are launched in
@@ -289,18 +282,10 @@ __global__ static void k_attention(struct attn_args a, const T *kc, const T *vc,
 static const size_t SCORE_SCRATCH_MAX = (size_t)64 << 20; /* floats */
 
 template <typename T>
-static int attention_general(struct backend *be, const struct attn_args *a)
+static int general_run(struct backend *be, const struct attn_args *a, const int *d_len,
+                       const unsigned char *d_mask)
 {
     struct cuda_impl *im = impl_of(be);
-    size_t mask_bytes = a->slot_mask ? (size_t)a->n_kv * a->cap : 0;
-    if (!stage_reserve(be, (size_t)a->n_kv * sizeof(int) + mask_bytes, 2)) return -1;
-    const int *d_len = (const int *)stage(be, a->kv_len, (size_t)a->n_kv * sizeof(int));
-    if (!d_len) return -1;
-    const unsigned char *d_mask = NULL;
-    if (a->slot_mask) {
-        d_mask = (const unsigned char *)stage(be, a->slot_mask, (size_t)a->n_kv * a->cap);
-        if (!d_mask) return -1;
-    }
     size_t per_query = (size_t)a->n_head * a->cap;
     int chunk = a->n_new < 65535 ? a->n_new : 65535; /* grid.y limit */
     if (!a->probs) {
@@ -327,6 +312,31 @@ static int attention_general(struct backend *be, const struct attn_args *a)
     return 0;
 }
 
+int general_run_typed(struct backend *be, const struct attn_args *a, const int *d_len,
+                      const unsigned char *d_mask)
+{
+    switch (a->kv_type) {
+    case KV_BF16: return general_run<__nv_bfloat16>(be, a, d_len, d_mask);
+    case KV_F16: return general_run<__half>(be, a, d_len, d_mask);
+    default: return general_run<float>(be, a, d_len, d_mask);
+    }
+}
+
+/* One sequence through the general kernel, its lengths and mask staged. */
+static int general_typed(struct backend *be, const struct attn_args *a)
+{
+    size_t mask_bytes = a->slot_mask ? (size_t)a->n_kv * a->cap : 0;
+    if (!stage_reserve(be, (size_t)a->n_kv * sizeof(int) + mask_bytes, 2)) return -1;
+    const int *d_len = (const int *)stage(be, a->kv_len, (size_t)a->n_kv * sizeof(int));
+    if (!d_len) return -1;
+    const unsigned char *d_mask = NULL;
+    if (a->slot_mask) {
+        d_mask = (const unsigned char *)stage(be, a->slot_mask, (size_t)a->n_kv * a->cap);
+        if (!d_mask) return -1;
+    }
+    return general_run_typed(be, a, d_len, d_mask);
+}
+
 static int div_up(long a, long b)
 {
     return (int)((a + b - 1) / b);
@@ -339,8 +349,7 @@ static void *host_scratch(struct backend *be, size_t bytes)
     if (bytes <= im->h_scratch_cap) return im->h_scratch;
     void *p = realloc(im->h_scratch, bytes * 2);
     if (!p) {
-        if (!im->err[0]) snprintf(im->err, sizeof im->err, "cuda: out of host memory");
-        im->err_nomem = 1;
+        cuda_fault_record(&im->fault, CUDA_FAULT_OOM, "cuda: attention", "out of host memory");
         return NULL;
     }
     im->h_scratch = (char *)p;
@@ -348,11 +357,68 @@ static void *host_scratch(struct backend *be, size_t bytes)
     return p;
 }
 
+/* The flash kernels over descriptors already in device memory: the split
+ * plan for the longest visible cache, the kernel, and the combine. */
+template <typename T, int HD, int Q>
+static int flash_run(struct backend *be, const struct flash_launch *L)
+{
+    struct cuda_impl *im = impl_of(be);
+    const int keys_min = Q == 1 ? FLASH_WARPS * FLASH_TILE : 8 * FLASH_TILE;
+    struct flash_split sp = flash_split_plan(im->n_sm, L->n_kv, L->n_z, L->max_vis, keys_min);
+    flash_params p = {};
+    p.seqs = L->seqs;
+    p.zmap = L->zmap;
+    p.n_head = L->n_head;
+    p.group = L->n_head / L->n_kv;
+    p.n_split = sp.n_split;
+    p.keys_per_split = sp.keys_per_split;
+    p.scale = L->scale;
+    if (sp.n_split > 1) {
+        size_t need = (size_t)L->rows * L->n_head * sp.n_split * (HD + 2);
+        if (!grow(be, (void **)&im->d_part, &im->d_part_cap, need, sizeof(float),
+                  "attention splits"))
+            return -1;
+        p.part = im->d_part;
+    }
+    size_t q_floats = (size_t)Q * FLASH_MAX_GROUP * HD;
+    size_t merge_floats = Q == 1 ? (size_t)FLASH_WARPS * FLASH_MAX_GROUP * (HD + 2) : 0;
+    size_t shared = (q_floats > merge_floats ? q_floats : merge_floats) * sizeof(float);
+    k_flash<T, HD, Q><<<dim3((unsigned)L->n_kv, (unsigned)sp.n_split, (unsigned)L->n_z),
+                        FLASH_WARPS * 32, shared>>>(p);
+    if (!launched(be, "flash attention")) return -1;
+    if (sp.n_split > 1) {
+        k_flash_combine<<<dim3((unsigned)L->n_head, (unsigned)L->rows), HD>>>(
+            p.seqs, L->rowmap, p.part, L->n_head, sp.n_split, HD);
+        if (!launched(be, "flash combine")) return -1;
+    }
+    return 0;
+}
+
+template <typename T>
+static int flash_run_hd(struct backend *be, int hd, bool decode, const struct flash_launch *L)
+{
+    switch (hd) {
+    case 64: return decode ? flash_run<T, 64, 1>(be, L) : flash_run<T, 64, FLASH_WARPS>(be, L);
+    case 128: return decode ? flash_run<T, 128, 1>(be, L) : flash_run<T, 128, FLASH_WARPS>(be, L);
+    case 256: return decode ? flash_run<T, 256, 1>(be, L) : flash_run<T, 256, FLASH_WARPS>(be, L);
+    }
+    return refuse(be, "flash attention", "unsupported head size");
+}
+
+int flash_run_typed(struct backend *be, enum kv_type t, int hd, bool decode,
+                    const struct flash_launch *L)
+{
+    switch (t) {
+    case KV_BF16: return flash_run_hd<__nv_bfloat16>(be, hd, decode, L);
+    case KV_F16: return flash_run_hd<__half>(be, hd, decode, L);
+    default: return flash_run_hd<float>(be, hd, decode, L);
+    }
+}
+
 /* One launch over the sequences a[idx[0..n)] (all decode-sized when Q = 1). */
 template <typename T, int HD, int Q>
 static int launch_flash(struct backend *be, const struct attn_args *a, const int *idx, int n)
 {
-    struct cuda_impl *im = impl_of(be);
     const int n_kv = a[idx[0]].n_kv, n_head = a[idx[0]].n_head;
     int n_z = 0, rows = 0, max_vis = 0;
     size_t mask_bytes = 0;
@@ -366,18 +432,6 @@ static int launch_flash(struct backend *be, const struct attn_args *a, const int
         }
         if (x->slot_mask) mask_bytes += (size_t)n_kv * x->cap;
     }
-    /* Enough blocks for two waves over the GPU, but no split under one
-     * round of tiles for the block's warps. */
-    const int keys_min = Q == 1 ? FLASH_WARPS * FLASH_TILE : 8 * FLASH_TILE;
-    const int vis = max_vis > 0 ? max_vis : 1;
-    int n_split = div_up(2L * im->n_sm, (long)n_kv * n_z);
-    int most = div_up(vis, keys_min);
-    if (n_split > most) n_split = most;
-    if (n_split > FLASH_MAX_SPLITS) n_split = FLASH_MAX_SPLITS;
-    if (n_split < 1) n_split = 1;
-    int kps = div_up(div_up(vis, n_split), keys_min) * keys_min;
-    n_split = div_up(vis, kps);
-
     size_t desc_bytes = (size_t)n * sizeof(flash_seq);
     size_t map_bytes = ((size_t)n_z + (size_t)rows) * sizeof(int);
     char *h = (char *)host_scratch(be, desc_bytes + map_bytes);
@@ -404,36 +458,14 @@ static int launch_flash(struct backend *be, const struct attn_args *a, const int
         for (int t = div_up(x->n_new, Q); t > 0; t--) zmap[z++] = j;
         for (int t = 0; t < x->n_new; t++) rowmap[r++] = j;
     }
-    flash_params p = {};
-    p.seqs = (const flash_seq *)stage(be, desc, desc_bytes);
-    p.zmap = (const int *)stage(be, zmap, (size_t)n_z * sizeof(int));
-    const int *d_rowmap = n_split > 1 ? (const int *)stage(be, rowmap, (size_t)rows * sizeof(int))
-                                      : NULL;
-    if (!p.seqs || !p.zmap || (n_split > 1 && !d_rowmap)) return -1;
-    p.n_head = n_head;
-    p.group = n_head / n_kv;
-    p.n_split = n_split;
-    p.keys_per_split = kps;
-    p.scale = a[idx[0]].scale;
-    if (n_split > 1) {
-        size_t need = (size_t)rows * n_head * n_split * (HD + 2);
-        if (!grow(be, (void **)&im->d_part, &im->d_part_cap, need, sizeof(float),
-                  "attention splits"))
-            return -1;
-        p.part = im->d_part;
-    }
-    size_t q_floats = (size_t)Q * FLASH_MAX_GROUP * HD;
-    size_t merge_floats = Q == 1 ? (size_t)FLASH_WARPS * FLASH_MAX_GROUP * (HD + 2) : 0;
-    size_t shared = (q_floats > merge_floats ? q_floats : merge_floats) * sizeof(float);
-    k_flash<T, HD, Q><<<dim3((unsigned)n_kv, (unsigned)n_split, (unsigned)n_z),
-                        FLASH_WARPS * 32, shared>>>(p);
-    if (!launched(be, "flash attention")) return -1;
-    if (n_split > 1) {
-        k_flash_combine<<<dim3((unsigned)n_head, (unsigned)rows), HD>>>(p.seqs, d_rowmap, p.part,
-                                                                       n_head, n_split, HD);
-        if (!launched(be, "flash combine")) return -1;
-    }
-    return 0;
+    struct flash_launch L = {};
+    L.seqs = (const flash_seq *)stage(be, desc, desc_bytes);
+    L.zmap = (const int *)stage(be, zmap, (size_t)n_z * sizeof(int));
+    L.rowmap = (const int *)stage(be, rowmap, (size_t)rows * sizeof(int));
+    if (!L.seqs || !L.zmap || !L.rowmap) return -1;
+    L.n_z = n_z, L.rows = rows, L.n_head = n_head, L.n_kv = n_kv, L.max_vis = max_vis;
+    L.scale = a[idx[0]].scale;
+    return flash_run<T, HD, Q>(be, &L);
 }
 
 /* Decode-sized sequences (at most FLASH_DECODE_MAX_NEW queries) in one
@@ -456,9 +488,7 @@ static int attention_flash(struct backend *be, const struct attn_args *a, int n,
  * allocations are 256-byte aligned; head_dim keeps every row aligned). */
 static bool flash_fits(const struct attn_args *a)
 {
-    int hd = a->head_dim;
-    return !a->probs && (hd == 64 || hd == 128 || hd == 256) &&
-           a->n_head / a->n_kv <= FLASH_MAX_GROUP && a->n_kv <= FLASH_MAX_KV &&
+    return !a->probs && flash_shape_ok(a->n_head, a->n_kv, a->head_dim) &&
            ((uintptr_t)a->k_cache & 15) == 0 && ((uintptr_t)a->v_cache & 15) == 0;
 }
 
@@ -471,15 +501,6 @@ static bool args_ok(const struct attn_args *a)
 
 /* Launch limits of one batched launch: blocks along z, rows of the combine. */
 static const long FLASH_MAX_Z = 65535;
-
-static int general_typed(struct backend *be, const struct attn_args *a)
-{
-    switch (a->kv_type) {
-    case KV_BF16: return attention_general<__nv_bfloat16>(be, a);
-    case KV_F16: return attention_general<__half>(be, a);
-    default: return attention_general<float>(be, a);
-    }
-}
 
 /* Every a[j] has a[0]'s cache type here. */
 template <int HD>
@@ -494,11 +515,11 @@ static int flash_typed(struct backend *be, const struct attn_args *a, int n, int
 
 int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
 {
-    if (n < 1 || !a) return -1;
+    if (n < 1 || !a) return refuse(be, "attention", "no problems given");
     bool flash = true;
     long z = 0;
     for (int j = 0; j < n; j++) {
-        if (!args_ok(&a[j])) return -1;
+        if (!args_ok(&a[j])) return refuse(be, "attention", "bad arguments");
         flash = flash && flash_fits(&a[j]) && a[j].n_head == a[0].n_head &&
                 a[j].n_kv == a[0].n_kv && a[j].head_dim == a[0].head_dim &&
                 a[j].scale == a[0].scale && a[j].kv_type == a[0].kv_type;
@@ -517,7 +538,10 @@ int cuda_attention_batch(struct backend *be, const struct attn_args *a, int n)
         return 0;
     }
     int *idx = (int *)malloc((size_t)n * sizeof *idx);
-    if (!idx) return -1;
+    if (!idx) {
+        cuda_fault_record(&impl_of(be)->fault, CUDA_FAULT_OOM, "cuda: attention", "out of host memory");
+        return -1;
+    }
     int rc;
     switch (a[0].head_dim) {
     case 64: rc = flash_typed<64>(be, a, n, idx); break;

@@ -5,6 +5,9 @@
 #define EB_CUDA_INTERNAL_H
 
 #include "kernels/cuda/backend_cuda.h"
+extern "C" {
+#include "kernels/cuda/cuda_fault.h"
+}
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -40,8 +43,7 @@ struct cuda_impl {
     char *pool_base;
     struct dev_arena arena;
     bool pool_off;     /* backend_cuda_pool_serve(0): alloc bypasses the pool for now */
-    char err[256];     /* first failure; empty while all is well */
-    int err_nomem;     /* that failure was the device running out of memory */
+    struct cuda_fault fault; /* first failure (cuda_fault.h: an OOM or a failure) */
 };
 
 static const unsigned CUDA_THREADS = 256;
@@ -53,11 +55,22 @@ static inline struct cuda_impl *impl_of(const struct backend *be)
 
 static inline bool failed(struct backend *be)
 {
-    return impl_of(be)->err[0] != 0;
+    return impl_of(be)->fault.kind != CUDA_FAULT_NONE;
 }
 
-/* Records the first failure; returns true when rc is success. */
+/* Records the first failure; returns true when rc is success.  An
+ * allocation failure is an OOM when the context is healthy once it is
+ * cleared; any other error is a failure named by the CUDA error. */
 bool cuda_ok(struct backend *be, cudaError_t rc, const char *what);
+/* Records a failure that is not a CUDA error (bad arguments, an unknown
+ * type): the op did nothing, so its output must not be read as numbers. */
+void cuda_fail(struct backend *be, const char *what, const char *why);
+/* cuda_fail for an op that returns a status: records it and returns -1. */
+static inline int refuse(struct backend *be, const char *what, const char *why)
+{
+    cuda_fail(be, what, why);
+    return -1;
+}
 bool blas_ok(struct backend *be, cublasStatus_t rc, const char *what);
 /* After a kernel launch: catches bad launch configurations. */
 bool launched(struct backend *be, const char *what);
@@ -197,6 +210,8 @@ int cuda_pool1d(struct backend *be, float *out, const float *in, int n, int kern
                 enum score_pool mode);
 int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a);
 int cuda_row_range(struct backend *be, float *out, const float *x, int n, int dim);
+/* Sets be's layer-granular ops (cuda_layer.cu). */
+void cuda_layer_ops_install(struct backend *be);
 /* Scratch of `bytes` in d_floats (256-byte aligned by cudaMalloc). */
 void *float_scratch(struct backend *be, size_t bytes, const char *what);
 

@@ -96,8 +96,9 @@ __device__ static double block_sum_d(double v, double *red)
     return r;
 }
 
-__global__ static void k_sample(int *out, const float *logits, int n_vocab,
-                                const struct sample_row *rows)
+/* 1024 threads a block: the bounds let ptxas budget registers for them. */
+__global__ static void __launch_bounds__(SAMPLE_THREADS)
+k_sample(int *out, const float *logits, int n_vocab, const struct sample_row *rows)
 {
     __shared__ unsigned long long keys[1024];
     __shared__ double w[1024]; /* the sorted candidates' weights */

@@ -218,8 +218,8 @@ __global__ static void k_redundancy_rows(double *base, double *sub, const float 
 }
 
 /* One block: out = softmax_j((base[j] - sub[j]) / len). */
-__global__ static void k_redundancy_softmax(float *out, double *base, const double *sub,
-                                            int len)
+__global__ static void __launch_bounds__(1024)
+k_redundancy_softmax(float *out, double *base, const double *sub, int len)
 {
     __shared__ double red[32];
     double max = -INFINITY;

@@ -48,6 +48,7 @@
  * value is exact in f32) and within 2^-8 |value| for a quantized type. */
 #include "kernels/cuda/backend_cuda.h"
 #include "kernels/cuda/cuda_selftest_sample.h"
+#include "kernels/cuda/cuda_selftest_util.h"
 
 extern "C" {
 #include "kernels/quant.h"
@@ -794,6 +795,10 @@ int main(int argc, char **argv)
     test_row_range(333, 129);
     test_score_bad_args();
     test_pool();
+    struct selftest st = {cpu, gpu, &n_passed, &n_failed, 0x9e3779b97f4a7c15ull};
+    selftest_magnitude(&st);
+    selftest_layer(&st);
+    selftest_layer_refusals(&st);
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);
     gpu->destroy(gpu);
     cpu->destroy(cpu);

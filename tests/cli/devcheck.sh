@@ -22,6 +22,16 @@ for target in "1\. qwen7b batch-1 decode .*HBM roofline" "2\. qwen7b rkv budget 
     grep -q "$target" "$TMP/ok.log" || { echo "FAIL: the table lacks target '$target'"; fail=1; }
 done
 
+# The whole-decode comparison's verdict: the stand-in passes, perturbed ones fail.
+grep -q "^judge: 256 steps, top-1 agreement" "$TMP/ok.log" ||
+    { echo "FAIL: the stand-in whole-decode comparison was not judged"; fail=1; }
+for why in "top-1 agreement 95.00% < 99% before the first compression" "1 non-finite logits" \
+           "1 compressions (need several)"; do
+    grep -qF "judge: FAILED: $why" "$TMP/ok.log" ||
+        { echo "FAIL: a perturbed comparison ($why) was not failed"; fail=1; }
+done
+[ $fail = 0 ] && echo "ok   whole-decode comparison: judged, and perturbed inputs fail it"
+
 # A CLI that lost --ignore-eos (its help no longer lists it): check-only fails and names it.
 cat >"$TMP/evictbench" <<EOS
 #!/bin/sh

@@ -20,7 +20,11 @@
  *       memory estimate (so every cache and buffer comes from it), runs B
  *       sequences of L prompt tokens and N new tokens (EOS ignored), checks
  *       the backend's status, and prints one JSON line with prefill and
- *       decode tokens/s, peak KV bytes and the pool's size and peak use.
+ *       decode tokens/s, peak KV bytes, the pool's size and peak use, and the
+ *       backend calls of a decode step (fewest, most: the model runs on the
+ *       counting wrapper, kernels/backend_count.c; no CUPTI).
+ *   gpu_check compare --model DIR [--policy P] [--budget N] [--new N] ...
+ *       A whole decode on the GPU against the CPU backend (decode_compare.c).
  *
  * Built only by the CUDA build (`make devcheck-tools`): it links the CUDA
  * backend.  The relative error of a position is max|ours - ref| / max|ref|. */
@@ -34,6 +38,7 @@
 #include "model/generate.h"
 #include "model/model.h"
 #include "model/modelfile.h"
+#include "tools/devcheck/decode_compare.h"
 
 static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
                              "tiny-qwen3"};
@@ -412,7 +417,10 @@ static int cmd_decode(int argc, char **argv)
         fprintf(stderr, "gpu_check: decode needs --model and positive sizes\n");
         return 2;
     }
-    struct backend *be = cuda_device_parse(device, &dev, &e) ? NULL : backend_cuda_create(dev, &e);
+    struct backend *inner = cuda_device_parse(device, &dev, &e) ? NULL : backend_cuda_create(dev, &e);
+    /* the model runs on the counting wrapper; the CUDA entry points get inner */
+    struct backend *be = inner ? backend_count_create(inner) : NULL;
+    if (inner && !be) inner->destroy(inner);
     struct model *m = NULL;
     int *ids = malloc((size_t)batch * plen * sizeof *ids), rc = 1;
     struct gen_request *req = calloc((size_t)batch, sizeof *req);
@@ -432,24 +440,32 @@ static int cmd_decode(int argc, char **argv)
     struct gen_options opt = {0};
     opt.ignore_eos = 1;
     size_t free_b, total_b;
-    if (backend_cuda_mem_info(be, &free_b, &total_b, &e)) goto fail;
+    if (backend_cuda_mem_info(inner, &free_b, &total_b, &e)) goto fail;
     opt.mem_limit = total_b;
     size_t est = generate_estimate_bytes(&m->cfg, 0, req, batch, &opt);
     struct kv_pool_need need = {est / (size_t)batch + 1, 0, batch};
     struct kv_pool_plan plan;
-    if (backend_cuda_reserve_pool(be, &need, &plan, &e)) goto fail;
+    if (backend_cuda_reserve_pool(inner, &need, &plan, &e)) goto fail;
     opt.mem_limit = m->weight_bytes + plan.pool_bytes;
     struct gen_stats st;
-    if (generate(m, req, batch, &opt, res, &st, &e) || backend_cuda_status(be, &e)) goto fail;
+    int grc = generate(m, req, batch, &opt, res, &st, &e);
+    struct eb_err ce = {0};
+    if (backend_cuda_status(inner, &ce)) { /* the device's record is the cause */
+        if (!grc) gen_results_free(res, batch);
+        e = ce;
+        goto fail;
+    }
+    if (grc) goto fail;
     gen_results_free(res, batch);
     size_t used, peak;
-    backend_cuda_pool_usage(be, &used, &peak);
+    backend_cuda_pool_usage(inner, &used, &peak);
     printf("{\"engine\": \"gpu_check\", \"batch\": %d, \"prompt_len\": %d, \"new\": %d, "
            "\"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"peak_kv_bytes\": %zu, "
-           "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu}\n",
+           "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu, "
+           "\"calls_min\": %ld, \"calls_max\": %ld}\n",
            batch, plen, n_new, st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0,
            st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0, st.peak_kv_bytes,
-           m->weight_bytes, plan.pool_bytes, peak);
+           m->weight_bytes, plan.pool_bytes, peak, st.decode_calls_min, st.decode_calls_max);
     rc = 0;
     goto done;
 fail:
@@ -468,8 +484,11 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "fixtures")) return cmd_fixtures(argc > 2 ? atoi(argv[2]) : 0);
     if (argc >= 2 && !strcmp(argv[1], "logits")) return cmd_logits(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_decode(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "compare")) return cmd_compare(argc - 2, argv + 2);
     fprintf(stderr, "usage: gpu_check fixtures [DEVICE] | gpu_check logits --model PATH "
                     "--ids 1,2,3 --out FILE [--device cpu|cuda[:N]] | gpu_check decode --model PATH "
-                    "[--batch B] [--prompt-len L] [--new N] [--device cuda[:N]]\n");
+                    "[--batch B] [--prompt-len L] [--new N] [--device cuda[:N]] | gpu_check compare "
+                    "--model DIR [--policy P] [--budget N] [--new N] [--prompt-len N] "
+                    "[--kv-type T] [--device cuda[:N]]\n");
     return 2;
 }

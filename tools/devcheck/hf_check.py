@@ -3,7 +3,7 @@
 is downloaded: torch and transformers are installed there, the tokenizers come
 from the repository's fixtures).
 
-  hf_check.py make-ckpt --shape qwen7b|llama8b --out DIR
+  hf_check.py make-ckpt --shape qwen7b|qwen7b-4l|llama8b --out DIR
       A random-weight checkpoint shaped exactly like DeepSeek-R1-Distill-Qwen-7B
       or -Llama-8B (their config.json values), written by transformers as bf16
       safetensors shards, with the real tokenizer (tests/fixtures/tok/*.xz) so
@@ -62,6 +62,11 @@ SHAPES = {
                     bos_token_id=128000, eos_token_id=128001, hidden_act="silu",
                     initializer_range=0.02, torch_dtype="bfloat16")),
 }
+# The 7B widths (hidden, heads, head_dim, MLP, vocab) over 4 layers: the whole-decode
+# comparison against the CPU backend (gpu_check compare), whose CPU side must
+# finish in about a minute.
+SHAPES["qwen7b-4l"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
+    SHAPES["qwen7b"]["config"], num_hidden_layers=4, max_window_layers=4))
 # The same, tiny: tests this script and the comparison on a machine without a GPU.
 SHAPES["tiny-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
     SHAPES["qwen7b"]["config"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
