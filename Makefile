@@ -14,7 +14,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -I. -I/usr/include/openblas
-LDLIBS  += -lopenblas -lcjson -lsqlite3 -lm -fopenmp
+LDLIBS  += -lopenblas -lcjson -lsqlite3 -lz -lm -fopenmp
 
 BUILD   := build
 ifeq ($(SAN),1)

@@ -158,6 +158,7 @@ static int record_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
                         &g->res[b0 + k], &g->meas[k], e))
             return -1;
         sample_trace_stats(&g->pp, k, s); /* policy sequence ids are batch positions */
+        if (sample_retention(&g->pp, k, g->r, &g->res[b0 + k], g->out, s, e)) return -1;
         if (sample_sentences(&g->pp, k, q, g->out, e)) return -1;
     }
     return 0;
@@ -198,7 +199,9 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
         .max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0,
         .n_pad = padded ? g->pb.n_pad : NULL, /* the estimate then covers the pads */
         .hooks = &mine, .policy = &g->pp, .kv_type = pt->kv_type};
-    if (session_policy_glue(&g->pp, r->s.m, e)) return BATCH_FAILED;
+    if (session_policy_glue(&g->pp, r->s.m, e) ||
+        (g->pp.glue && policy_glue_record_retention(g->pp.glue, g->cfg->retention, e)))
+        return BATCH_FAILED;
     struct gen_options opt;
     session_gen_options(&r->s, &so, &hooks, &opt);
     if (over_memory(g, nb, &opt)) return BATCH_LAST;
