@@ -19,6 +19,7 @@
 #include "policies/steering.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/retention.h"
 #include "harness/exp/runner_priv.h"
 #include "util/clock.h"
 
@@ -243,6 +244,10 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     } else {
         out->n_samples = g->total;
     }
+    struct retention *rec = g->pp.glue ? policy_glue_retention(g->pp.glue) : NULL;
+    if (rec && g->gen_s > 0)
+        fprintf(stderr, "retention record: %.1f ms over %.1f s of generation (%.3f%%)\n",
+                rec->cost_s * 1e3, g->gen_s, 100.0 * rec->cost_s / g->gen_s);
     out->run.wall_s = clock_now_s() - g->t_point;
     out->run.gen_tokens = g->gen_tokens;
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;
