@@ -138,10 +138,15 @@ static int retention_json(struct store *s, const struct output *o, int has_table
         sb_printf(j, "\"diverge\":%d,\"steps\":[", dtok);
         for (int h = 0; h < L * K; h++) {
             sb_printf(j, "%s\"", h ? "," : "");
-            for (int p = 0; p < N; p++) {
+            /* runs of one value as "value*count"; "never" (0) as an empty value */
+            for (int p = 0; p < N;) {
                 uint32_t v = steps[(size_t)h * N + p];
-                if (v) sb_printf(j, p ? ",%u" : "%u", v);
-                else if (p) sb_put(j, ",", 1);
+                int run = 1;
+                while (p + run < N && steps[(size_t)h * N + p + run] == v) run++;
+                if (p) sb_put(j, ",", 1);
+                if (v) sb_printf(j, "%u", v);
+                if (run > 1) sb_printf(j, "*%d", run);
+                p += run;
             }
             sb_printf(j, "\"");
         }

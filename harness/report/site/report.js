@@ -71,8 +71,15 @@
 
   /* ---- retention views ---- */
 
+  /* one head's steps: "value" or "value*count" per run, an empty value = never */
   function decodeHead(s) {
-    return s.split(',').map(function (x) { return x ? parseInt(x, 10) : 0; });
+    var out = [];
+    s.split(',').forEach(function (x) {
+      var star = x.indexOf('*'), v = star < 0 ? x : x.slice(0, star);
+      var n = star < 0 ? 1 : parseInt(x.slice(star + 1), 10);
+      for (var i = 0; i < n; i++) out.push(v ? parseInt(v, 10) : 0);
+    });
+    return out;
   }
 
   function option(select, value, text) {
