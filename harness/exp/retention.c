@@ -198,42 +198,48 @@ void retention_blob_free(struct retention_blob *b)
     b->steps = b->token_bytes = NULL;
 }
 
-int retention_decode_steps(const unsigned char *z, size_t len, size_t n_values, uint32_t **out,
-                           struct eb_err *e)
+/* n little-endian values of width bytes each, zlib-packed, into uint32 (malloc'd). */
+static int unpack_values(const unsigned char *z, size_t len, size_t n, int width, uint32_t **out,
+                         struct eb_err *e)
 {
     *out = NULL;
-    if (n_values > ((size_t)1 << 30)) return eb_fail(e, "retention: %zu values is too many", n_values);
-    unsigned char *raw = malloc(n_values ? n_values * 4 : 1);
-    uint32_t *v = malloc(n_values ? n_values * sizeof *v : 1);
-    if (!raw || !v || inflate_buf(z, len, raw, n_values * 4, e)) {
+    if (n > ((size_t)1 << 30)) return eb_fail(e, "retention: %zu values is too many", n);
+    unsigned char *raw = malloc(n ? n * (size_t)width : 1);
+    uint32_t *v = malloc(n ? n * sizeof *v : 1);
+    if (!raw || !v || inflate_buf(z, len, raw, n * (size_t)width, e)) {
         int nomem = !raw || !v;
         free(raw);
         free(v);
         return nomem ? eb_fail_nomem(e, "retention record") : -1;
     }
-    for (size_t i = 0; i < n_values; i++)
-        v[i] = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
-               (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = 0;
+        for (int k = width - 1; k >= 0; k--) v[i] = v[i] << 8 | raw[i * (size_t)width + k];
+    }
     free(raw);
     *out = v;
     return 0;
 }
 
+int retention_decode_steps(const unsigned char *z, size_t len, size_t n_values, uint32_t **out,
+                           struct eb_err *e)
+{
+    return unpack_values(z, len, n_values, 4, out, e);
+}
+
 int retention_decode_token_bytes(const unsigned char *z, size_t len, size_t n, int **out,
                                  struct eb_err *e)
 {
+    uint32_t *v = NULL;
     *out = NULL;
-    if (n > ((size_t)1 << 28)) return eb_fail(e, "retention: %zu tokens is too many", n);
-    unsigned char *raw = malloc(n ? n * 2 : 1);
-    int *v = malloc(n ? n * sizeof *v : 1);
-    if (!raw || !v || inflate_buf(z, len, raw, n * 2, e)) {
-        int nomem = !raw || !v;
-        free(raw);
+    if (unpack_values(z, len, n, 2, &v, e)) return -1;
+    int *w = malloc(n ? n * sizeof *w : 1);
+    if (!w) {
         free(v);
-        return nomem ? eb_fail_nomem(e, "retention record") : -1;
+        return eb_fail_nomem(e, "retention record");
     }
-    for (size_t i = 0; i < n; i++) v[i] = raw[2 * i] | raw[2 * i + 1] << 8;
-    free(raw);
-    *out = v;
+    for (size_t i = 0; i < n; i++) w[i] = (int)v[i];
+    free(v);
+    *out = w;
     return 0;
 }
