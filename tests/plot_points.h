@@ -21,6 +21,7 @@ static void pts_add(struct pts *p, double x, double y)
 /* Which curves of a captured table hold a figure's data points. */
 struct drawn_spec {
     const char *fig;
+    const char *ycol;           /* the view column the points show (after scaling) */
     int plot;                   /* the figure's plot command (0, or 1: the right panel) */
     int first;                  /* first curve; */
     int per_series;             /* curves taken: per_series * series (1 when 0) */
@@ -33,13 +34,13 @@ struct drawn_spec {
     "THEN 1048576.0 WHEN m >= 1024 THEN 1024.0 ELSE 1.0 END)"
 
 static const struct drawn_spec drawn_specs[] = {
-    {"accuracy_vs_budget", 0, 0, 1, 1,
+    {"accuracy_vs_budget", "accuracy", 0, 0, 1, 1,
      "SELECT budget, 100.0 * accuracy FROM v_accuracy_by_budget WHERE budget IS NOT NULL "
      "AND accuracy IS NOT NULL"},
-    {"length_vs_budget", 0, 0, 1, 1,
+    {"length_vs_budget", "mean_gen_tokens", 0, 0, 1, 1,
      "SELECT budget, mean_gen_tokens FROM v_length_by_budget WHERE budget IS NOT NULL "
      "AND mean_gen_tokens IS NOT NULL"},
-    {"peak_kv_vs_budget", 0, 0, 1, 1,
+    {"peak_kv_vs_budget", "seq_peak_kv_bytes", 0, 0, 1, 1,
      "SELECT budget, " KV_SCALE("seq_peak_kv_bytes") " FROM (SELECT k.budget, k.seq_peak_kv_bytes, "
      "(SELECT MAX(MAX(o.seq_peak_kv_bytes), MAX(COALESCE(o.fullkv_seq_peak_kv_bytes, 0))) FROM "
      "v_kv_by_budget o WHERE o.model = k.model AND o.dataset = k.dataset AND o.kv_type IS k.kv_type "
@@ -47,28 +48,28 @@ static const struct drawn_spec drawn_specs[] = {
      "k.batch_size AND o.batching IS k.batching AND o.budget IS NOT NULL AND o.seq_peak_kv_bytes "
      "IS NOT NULL) AS m FROM v_kv_by_budget k WHERE k.budget IS NOT NULL AND "
      "k.seq_peak_kv_bytes IS NOT NULL)"},
-    {"throughput_vs_batch", 0, 0, 1, 1,
+    {"throughput_vs_batch", "tokens_per_s", 0, 0, 1, 1,
      "SELECT batch_size, tokens_per_s FROM v_throughput_by_batch WHERE status = 'ok' "
      "AND tokens_per_s IS NOT NULL"},
     /* bs1, padded and grouped bars: three curves per series, one of them defined */
-    {"batching_bs1_vs_padded_vs_grouped", 0, 0, 3, 0,
+    {"batching_bs1_vs_padded_vs_grouped", "accuracy", 0, 0, 3, 0,
      "SELECT 100.0 * accuracy FROM v_batching b WHERE budget IS NOT NULL AND setting IN "
      "('bs1', 'padded', 'grouped') AND accuracy IS NOT NULL AND (SELECT COUNT(DISTINCT o.setting) "
      "FROM v_batching o WHERE o.model = b.model AND o.dataset = b.dataset AND o.sampling IS "
      "b.sampling AND o.max_new_tokens IS b.max_new_tokens AND o.policy = b.policy AND o.budget IS "
      "NOT NULL AND o.setting IN ('bs1', 'padded', 'grouped')) >= 2"},
-    {"fidelity_vs_budget", 0, 0, 1, 1,
+    {"fidelity_vs_budget", "mean_kl", 0, 0, 1, 1,
      "SELECT budget, mean_kl FROM v_fidelity WHERE budget IS NOT NULL AND mean_kl IS NOT NULL"},
-    {"fidelity_vs_budget", 1, 0, 1, 1,
+    {"fidelity_vs_budget", "top1_agree", 1, 0, 1, 1,
      "SELECT budget, 100.0 * top1_agree FROM v_fidelity WHERE budget IS NOT NULL "
      "AND top1_agree IS NOT NULL"},
     /* one bar curve per panel, bars in the view's step order */
-    {"ablation", 0, 0, 0, 0, NULL},
-    {"ablation", 1, 0, 0, 0, NULL},
+    {"ablation", "accuracy", 0, 0, 0, 0, NULL},
+    {"ablation", "mean_gen_tokens", 1, 0, 0, 0, NULL},
     /* the points (after the box plots): one curve per class present */
-    {"pss_correct_vs_incorrect", 0, -1, 1, 0,
+    {"pss_correct_vs_incorrect", "n_redundant_pairs", 0, -1, 1, 0,
      "SELECT n_redundant_pairs FROM v_pss_samples WHERE n_redundant_pairs IS NOT NULL"},
-    {"pss_correct_vs_incorrect", 1, -1, 1, 0,
+    {"pss_correct_vs_incorrect", "n_nonexec", 1, -1, 1, 0,
      "SELECT n_nonexec FROM v_pss_samples WHERE n_nonexec IS NOT NULL"},
 };
 

@@ -8,6 +8,7 @@
  *   - the Markdown and LaTeX tables carry the view's numbers, best in bold. */
 #include "test.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -432,6 +433,60 @@ static int to_pts(void *ctx, int ncols, const char *const *names, const char *co
     return 0;
 }
 
+/* sql with every whole-word occurrence of `from` replaced by `to` (static buffer). */
+static const char *swap_column(const char *sql, const char *from, const char *to)
+{
+    static char out[8192];
+    size_t n = 0, lf = strlen(from);
+    for (const char *c = sql; *c && n + 64 < sizeof out;) {
+        int word_start = c == sql || !(isalnum((unsigned char)c[-1]) || c[-1] == '_');
+        int word_end = !(isalnum((unsigned char)c[lf]) || c[lf] == '_');
+        if (word_start && !strncmp(c, from, lf) && word_end) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%s", to);
+            c += lf;
+        } else {
+            out[n++] = *c++;
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* The fixture can tell the figure's column from every other numeric column of
+ * its view: reading any of them instead would draw other values. */
+static void check_distinct(const char *db, const struct drawn_spec *sp, const char *sql,
+                           struct pts *want)
+{
+    static const char *const text_cols[] = {"model", "dataset", "policy", "batching", "sampling",
+                                            "setting", "status", "device", "kv_type", "item_id", NULL};
+    const char *cols = NULL;
+    for (int f = 0; f < N_SPECS && !cols; f++)
+        if (!strcmp(fig_specs[f].name, sp->fig)) cols = fig_specs[f].sql + strlen("SELECT ");
+    if (!cols) return;
+    static struct pts alt;
+    char name[64];
+    for (const char *c = cols; strncmp(c, "FROM ", 5);) {
+        size_t len = strcspn(c, ", ");
+        snprintf(name, sizeof name, "%.*s", (int)len, c);
+        c += len + strspn(c + len, ", ");
+        int text = !strcmp(name, sp->ycol);
+        for (int i = 0; text_cols[i] && !text; i++) text = !strcmp(name, text_cols[i]);
+        if (text) continue;
+        alt.n = 0;
+        struct store *s = NULL;
+        struct eb_err e = {0};
+        if (store_open_readonly(db, &s, &e)) continue;
+        int rc = store_query(s, swap_column(sql, sp->ycol, name), to_pts, &alt, &e);
+        store_close(s);
+        if (rc || alt.n != want->n) continue;
+        pts_sort(&alt, sp->check_x);
+        int same = 1;
+        for (int i = 0; i < alt.n && same; i++) same = near_rel(alt.y[i], want->y[i]);
+        CHECK_MSG(!same, "%s: the fixture draws the same points from %s as from %s; make "
+                  "its values distinct", sp->fig, name, sp->ycol);
+    }
+}
+
 /* Every point a figure draws equals its named column in the view (after the
  * figure's scaling): gnuplot's own `set table` of each panel, all panels
  * together, as a multiset against the view's rows. */
@@ -463,6 +518,7 @@ static void check_drawn(const char *db, const struct events *x)
         if (got.n != want.n || got.n > MAX_PTS) continue;
         pts_sort(&got, sp->check_x);
         pts_sort(&want, sp->check_x);
+        check_distinct(db, sp, sql, &want);
         int i = 0;
         while (i < got.n && near_rel(got.x[i], want.x[i]) && near_rel(got.y[i], want.y[i])) i++;
         CHECK_MSG(i == got.n, "%s (plot %d): drawn (%g, %g), the view's column gives (%g, %g)",
