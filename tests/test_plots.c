@@ -440,8 +440,9 @@ static const char *swap_column(const char *sql, const char *from, const char *to
     size_t n = 0, lf = strlen(from);
     for (const char *c = sql; *c && n + 64 < sizeof out;) {
         int word_start = c == sql || !(isalnum((unsigned char)c[-1]) || c[-1] == '_');
-        int word_end = !(isalnum((unsigned char)c[lf]) || c[lf] == '_');
-        if (word_start && !strncmp(c, from, lf) && word_end) {
+        int match = word_start && !strncmp(c, from, lf) &&
+                    !(isalnum((unsigned char)c[lf]) || c[lf] == '_');
+        if (match) {
             n += (size_t)snprintf(out + n, sizeof out - n, "%s", to);
             c += lf;
         } else {
