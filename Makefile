@@ -14,7 +14,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fopenmp -I. -I/usr/include/openblas
-LDLIBS  += -lopenblas -lcjson -lsqlite3 -lm -fopenmp
+LDLIBS  += -lopenblas -lcjson -lsqlite3 -lz -lm -fopenmp
 
 BUILD   := build
 ifeq ($(SAN),1)
@@ -33,7 +33,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-peer clean cuda fuzz exp cpu-sweep data plots tables lint FORCE
+.PHONY: all deps test bench bench-peer clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
 
 all: evictbench
 
@@ -97,6 +97,7 @@ data:
 CONFIG ?= quickstart
 exp: evictbench
 	./evictbench exp $(CONFIG)
+	./evictbench report --db results/results.db --out results/report
 
 # The CPU reproduction (README): both experiments, then the reference tables.
 # About 3 hours on 2 cores; run again to resume.
@@ -111,6 +112,10 @@ plots: evictbench
 
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
+
+# The static HTML report (results/report/index.html; README "The report").
+report: evictbench
+	./evictbench report --db $(DB) --out results/report
 
 # The CUDA build: the backend library, its self-test, and ./evictbench-cuda,
 # which links the library whole so its definitions replace the weak stubs of

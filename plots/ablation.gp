@@ -4,7 +4,7 @@
 # (right), one bar per row of the view, FullKV dashed.
 #
 # Data (harness/report/plots.c, view v_ablation, one block, rows in step order):
-#   5 batching  8 policy  12 accuracy  13 mean_gen_tokens
+#   batching, policy, accuracy, mean_gen_tokens (read by name: the first line is the header)
 # Variables: nbars, ref_acc, ref_len (FullKV, NaN when absent), plus common.gp's.
 if (!exists("plotdir")) plotdir = 'plots'
 wide = 1
@@ -35,18 +35,18 @@ set ylabel "Accuracy, pass@1 (%)"
 set yrange [0:*<112]
 unset label
 if (has_acc) { eval fullkv_label(100*ref_acc, sprintf('FullKV\n%.1f%%', 100*ref_acc)) }
-plot datafile using 0:(100*$12):(policy_rgb(strcol(8), 0)):xtic(bar_label(strcol(8), strcol(5))) \
+plot datafile using 0:(100*column("accuracy")):(policy_rgb(strcol("policy"), 0)):xtic(bar_label(strcol("policy"), strcol("batching"))) \
          with boxes lc rgb variable notitle, \
-     '' using 0:(100*$12):(sprintf('%.1f', 100*$12)) with labels offset 0, 0.8 font ',18' notitle, \
+     '' using 0:(100*column("accuracy")):(sprintf('%.1f', 100*column("accuracy"))) with labels offset 0, 0.8 font ',18' notitle, \
      (has_acc ? 100*ref_acc : NaN) with lines lw 2.5 dt 2 lc rgb '#000000' \
          notitle
 set ylabel "Mean generated length (tokens)"
 set yrange [0:*]
 unset label
 if (has_len) { eval fullkv_label(ref_len, sprintf('FullKV\n%.0f', ref_len)) }
-plot datafile using 0:13:(policy_rgb(strcol(8), 0)):xtic(bar_label(strcol(8), strcol(5))) \
+plot datafile using 0:"mean_gen_tokens":(policy_rgb(strcol("policy"), 0)):xtic(bar_label(strcol("policy"), strcol("batching"))) \
          with boxes lc rgb variable notitle, \
-     '' using 0:13:(sprintf('%.0f', $13)) with labels offset 0, 0.8 font ',18' notitle, \
+     '' using 0:"mean_gen_tokens":(sprintf('%.0f', column("mean_gen_tokens"))) with labels offset 0, 0.8 font ',18' notitle, \
      (has_len ? ref_len : NaN) with lines lw 2.5 dt 2 lc rgb '#000000' \
          notitle
 unset multiplot

@@ -3,7 +3,7 @@
 # percentage of FullKV's mean generation length (as the SkipKV accuracy figure).
 #
 # Data (harness/report/plots.c, view v_accuracy_by_budget, one block per policy):
-#   4 budget  11 accuracy  (columns in plots/README.md)
+#   budget, accuracy (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV accuracy or NaN), xtics_cmd,
 #   logx, has_ratio, plus those of common.gp.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -20,7 +20,7 @@ set yrange [0<*:*<100]
 
 has_ref = (ref == ref)
 
-plot for [i=1:nseries] datafile index (i-1) using 4:(100*$11) with linespoints \
+plot for [i=1:nseries] datafile index (i-1) using "budget":(100*column("accuracy")) with linespoints \
          lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) dt policy_dt(pol(i)) \
          title tit(i), \
      (has_ref ? 100*ref : NaN) with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) \

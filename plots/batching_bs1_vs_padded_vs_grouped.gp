@@ -5,7 +5,7 @@
 # solid = batch 1, hatched = padded, light = grouped.
 #
 # Data (harness/report/plots.c, view v_batching, one block per policy, batch size and setting):
-#   4 budget  8 setting  11 accuracy
+#   budget, accuracy (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, set<i>, nbudget, bud<k>, ref (FullKV
 #   accuracy at batch 1 or NaN), xtics_cmd (tics at 1..nbudget), has_ratio.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -29,15 +29,15 @@ set offsets 0, 0, graph 0.1, 0
 set style fill solid 1.0 border -1
 
 plot for [i=1:nseries] datafile index (i-1) \
-         using (setting(i) eq 'bs1' ? xpos($4, i) : NaN):(100*$11):(bw * 0.92) with boxes \
+         using (setting(i) eq 'bs1' ? xpos(column("budget"), i) : NaN):(100*column("accuracy")):(bw * 0.92) with boxes \
          fs solid 0.9 border lc rgb '#333333' lc rgb policy_color(pol(i), i) \
          title (setting(i) eq 'bs1' ? tit(i) : ''), \
      for [i=1:nseries] datafile index (i-1) \
-         using (setting(i) eq 'padded' ? xpos($4, i) : NaN):(100*$11):(bw * 0.92) with boxes \
+         using (setting(i) eq 'padded' ? xpos(column("budget"), i) : NaN):(100*column("accuracy")):(bw * 0.92) with boxes \
          fs pattern 4 border lc rgb policy_color(pol(i), i) lw 1.5 lc rgb policy_color(pol(i), i) \
          title (setting(i) eq 'padded' ? tit(i) : ''), \
      for [i=1:nseries] datafile index (i-1) \
-         using (setting(i) eq 'grouped' ? xpos($4, i) : NaN):(100*$11):(bw * 0.92) with boxes \
+         using (setting(i) eq 'grouped' ? xpos(column("budget"), i) : NaN):(100*column("accuracy")):(bw * 0.92) with boxes \
          fs solid 0.35 border lc rgb policy_color(pol(i), i) lc rgb policy_color(pol(i), i) \
          title (setting(i) eq 'grouped' ? tit(i) : ''), \
      (has_ref ? 100*ref : NaN) with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) \

@@ -41,9 +41,13 @@ if (fmt eq 'svg') {
         font 'DejaVu Sans,22' linewidth 2.5 background '#ffffff'
 }
 set output out
+# gp_table (tests): write the points each plot draws to this file instead
+if (exists("gp_table")) { set table gp_table }
 
 set datafile separator "\t"
 set datafile missing 'NULL'
+# every block of a data file starts with its column names: scripts read columns by name
+set datafile columnheaders
 set encoding utf8
 
 set border 3 lw 1.2

@@ -3,7 +3,7 @@
 # agreement (right) against the KV budget, one line per policy.
 #
 # Data (harness/report/plots.c, view v_fidelity, one block per policy):
-#   4 budget  8 mean_kl  9 top1_agree
+#   budget, mean_kl, top1_agree (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, has_kl, has_top1, xtics_cmd, logx,
 #   has_ratio, plus those of common.gp.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -26,7 +26,7 @@ if (has_kl) {
     set offsets graph 0.06, graph 0.06, graph 0.08, 0
     # KL falls with the budget: the top right corner is free for the key
     set key inside top right vertical Left reverse box opaque
-    plot for [i=1:nseries] datafile index (i-1) using 4:8 with linespoints \
+    plot for [i=1:nseries] datafile index (i-1) using "budget":"mean_kl" with linespoints \
              lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) title tit(i), \
          0 with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) title 'FullKV'
 }
@@ -36,7 +36,7 @@ if (has_top1) {
     set offsets graph 0.06, graph 0.06, graph 0.04, graph 0.08
     # agreement rises with the budget: the bottom right corner is free
     if (has_kl) { unset key } else { set key inside bottom right vertical Left reverse box opaque }
-    plot for [i=1:nseries] datafile index (i-1) using 4:(100*$9) with linespoints \
+    plot for [i=1:nseries] datafile index (i-1) using "budget":(100*column("top1_agree")) with linespoints \
              lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) title tit(i), \
          100 with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) title 'FullKV'
 }

@@ -2,7 +2,7 @@
 # one line per policy, FullKV dashed (as the SkipKV length figure).
 #
 # Data (harness/report/plots.c, view v_length_by_budget, one block per policy):
-#   4 budget  11 mean_gen_tokens  (columns in plots/README.md)
+#   budget, mean_gen_tokens (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV mean length or NaN), xtics_cmd,
 #   logx, has_ratio, plus those of common.gp.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -19,7 +19,7 @@ set yrange [0<*:*]
 
 has_ref = (ref == ref)
 
-plot for [i=1:nseries] datafile index (i-1) using 4:11 with linespoints \
+plot for [i=1:nseries] datafile index (i-1) using "budget":"mean_gen_tokens" with linespoints \
          lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) dt policy_dt(pol(i)) \
          title tit(i), \
      (has_ref ? ref : NaN) with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) \

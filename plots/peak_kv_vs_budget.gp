@@ -2,7 +2,7 @@
 # budget, one line per policy, FullKV's peak as a dashed reference.
 #
 # Data (harness/report/plots.c, view v_kv_by_budget, one block per policy):
-#   4 budget  11 seq_peak_kv_bytes  (columns in plots/README.md)
+#   budget, seq_peak_kv_bytes (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, ref (FullKV peak bytes or NaN), kvscale,
 #   kvunit, xtics_cmd, logx, has_ratio, plus those of common.gp.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -19,7 +19,7 @@ set yrange [0:*]
 
 has_ref = (ref == ref)
 
-plot for [i=1:nseries] datafile index (i-1) using 4:($11/kvscale) with linespoints \
+plot for [i=1:nseries] datafile index (i-1) using "budget":(column("seq_peak_kv_bytes")/kvscale) with linespoints \
          lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) dt policy_dt(pol(i)) \
          title tit(i), \
      (has_ref ? ref/kvscale : NaN) with lines lw 2.5 dt 2 lc rgb policy_color('fullkv', 0) \

@@ -5,7 +5,7 @@
 #
 # Data (harness/report/plots.c, view v_pss_samples, block idx_correct = correct traces,
 # block idx_incorrect = incorrect traces; -1 when there are none):
-#   11 n_redundant_pairs  14 n_nonexec
+#   n_redundant_pairs, n_nonexec (read by name: the first line of every block is the header)
 # Variables: has_pairs, has_nonexec, idx_correct, idx_incorrect, n_correct,
 #   n_incorrect, mean_pairs1/0, mean_nonexec1/0 (correct/incorrect), plus common.gp's.
 if (!exists("plotdir")) plotdir = 'plots'
@@ -34,7 +34,7 @@ ratio_text(a, b) = (a == a && b == b && a > 0) ? sprintf(" (incorrect/correct = 
 set multiplot layout 1, (has_pairs + has_nonexec) title title1 . "\n" . title2
 do for [m=1:2] {
     if ((m == 1 && has_pairs) || (m == 2 && has_nonexec)) {
-        col = (m == 1) ? 11 : 14
+        col = (m == 1) ? 'n_redundant_pairs' : 'n_nonexec'
         mc = (m == 1) ? mean_pairs1 : mean_nonexec1
         mi = (m == 1) ? mean_pairs0 : mean_nonexec0
         set ylabel (m == 1 ? "High-similarity sentence pairs per trace" : "Non-execution thoughts per trace")
@@ -43,13 +43,13 @@ do for [m=1:2] {
         unset label
         if (mc == mc) { set label 1 sprintf('mean %.2f', mc) at 1, mc left offset 2.2, 0 point pt 13 ps 2.2 lc rgb '#000000' front }
         if (mi == mi) { set label 2 sprintf('mean %.2f', mi) at 2, mi left offset 2.2, 0 point pt 13 ps 2.2 lc rgb '#000000' front }
-        plot for [k=1:(idx_correct >= 0)] datafile index ic using (1):col with boxplot \
+        plot for [k=1:(idx_correct >= 0)] datafile index ic using (1):(column(col)) with boxplot \
                  lc rgb correct_color lw 2, \
-             for [k=1:(idx_incorrect >= 0)] datafile index ii using (2):col with boxplot \
+             for [k=1:(idx_incorrect >= 0)] datafile index ii using (2):(column(col)) with boxplot \
                  lc rgb incorrect_color lw 2, \
-             for [k=1:(idx_correct >= 0)] datafile index ic using (1 + jit($0)):col \
+             for [k=1:(idx_correct >= 0)] datafile index ic using (1 + jit($0)):(column(col)) \
                  with points pt 7 ps 1.3 lc rgb correct_color, \
-             for [k=1:(idx_incorrect >= 0)] datafile index ii using (2 + jit($0)):col \
+             for [k=1:(idx_incorrect >= 0)] datafile index ii using (2 + jit($0)):(column(col)) \
                  with points pt 7 ps 1.3 lc rgb incorrect_color
         unset label
     }

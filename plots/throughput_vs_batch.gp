@@ -4,7 +4,7 @@
 # every line that hit an out-of-memory.
 #
 # Data (harness/report/plots.c, view v_throughput_by_batch, one block per policy and budget):
-#   6 batch_size  7 status  15 tokens_per_s  17 max_ok_batch_size
+#   batch_size, status, tokens_per_s (read by name: the first line of every block is the header)
 # Variables: nseries, pol<i>, suf<i>, oom<i> (1: the line hit an OOM), maxok<i>,
 #   maxtps<i> (tokens/s at maxok<i>),
 #   any_oom, xtics_cmd, logx, plus those of common.gp.
@@ -33,9 +33,9 @@ do for [i=1:nseries] {
     }
 }
 
-plot for [i=1:nseries] datafile index (i-1) using 6:(ok(strcol(7)) ? $15 : NaN) with linespoints \
+plot for [i=1:nseries] datafile index (i-1) using "batch_size":(ok(strcol("status")) ? column("tokens_per_s") : NaN) with linespoints \
          lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) dt policy_dt(pol(i)) \
          title tit(i), \
-     for [i=1:nseries] datafile index (i-1) using 6:(strcol(7) eq 'oom' ? 0 : NaN) with points \
+     for [i=1:nseries] datafile index (i-1) using "batch_size":(strcol("status") eq 'oom' ? 0 : NaN) with points \
          pt 2 ps 3 lw 3.5 lc rgb policy_color(pol(i), i) notitle, \
      NaN with points pt 2 ps 2.5 lw 3.5 lc rgb '#000000' title (any_oom ? 'out of memory' : '')

@@ -1,4 +1,4 @@
--- evictbench results database, schema version 4.
+-- evictbench results database, schema version 5.
 --
 -- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -314,6 +314,46 @@ GROUP BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching,
          r.sampling_json, r.max_new_tokens
 ORDER BY r.model, r.dataset_label, r.policy, r.budget, r.batch_size, r.batching, r.kv_type;
 
+-- ---- Added in schema version 5.  harness/store migrates a version-4
+-- database by running this part of the file (up to the version-2 mark). ----
+
+-- The token-retention record of a trace (one row per sample of a run whose
+-- policy evicts; none for FullKV, for runs with "retention": false or
+-- `run --no-retention`, and for databases older than version 5).
+-- Positions are absolute token positions, prompt first (0 = the first real
+-- prompt token; left pads are not positions): 0 .. n_prompt-1 the prompt,
+-- n_prompt .. n_positions-1 the generated tokens.  Heads are the (layer, KV
+-- head) caches, head = layer * n_kv + kv_head.
+--   steps: zlib (RFC 1950) of n_layer * n_kv * n_positions uint32
+--          little-endian, head-major (value [head * n_positions + position]):
+--          the decode step at which the position left that head's cache, 0 =
+--          never (still held at the end).  Step k is the selection that follows
+--          the k-th sampled token (1: the one at prefill), so at step k the
+--          cache holds positions < n_prompt + k - 1 whose value is 0 or > k.
+--   token_bytes: zlib of one uint16 little-endian per generated token, its
+--          length in bytes in samples.text (the report cuts the text into
+--          tokens with it; NULL when the tokens decoded one by one do not add
+--          up to the text).
+-- Size: with the quickstart's model and settings (Qwen2.5-Coder-1.5B, 28
+-- layers x 2 KV heads, R-KV at budget 64 compressing every 16 tokens, <= 320
+-- new tokens) a sample's record took 8,295 and 9,125 bytes (266 and 318
+-- positions x 56 caches; steps 8.2-9.0 KB, token_bytes 127 bytes).
+CREATE TABLE IF NOT EXISTS retention (
+    run_id           INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    sample_idx       INTEGER NOT NULL,
+    n_layer          INTEGER NOT NULL,
+    n_kv             INTEGER NOT NULL,
+    n_prompt         INTEGER NOT NULL,
+    n_positions      INTEGER NOT NULL,
+    n_evicted_slots  INTEGER NOT NULL,        -- (position, head) pairs with a step
+    n_evicted_tokens INTEGER NOT NULL,        -- positions gone from every head
+    max_step         INTEGER NOT NULL,        -- the last step that evicted (0: none)
+    encoding         TEXT NOT NULL,           -- zlib-u32le-head-major-v1
+    steps            BLOB NOT NULL,
+    token_bytes      BLOB,
+    PRIMARY KEY (run_id, sample_idx)
+);
+
 -- ---- Added in schema version 2.  harness/store.c migrates a version-1
 -- database by running this part of the file (up to the PRAGMA). ----
 
@@ -349,4 +389,4 @@ WHERE in_prompt = 0
 GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
-PRAGMA user_version = 4;
+PRAGMA user_version = 5;

@@ -227,6 +227,11 @@ static int put_run(struct store *st, int64_t exp_id, const char *key, const char
         s[i].ttft_ms = wall_s;           /* a timing: not a result */
         s[i].text = i ? "second" : text0;
     }
+    /* a retention record on the second sample (its bytes need not decode here) */
+    static const unsigned char blob[] = {1, 2, 3};
+    static const struct sample_retention ret = {1, 1, 10, 30, 2, 1, 5, "zlib-u32le-head-major-v1",
+                                                blob, sizeof blob, NULL, 0};
+    s[1].retention = &ret;
     sentence_record_init(&x);
     x.sample_idx = 1;
     x.sent_idx = 0;
@@ -343,6 +348,9 @@ static void test_merge_dedupe_idempotent(void)
     CHECK(count(t, "SELECT count(*) FROM sentences x JOIN samples s ON s.run_id = x.run_id"
                    " AND s.sample_idx = x.sample_idx") == 2);
     CHECK(count(t, "SELECT count(*) FROM samples WHERE pss_mean = 0.1 + 0.2") == 4);
+    /* the retention records come along, on the target's run ids */
+    CHECK(count(t, "SELECT count(*) FROM retention x JOIN samples s ON s.run_id = x.run_id"
+                   " AND s.sample_idx = x.sample_idx WHERE x.n_evicted_slots = 2") == 2);
     /* k1 keeps its first row (shard a's timing). */
     CHECK(count(t, "SELECT wall_s FROM runs WHERE run_key = 'k1'") == 1.0);
     CHECK(count(t, "SELECT accuracy FROM runs WHERE run_key = 'k1'") == 0.5);

@@ -42,7 +42,7 @@ static void test_errors_have_paths(void)
     expect_error("{" BASE ", \"bugdets\": [64]}",
                  "x.json: $.bugdets: unknown key (known: name description mode models datasets "
                  "prompt policies budgets batch_sizes batching sampling max_new_tokens "
-                 "max_total_tokens max_kv_bytes seed steer_vector weights device kv_type)");
+                 "max_total_tokens max_kv_bytes seed steer_vector weights device kv_type retention)");
     expect_error("{\"models\": \"m\", \"datasets\": [{\"name\": \"gsm8k\", \"limt\": 5}]}",
                  "x.json: $.datasets[0].limt: unknown key (known: name limit offset)");
     expect_error("{\"models\": \"m\", \"datasets\": [\"gsm8k\", {\"name\": \"gsm8k\", \"limit\": 0}]}",

@@ -8,6 +8,7 @@
  *   - the Markdown and LaTeX tables carry the view's numbers, best in bold. */
 #include "test.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -390,9 +391,13 @@ static char *figure_data_rows(const struct events *x, const char *fig)
         if (x->ev[i] != PLOTS_DATA || strcmp(x->fig[i], fig)) continue;
         char *text = read_file(x->text[i], NULL);
         if (!text) continue;
+        /* every block starts with the column names: not a row */
+        int block_start = 1;
         for (char *c = text; *c;) {
             size_t len = strcspn(c, "\n");
-            if (len && c[0] != '#') {
+            if (!len) block_start = 1;
+            else if (c[0] != '#' && block_start) block_start = 0;
+            else if (c[0] != '#') {
                 lines_add(&all, c, len);
                 lines_add(&all, "\n", 1);
             }
@@ -415,6 +420,112 @@ static int has_gnuplot(void)
 }
 
 static char db_full[512], db_small[512];
+
+#include "plot_points.h"
+
+static int to_pts(void *ctx, int ncols, const char *const *names, const char *const *values)
+{
+    (void)names;
+    struct pts *p = ctx;
+    if (ncols == 1 && values[0]) pts_add(p, 0, strtod(values[0], NULL));
+    else if (ncols == 2 && values[0] && values[1])
+        pts_add(p, strtod(values[0], NULL), strtod(values[1], NULL));
+    return 0;
+}
+
+/* sql with every whole-word occurrence of `from` replaced by `to` (static buffer). */
+static const char *swap_column(const char *sql, const char *from, const char *to)
+{
+    static char out[8192];
+    size_t n = 0, lf = strlen(from);
+    for (const char *c = sql; *c && n + 64 < sizeof out;) {
+        int word_start = c == sql || !(isalnum((unsigned char)c[-1]) || c[-1] == '_');
+        int match = word_start && !strncmp(c, from, lf) &&
+                    !(isalnum((unsigned char)c[lf]) || c[lf] == '_');
+        if (match) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%s", to);
+            c += lf;
+        } else {
+            out[n++] = *c++;
+        }
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* The fixture can tell the figure's column from every other numeric column of
+ * its view: reading any of them instead would draw other values. */
+static void check_distinct(const char *db, const struct drawn_spec *sp, const char *sql,
+                           struct pts *want)
+{
+    static const char *const text_cols[] = {"model", "dataset", "policy", "batching", "sampling",
+                                            "setting", "status", "device", "kv_type", "item_id", NULL};
+    const char *cols = NULL;
+    for (int f = 0; f < N_SPECS && !cols; f++)
+        if (!strcmp(fig_specs[f].name, sp->fig)) cols = fig_specs[f].sql + strlen("SELECT ");
+    if (!cols) return;
+    static struct pts alt;
+    char name[64];
+    for (const char *c = cols; strncmp(c, "FROM ", 5);) {
+        size_t len = strcspn(c, ", ");
+        snprintf(name, sizeof name, "%.*s", (int)len, c);
+        c += len + strspn(c + len, ", ");
+        int text = !strcmp(name, sp->ycol);
+        for (int i = 0; text_cols[i] && !text; i++) text = !strcmp(name, text_cols[i]);
+        if (text) continue;
+        alt.n = 0;
+        struct store *s = NULL;
+        struct eb_err e = {0};
+        if (store_open_readonly(db, &s, &e)) continue;
+        int rc = store_query(s, swap_column(sql, sp->ycol, name), to_pts, &alt, &e);
+        store_close(s);
+        if (rc || alt.n != want->n) continue;
+        pts_sort(&alt, sp->check_x);
+        int same = 1;
+        for (int i = 0; i < alt.n && same; i++) same = near_rel(alt.y[i], want->y[i]);
+        CHECK_MSG(!same, "%s: the fixture draws the same points from %s as from %s; make "
+                  "its values distinct", sp->fig, name, sp->ycol);
+    }
+}
+
+/* Every point a figure draws equals its named column in the view (after the
+ * figure's scaling): gnuplot's own `set table` of each panel, all panels
+ * together, as a multiset against the view's rows. */
+static void check_drawn(const char *db, const struct events *x)
+{
+    static struct pts got, want;
+    for (int d = 0; d < N_DRAWN; d++) {
+        const struct drawn_spec *sp = &drawn_specs[d];
+        got.n = want.n = 0;
+        int tables = 0;
+        for (int i = 0; i < x->n; i++) {
+            if (x->ev[i] != PLOTS_TABLE || strcmp(x->fig[i], sp->fig)) continue;
+            char tsv[700];
+            size_t len = strlen(x->text[i]) - strlen(".table");
+            snprintf(tsv, sizeof tsv, "%.*s.tsv", (int)len, x->text[i]);
+            CHECK_MSG(table_points(x->text[i], sp, data_blocks(tsv), &got) == 0, "%s: unreadable",
+                      x->text[i]);
+            tables++;
+        }
+        CHECK_MSG(tables > 0, "%s: no captured table", sp->fig);
+        const char *sql = sp->sql ? sp->sql : ablation_sql(sp->plot);
+        struct store *s = NULL;
+        struct eb_err e = {0};
+        CHECK(store_open_readonly(db, &s, &e) == 0);
+        CHECK_MSG(store_query(s, sql, to_pts, &want, &e) == 0, "%s: %s", sp->fig, e.msg);
+        store_close(s);
+        CHECK_MSG(got.n == want.n && got.n > 0 && got.n <= MAX_PTS,
+                  "%s (plot %d): %d points drawn, the view has %d", sp->fig, sp->plot, got.n, want.n);
+        if (got.n != want.n || got.n > MAX_PTS) continue;
+        pts_sort(&got, sp->check_x);
+        pts_sort(&want, sp->check_x);
+        check_distinct(db, sp, sql, &want);
+        int i = 0;
+        while (i < got.n && near_rel(got.x[i], want.x[i]) && near_rel(got.y[i], want.y[i])) i++;
+        CHECK_MSG(i == got.n, "%s (plot %d): drawn (%g, %g), the view's column gives (%g, %g)",
+                  sp->fig, sp->plot, got.x[i], got.y[i], want.x[i], want.y[i]);
+    }
+}
 
 /* ---- tests: figures ---------------------------------------------------- */
 
@@ -480,7 +591,7 @@ static void test_plots_full(void)
     static struct events x;
     x.n = 0;
     int render = has_gnuplot();
-    struct plots_options o = {out, "plots", NULL, render, collect, &x};
+    struct plots_options o = {out, "plots", NULL, render, collect, &x, render};
     struct store *s = NULL;
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_full, &s, &e) == 0);
@@ -488,6 +599,7 @@ static void test_plots_full(void)
     CHECK_MSG(rc == 0, "plots_make: %s", e.msg);
     store_close(s);
     check_figures(db_full, &x, render);
+    if (render) check_drawn(db_full, &x);
     /* every figure has data in the fixture */
     for (int i = 0; plots_figure_name(i); i++)
         CHECK_MSG(count_events(&x, PLOTS_DATA, plots_figure_name(i)) >= 1, "%s: no panel",
@@ -508,7 +620,7 @@ static void test_plots_skip_empty(void)
     static struct events x;
     x.n = 0;
     int render = has_gnuplot();
-    struct plots_options o = {out, "plots", NULL, render, collect, &x};
+    struct plots_options o = {out, "plots", NULL, render, collect, &x, 0};
     struct store *s = NULL;
     struct eb_err e = {0};
     CHECK(store_open_readonly(db_small, &s, &e) == 0);
@@ -538,7 +650,7 @@ static void test_plots_errors(void)
     snprintf(blocker, sizeof blocker, "%s/blocker", tmp_root);
     FILE *f = fopen(blocker, "w");
     if (f) fclose(f);
-    struct plots_options o = {blocker, "plots", NULL, 0, NULL, NULL};
+    struct plots_options o = {blocker, "plots", NULL, 0, NULL, NULL, 0};
     CHECK(plots_make(s, &o, &e) == -1);
     CHECK(strstr(e.msg, "blocker") != NULL);
     /* a missing gnuplot is a clear error, not a crash */
@@ -547,11 +659,11 @@ static void test_plots_errors(void)
     if (has_gnuplot()) {
         char out[600];
         snprintf(out, sizeof out, "%s/plots_bad", tmp_root);
-        struct plots_options bad = {out, "plots", "/nonexistent/gnuplot", 1, NULL, NULL};
+        struct plots_options bad = {out, "plots", "/nonexistent/gnuplot", 1, NULL, NULL, 0};
         CHECK(plots_make(s, &bad, &e) == -1);
         CHECK_MSG(strstr(e.msg, "not found") != NULL, "%s", e.msg);
         /* a script directory without the scripts: gnuplot fails, the log is named */
-        struct plots_options noscripts = {out, tmp_root, NULL, 1, NULL, NULL};
+        struct plots_options noscripts = {out, tmp_root, NULL, 1, NULL, NULL, 0};
         CHECK(plots_make(s, &noscripts, &e) == -1);
         CHECK_MSG(strstr(e.msg, ".log") != NULL, "%s", e.msg);
     }

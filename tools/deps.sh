@@ -16,7 +16,9 @@ DEFAULT_MODELS="qwen2.5-coder-1.5b smollm2-135m"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
 
-PKGS="build-essential libopenblas-dev libcjson-dev libsqlite3-dev sqlite3 gnuplot-nox clang libclang-rt-14-dev xz-utils python3 python3-pip unzip"
+# zlib1g-dev: the retention records (harness/exp/retention.c); chromium: the report's
+# browser test (tests/test_report.c, headless, from file://)
+PKGS="build-essential libopenblas-dev libcjson-dev libsqlite3-dev sqlite3 zlib1g-dev gnuplot-nox clang libclang-rt-14-dev xz-utils python3 python3-pip unzip chromium"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

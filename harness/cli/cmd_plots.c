@@ -27,6 +27,7 @@ static void print_plots_event(void *ctx, enum plots_event ev, const char *figure
         n->skipped++;
         printf("%-34s %s\n", figure, text);
         break;
+    case PLOTS_TABLE: break;
     }
 }
 
@@ -76,7 +77,7 @@ int cmd_plots(int argc, char **argv)
     struct store *s = NULL;
     if (open_db(db, &s)) return 1;
     struct counts n = {0, 0, 0};
-    struct plots_options o = {out, scripts, gnuplot, render, print_plots_event, &n};
+    struct plots_options o = {out, scripts, gnuplot, render, print_plots_event, &n, 0};
     int rc = plots_make(s, &o, &e);
     store_close(s);
     if (rc) return cli_errorf("plots: %s", e.msg);

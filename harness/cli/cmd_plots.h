@@ -6,5 +6,7 @@
 
 int cmd_plots(int argc, char **argv);
 int cmd_tables(int argc, char **argv);
+/* cmd_report.c */
+int cmd_report(int argc, char **argv);
 
 #endif

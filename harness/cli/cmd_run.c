@@ -27,7 +27,7 @@ struct run_cli {
     const char *model, *dataset, *name, *prompt, *policy, *batching, *weights, *kv_type;
     long limit, offset, budget, batch, max_new, max_total, max_kv, top_k, n_samples, seed;
     double temperature, top_p;
-    int greedy, fidelity, temp_set, top_p_set, top_k_set, n_samples_set;
+    int greedy, fidelity, no_retention, temp_set, top_p_set, top_k_set, n_samples_set;
 };
 
 static void print_run_help(void)
@@ -52,6 +52,7 @@ static void print_run_help(void)
            "  --temperature T --top-p P --top-k K --n-samples N   sampling\n"
            "  --seed S             sampling seed (default 0)\n"
            "  --fidelity           fidelity mode (replay greedy FullKV traces under the policy)\n"
+           "  --no-retention       do not record which tokens each compaction evicted\n"
            "  --name NAME          experiment name (default \"run\")\n%s", EXP_COMMON_HELP);
 }
 
@@ -128,6 +129,7 @@ static int parse_run_args(int argc, char **argv, struct run_cli *a)
         if (k) continue;
         if (!strcmp(o, "--greedy")) { a->greedy = 1; continue; }
         if (!strcmp(o, "--fidelity")) { a->fidelity = 1; continue; }
+        if (!strcmp(o, "--no-retention")) { a->no_retention = 1; continue; }
         if (strncmp(o, "--", 2)) return cli_errorf("run: unexpected argument '%s'", o), 2;
         if (!(v = cli_value(argc, argv, &i)) || run_value(a, o, v)) return 2;
     }
@@ -180,6 +182,7 @@ static char *describe(const struct run_cli *a)
     cJSON_AddNumberToObject(o, "max_new_tokens", (double)a->max_new);
     if (a->max_total) cJSON_AddNumberToObject(o, "max_total_tokens", (double)a->max_total);
     if (a->max_kv) cJSON_AddNumberToObject(o, "max_kv_bytes", (double)a->max_kv);
+    if (a->no_retention) cJSON_AddFalseToObject(o, "retention");
     cJSON_AddNumberToObject(o, "seed", (double)a->seed);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -210,6 +213,7 @@ static int run_config_of(const struct run_cli *a, struct exp_config *cfg, struct
     cfg->max_new_tokens = (int)a->max_new;
     cfg->max_total_tokens = (int)a->max_total;
     cfg->max_kv_bytes = a->max_kv;
+    cfg->retention = !a->no_retention;
     if (!(cfg->prompt = prompt_template_find(a->prompt ? a->prompt : "r1-boxed"))) {
         char known[256] = "";
         int nt;

@@ -30,6 +30,7 @@ static const struct command commands[] = {
     {"grade", cmd_grade, "grade completions (JSONL) against reference answers"},
     {"plots", cmd_plots, "figures from the results database (gnuplot PNG + SVG)"},
     {"tables", cmd_tables, "paper tables as Markdown and LaTeX (booktabs)"},
+    {"report", cmd_report, "a static HTML report: runs, figures, which tokens each policy kept"},
     {"bench", cmd_bench, "tokens/s, KV memory and policy overhead on a model"},
 };
 

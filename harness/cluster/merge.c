@@ -217,6 +217,24 @@ static int old_shard_defaults(struct merge *m, char *copy, struct eb_err *e)
     return 0;
 }
 
+/* The retention records of the runs copied (a shard older than schema
+ * version 5 has none). */
+static int copy_retention(struct merge *m, struct eb_err *e)
+{
+    long has = 0;
+    if (store_query(m->into, "SELECT count(*) FROM shard.sqlite_master WHERE name = 'retention'",
+                    count_row, &has, e) != 0)
+        return -1;
+    if (!has) return 0;
+    return store_query(m->into,
+        "INSERT INTO main.retention (run_id, sample_idx, n_layer, n_kv, n_prompt, n_positions, "
+        "n_evicted_slots, n_evicted_tokens, max_step, encoding, steps, token_bytes) SELECT m.id, "
+        "x.sample_idx, x.n_layer, x.n_kv, x.n_prompt, x.n_positions, x.n_evicted_slots, "
+        "x.n_evicted_tokens, x.max_step, x.encoding, x.steps, x.token_bytes FROM shard.retention x"
+        " JOIN temp.merge_new n ON n.shard_id = x.run_id JOIN main.runs m ON m.run_key = n.run_key"
+        " ORDER BY m.id, x.sample_idx", NULL, NULL, e);
+}
+
 int merge_shard(struct merge *m, const char *shard_path, struct merge_stats *st, struct eb_err *e)
 {
     memset(st, 0, sizeof *st);
@@ -264,6 +282,7 @@ int merge_shard(struct merge *m, const char *shard_path, struct merge_stats *st,
         store_query(m->into, "SELECT count(*) FROM shard.runs WHERE status NOT IN " FINISHED,
                     count_row, &st->unfinished, e) != 0 ||
         store_query(m->into, copy, NULL, NULL, e) != 0 ||
+        copy_retention(m, e) != 0 ||
         store_query(m->into, "SELECT count(*) FROM temp.merge_new", count_row, &st->copied, e) != 0 ||
         store_query(m->into, "DROP TABLE temp.merge_new; COMMIT", NULL, NULL, e) != 0)
         goto done;

@@ -403,6 +403,11 @@ static int parse_limits(struct ctx *c, const cJSON *root, struct exp_config *cfg
         else if (cJSON_IsString(f) && !strcmp(f->valuestring, "native")) cfg->weights = MODEL_WEIGHTS_NATIVE;
         else return bad(c, "$.weights", "expected \"f32\" or \"native\"");
     }
+    cfg->retention = 1;
+    if ((f = cJSON_GetObjectItemCaseSensitive(root, "retention"))) {
+        if (!cJSON_IsBool(f)) return bad(c, "$.retention", "expected true or false");
+        cfg->retention = cJSON_IsTrue(f);
+    }
     cfg->kv_type = DEVICE_KV_AUTO;
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "kv_type")) &&
         (!cJSON_IsString(f) || device_kv_type_parse(f->valuestring, &cfg->kv_type)))
@@ -441,7 +446,7 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     static const char *const keys[] = {
         "name", "description", "mode", "models", "datasets", "prompt", "policies", "budgets",
         "batch_sizes", "batching", "sampling", "max_new_tokens", "max_total_tokens",
-        "max_kv_bytes", "seed", "steer_vector", "weights", "device", "kv_type", NULL};
+        "max_kv_bytes", "seed", "steer_vector", "weights", "device", "kv_type", "retention", NULL};
     if (!cJSON_IsObject(root)) return bad(c, "$", "expected a JSON object");
     if (check_keys(c, root, "$", keys)) return -1;
     const cJSON *f;

@@ -30,6 +30,8 @@
  *   kv_type         "f32" | "f16" | "bf16" | "auto" (default): the KV cache's element type;
  *                   auto is bf16 on a GPU and f32 (exact) on the CPU.  The resolved type
  *                   is stored with each run (runs.kv_type) and joins the run key unless f32
+ *   retention       bool: record the decode step at which each position left each (layer,
+ *                   KV head) cache (the retention table); true
  *   steer_vector    string: the steering vector file seal/skipkv load (policies/steering.h);
  *                   none: vectors/<model name>.bin when it exists */
 #ifndef EB_CONFIG_H
@@ -101,6 +103,8 @@ struct exp_config {
     int64_t max_kv_bytes;   /* 0: none */
     char *steer_vector;     /* NULL: the policies' default */
     enum model_weights weights; /* "weights": f32 (exact, default) or native (the file's type) */
+    int retention;          /* "retention": record which tokens each compaction evicted
+                             * (the retention table); default true, false for large sweeps */
     int kv_type;            /* "kv_type": an enum kv_type, or DEVICE_KV_AUTO (default) */
     char *device;           /* "device": cpu or cuda[:N], where the points run (a command's
                              * --device overrides it); NULL: cpu.  The device's kind joins

@@ -1,5 +1,6 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/retention.h"
 #include "util/clock.h"
 
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct policy_glue {
     struct policy_glue_stats st;
     double kv_bytes_sum;
     struct sched_run sched;  /* when to select, and what carries between sequences */
+    struct retention *rec;   /* the token-retention record; NULL: off */
 };
 
 struct policy_model policy_model_of(const struct model *m)
@@ -57,6 +59,7 @@ void policy_glue_free(struct policy_glue *g)
     free(g->ks.n_keep);
     free(g->ks.idx);
     free(g->mark);
+    retention_free(g->rec);
     free(g);
 }
 
@@ -224,6 +227,10 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
         for (int h = 0; h < g->pm.n_kv; h++) {
             int n = g->ks.n_keep[l * g->pm.n_kv + h], len = kvcache_len(c, l, h);
             if (n < 0) continue; /* n == len may still reorder the slots */
+            if (g->rec && n < len &&
+                retention_evict(g->rec, seq, c, l, h, keep_set_head(&g->ks, l, h), n,
+                                g->seqs[seq].n_steps, e))
+                return -1;
             if (kvcache_compact(c, l, h, keep_set_head(&g->ks, l, h), n, e) < 0) return -1;
             evicted += len - n;
         }
@@ -242,6 +249,7 @@ static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kv
     if (!s) return -1;
     memset(s, 0, sizeof *s);
     if (sched_begin(&g->sched, &s->sched, g->p->ops->name, e)) return -1;
+    if (g->rec && retention_begin(g->rec, seq, r->n_prompt - cache->left_pad, e)) return -1;
     if (g->p->ops->begin_sequence) {
         /* The policy sees the real prompt: its positions start at 0, as the
          * cache's do; the pads are visible through cache_view.pad. */
@@ -360,4 +368,19 @@ void policy_glue_stats(const struct policy_glue *g, struct policy_glue_stats *ou
     *out = g->st;
     out->evicted_tokens = (double)g->st.evicted_slots / ((double)g->pm.n_layer * g->pm.n_kv);
     out->mean_kv_bytes = g->st.steps > 0 ? g->kv_bytes_sum / g->st.steps : 0.0;
+}
+
+int policy_glue_record_retention(struct policy_glue *g, int on, struct eb_err *e)
+{
+    if (!on) {
+        retention_free(g->rec);
+        g->rec = NULL;
+        return 0;
+    }
+    return g->rec ? 0 : retention_create(g->pm.n_layer, g->pm.n_kv, &g->rec, e);
+}
+
+struct retention *policy_glue_retention(struct policy_glue *g)
+{
+    return g->rec;
 }

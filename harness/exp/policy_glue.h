@@ -51,4 +51,11 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
 
 void policy_glue_stats(const struct policy_glue *g, struct policy_glue_stats *out);
 
+/* The token-retention record (harness/exp/retention.h): on (1) it notes every
+ * position each compaction evicts, per (layer, KV head), from the next
+ * sequence that begins; policy_glue_retention is NULL while it is off. */
+struct retention;
+int policy_glue_record_retention(struct policy_glue *g, int on, struct eb_err *e);
+struct retention *policy_glue_retention(struct policy_glue *g);
+
 #endif

@@ -19,6 +19,7 @@
 #include "policies/steering.h"
 #include "harness/grade/grade.h"
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/retention.h"
 #include "harness/exp/runner_priv.h"
 #include "util/clock.h"
 
@@ -158,6 +159,7 @@ static int record_batch(struct gen_run *g, int b0, int nb, struct eb_err *e)
                         &g->res[b0 + k], &g->meas[k], e))
             return -1;
         sample_trace_stats(&g->pp, k, s); /* policy sequence ids are batch positions */
+        if (sample_retention(&g->pp, k, g->r, &g->res[b0 + k], g->out, s, e)) return -1;
         if (sample_sentences(&g->pp, k, q, g->out, e)) return -1;
     }
     return 0;
@@ -198,7 +200,9 @@ static enum batch_end run_batch(struct gen_run *g, int b0, int nb, struct eb_err
         .max_live = pt->batching == BATCHING_CONTINUOUS ? pt->batch_size : 0,
         .n_pad = padded ? g->pb.n_pad : NULL, /* the estimate then covers the pads */
         .hooks = &mine, .policy = &g->pp, .kv_type = pt->kv_type};
-    if (session_policy_glue(&g->pp, r->s.m, e)) return BATCH_FAILED;
+    if (session_policy_glue(&g->pp, r->s.m, e) ||
+        (g->pp.glue && policy_glue_record_retention(g->pp.glue, g->cfg->retention, e)))
+        return BATCH_FAILED;
     struct gen_options opt;
     session_gen_options(&r->s, &so, &hooks, &opt);
     if (over_memory(g, nb, &opt)) return BATCH_LAST;
@@ -240,6 +244,10 @@ static int finish_run(struct gen_run *g, struct eb_err *e)
     } else {
         out->n_samples = g->total;
     }
+    struct retention *rec = g->pp.glue ? policy_glue_retention(g->pp.glue) : NULL;
+    if (rec && g->gen_s > 0)
+        fprintf(stderr, "retention record: %.1f ms over %.1f s of generation (%.3f%%)\n",
+                rec->cost_s * 1e3, g->gen_s, 100.0 * rec->cost_s / g->gen_s);
     out->run.wall_s = clock_now_s() - g->t_point;
     out->run.gen_tokens = g->gen_tokens;
     out->run.tokens_per_s = g->gen_s > 0 ? (double)g->gen_tokens / g->gen_s : NAN;

@@ -112,6 +112,11 @@ int prompt_opens_think(const struct runner *r, const struct exp_config *cfg);
 int sample_sentences(const struct session_policy *pp, int seq, int64_t sample_idx,
                      struct run_output *o, struct eb_err *e);
 void sample_trace_stats(const struct session_policy *pp, int seq, struct sample_record *s);
+/* The token-retention record of policy sequence seq as s->retention (owned by
+ * o); none when the glue records none (retention off, or FullKV). */
+int sample_retention(const struct session_policy *pp, int seq, const struct runner *r,
+                     const struct gen_result *g, struct run_output *o, struct sample_record *s,
+                     struct eb_err *e);
 /* The point's policy for the session's model (FullKV: none). */
 int point_policy_open(struct session_policy *pp, const struct runner *r,
                       const struct exp_config *cfg, const struct point *pt,

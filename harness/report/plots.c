@@ -178,12 +178,13 @@ static int write_data(const char *path, const struct panel *p, const struct figu
     FILE *f = fopen(path, "w");
     if (!f) return eb_fail(e, "%s: cannot write: %s", path, strerror(errno));
     const struct view_rows *t = p->t;
-    fprintf(f, "# %s: rows of %s for one panel; one block per series; NULL = not measured\n# ",
+    fprintf(f, "# %s: rows of %s for one panel; one block per series, each starting with "
+               "the column names (scripts read columns by name); NULL = not measured\n",
             fig->name, fig->view);
-    for (int c = 0; c < t->ncols; c++) fprintf(f, "%s%s", c ? "\t" : "", t->names[c]);
-    fputc('\n', f);
     for (int b = 0; b < p->nblocks; b++) {
         if (b) fputs("\n\n", f);
+        for (int c = 0; c < t->ncols; c++) fprintf(f, "%s%s", c ? "\t" : "", t->names[c]);
+        fputc('\n', f);
         for (int r = p->block[b]; r < p->block[b + 1]; r++) {
             for (int c = 0; c < t->ncols; c++) {
                 if (c) fputc('\t', f);
@@ -231,21 +232,31 @@ static int emit_panel(const struct plots_options *o, const struct figure *fig,
     if (write_data(data, p, fig, e)) return -1;
     note(o, PLOTS_DATA, fig->name, data);
     if (!o->render) return 0;
-    for (int k = 0; k < 2; k++) {
-        const char *fmt = k ? "svg" : "png";
-        if (path_of(out, sizeof out, o->out_dir, stem, k ? ".svg" : ".png", e) ||
-            path_of(log, sizeof log, data_dir, stem, k ? ".svg.log" : ".png.log", e))
+    char table[4096];
+    for (int k = 0; k < 2 + (o->capture != 0); k++) {
+        const char *fmt = k == 1 ? "svg" : "png";
+        static const char *const ext[] = {".png", ".svg", ".png"};
+        static const char *const logext[] = {".png.log", ".svg.log", ".table.log"};
+        if (path_of(out, sizeof out, o->out_dir, stem, ext[k], e) ||
+            path_of(log, sizeof log, data_dir, stem, logext[k], e) ||
+            path_of(table, sizeof table, data_dir, stem, ".table", e))
             return -1;
         struct sbuf all = {0};
         sb_printf(&all, "%s", vars);
         gp_str(&all, "plotdir", scripts);
         gp_str(&all, "palette", palette);
         gp_str(&all, "datafile", data);
-        gp_str(&all, "out", out);
+        gp_str(&all, "out", k == 2 ? "/dev/null" : out);
         gp_str(&all, "fmt", fmt);
+        /* the third pass writes the drawn points instead of a figure */
+        if (k == 2) gp_str(&all, "gp_table", table);
         int rc = all.oom ? eb_fail(e, "out of memory") : run_gnuplot(gnuplot, all.p, script, log, e);
         free(all.p);
         if (rc) return -1;
+        if (k == 2) {
+            note(o, PLOTS_TABLE, fig->name, table);
+            continue;
+        }
         struct stat st;
         if (stat(out, &st) != 0 || st.st_size == 0) return eb_fail(e, "%s: gnuplot wrote no figure", out);
     }

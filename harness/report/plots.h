@@ -53,7 +53,8 @@ void describe_batching(const char *batch_size, const char *batching, char *out, 
 enum plots_event {
     PLOTS_DATA,                 /* text: a data file written */
     PLOTS_FIGURE,               /* text: a figure written (path without .png/.svg) */
-    PLOTS_SKIPPED               /* text: why a figure or panel was not drawn */
+    PLOTS_SKIPPED,              /* text: why a figure or panel was not drawn */
+    PLOTS_TABLE                 /* text: a captured `set table` file (o->capture) */
 };
 
 /* Called for every event; figure is the figure's name (e.g. "accuracy_vs_budget"). */
@@ -67,6 +68,8 @@ struct plots_options {
     int render;                 /* 0: write the data files only */
     plots_note_fn note;         /* may be NULL */
     void *ctx;
+    int capture;                /* 1: also write <out_dir>/data/<stem>.table, gnuplot's
+                                   `set table` of the points each figure draws */
 };
 
 /* The gnuplot palette (policy_rgb, policy_color, policy_pt, policy_dt,

@@ -292,7 +292,9 @@ static int insert_run(struct store *s, const struct run_record *r,
         return eb_fail(e, "%s: run %.12s: writing the run: %s", s->path, k,
                        sqlite3_errmsg(s->db));
     int64_t run_id = sqlite3_last_insert_rowid(s->db);
-    if (insert_samples(s, k, run_id, samples, n, e)) return -1;
+    if (insert_samples(s, k, run_id, samples, n, e) ||
+        insert_retention(s, k, run_id, samples, n, e))
+        return -1;
     return insert_sentences(s, k, run_id, sents, n_sents, e);
 }
 

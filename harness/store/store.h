@@ -20,8 +20,8 @@
  * runs.kv_type, version 4 redefined v_fullkv_ref (fullkv-pss counts),
  * v_throughput_by_batch and v_kv_by_budget (one line per kv_type).  An older
  * database is migrated when opened for writing (store_open) and read as it is
- * by store_open_readonly. */
-#define STORE_SCHEMA_VERSION 4
+ * by store_open_readonly.  Version 5 added the retention table (a CREATE). */
+#define STORE_SCHEMA_VERSION 5
 #define STORE_NONE (-1)
 
 /* results/schema.sql, byte for byte (harness/store/schema_sql.c). */
@@ -59,6 +59,18 @@ struct run_record {
     double mean_kv_bytes;
 };
 
+/* A trace's token-retention record (the retention table, results/schema.sql). */
+struct sample_retention {
+    int n_layer, n_kv, n_prompt, n_positions;
+    int64_t n_evicted_slots, n_evicted_tokens;
+    int max_step;
+    const char *encoding;
+    const unsigned char *steps;
+    size_t steps_len;
+    const unsigned char *token_bytes;   /* NULL: none */
+    size_t token_bytes_len;
+};
+
 /* One generated trace.  Required: sample_idx (unique within the run),
  * prompt_tokens, gen_tokens, finished (0/1), correct (0/1). */
 struct sample_record {
@@ -86,6 +98,7 @@ struct sample_record {
     double top1_agree;
     int64_t first_divergence;
     const char *text;
+    const struct sample_retention *retention;  /* NULL: none recorded */
 };
 
 /* One sentence of a trace; sample_idx names a sample written with the run

@@ -169,17 +169,29 @@ static int check_version(struct store *s, int64_t version, struct eb_err *e)
  * new one get the same text. */
 #define SCHEMA_V2_MARK "-- ---- Added in schema version 2."
 
-static int migrate_1_to_2(struct store *s, struct eb_err *e)
+/* Run the part of the embedded schema from mark `from` up to `to`, then set
+ * the version. */
+static int run_schema_part(struct store *s, const char *from_mark, const char *to_mark,
+                           int version, struct eb_err *e)
 {
-    const char *from = strstr(store_schema_sql, SCHEMA_V2_MARK);
-    const char *to = from ? strstr(from, "PRAGMA user_version") : NULL;
-    if (!to) return eb_fail(e, "%s: the embedded schema has no version-2 part", s->path);
+    char what[64];
+    snprintf(what, sizeof what, "migrating the schema to version %d", version);
+    const char *from = strstr(store_schema_sql, from_mark);
+    const char *to = from ? strstr(from, to_mark) : NULL;
+    if (!to) return eb_fail(e, "%s: the embedded schema has no version-%d part", s->path, version);
     char *sql = strndup(from, (size_t)(to - from));
-    if (!sql) return eb_fail_nomem(e, "out of memory");
-    int rc = exec(s, sql, "migrating the schema to version 2", e);
+    if (!sql) return eb_fail_nomem(e, "%s", what);
+    int rc = exec(s, sql, what, e);
     free(sql);
     if (rc) return -1;
-    return exec(s, "PRAGMA user_version = 2", "migrating the schema to version 2", e);
+    char pragma[64];
+    snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", version);
+    return exec(s, pragma, what, e);
+}
+
+static int migrate_1_to_2(struct store *s, struct eb_err *e)
+{
+    return run_schema_part(s, SCHEMA_V2_MARK, "PRAGMA user_version", 2, e);
 }
 
 /* Version 2 -> 3: runs.kv_type, as the schema defines it (every older run
@@ -228,6 +240,14 @@ static int migrate_3_to_4(struct store *s, struct eb_err *e)
     return exec(s, "PRAGMA user_version = 4", "migrating the schema to version 4", e);
 }
 
+/* Version 4 -> 5: the retention table, the part of the embedded schema
+ * between the version-5 and version-2 marks. */
+#define SCHEMA_V5_MARK "-- ---- Added in schema version 5."
+static int migrate_4_to_5(struct store *s, struct eb_err *e)
+{
+    return run_schema_part(s, SCHEMA_V5_MARK, SCHEMA_V2_MARK, 5, e);
+}
+
 /* Create the schema in an empty database, or verify the version of an
  * existing one and migrate it to this build's, one version at a time. */
 static int ensure_schema(struct store *s, struct eb_err *e)
@@ -248,7 +268,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
         goto fail;
     } else if ((version == 1 && migrate_1_to_2(s, e) != 0) ||
                (version <= 2 && migrate_2_to_3(s, e) != 0) ||
-               (version <= 3 && migrate_3_to_4(s, e) != 0)) {
+               (version <= 3 && migrate_3_to_4(s, e) != 0) ||
+               (version <= 4 && migrate_4_to_5(s, e) != 0)) {
         goto fail;
     }
     if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;

@@ -22,6 +22,10 @@ int fail_db(struct store *s, struct eb_err *e, const char *what);
 /* Runs sql; on failure e names what. */
 int exec(struct store *s, const char *sql, const char *what, struct eb_err *e);
 
+/* The retention rows of the samples that carry one (retention_rows.c). */
+int insert_retention(struct store *s, const char *k, int64_t run_id,
+                     const struct sample_record *samples, int n, struct eb_err *e);
+
 /* The claims table (results/schema.sql has the same statement): created on
  * every writable open, so version-2 files written before it get it too. */
 #define STORE_CLAIMS_SQL \
