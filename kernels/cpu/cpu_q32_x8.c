@@ -151,17 +151,19 @@ void q8_0_x8_block(const void *group, int b, int r, void *out)
 
 #include "kernels/cpu/cpu_x8_avx2.h"
 
-/* The body of every kernel here, for R activation rows (1 or 2); per row the
- * same operations in the same order whatever R, so every R agrees bit for
- * bit.  Lane r of every vector belongs to weight row r. */
+/* The body of every kernel here, for R activation rows (1, 2 or 4: see
+ * cpu_q4k_x8.c on registers and unrolling); per row the same operations in
+ * the same order whatever R, so every R agrees bit for bit.  Lane r of every
+ * vector belongs to weight row r. */
 static inline __attribute__((always_inline)) void q32_body(enum weight_type type, int k,
                                                            const void *group, const void *act,
                                                            size_t stride, int R, float (*out)[8])
 {
     struct q32_layout L = layout_of(type);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[2];
-    const block_q8_32 *x0[2];
+    __m256 acc[4];
+    const block_q8_32 *x0[4];
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
         acc[i] = _mm256_setzero_ps();
         x0[i] = (const block_q8_32 *)((const uint8_t *)act + (size_t)i * stride);
@@ -169,11 +171,13 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
     for (int b = 0; b < k / QK; b++) {
         const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
         const uint8_t *qs = g + 8 * (L.head + L.qh);
-        __m256i isum[2];
+        __m256i isum[4];
+        #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();
         if (type == WEIGHT_Q8_0) {
             for (int t = 0; t < 8; t++) {
                 __m256i w = load32(qs + 32 * t), aw = _mm256_sign_epi8(w, w);
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     __m256i xs = _mm256_sign_epi8(bcast4(x0[i][b].qs + 4 * t), w);
                     isum[i] = _mm256_add_epi32(
@@ -183,7 +187,8 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
         } else if (L.qh) {
             /* Q5: low and high halves summed apart (see the header's bounds) */
             const __m256i bit0 = _mm256_set1_epi32(0x01010101), bit4 = _mm256_set1_epi32(0x10101010);
-            __m256i qh = load32(g + 8 * L.head), plo[2], phi[2];
+            __m256i qh = load32(g + 8 * L.head), plo[4], phi[4];
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) plo[i] = phi[i] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
                 __m256i v = load32(qs + 32 * t), h = _mm256_srli_epi32(qh, t);
@@ -191,31 +196,37 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
                                              _mm256_slli_epi32(_mm256_and_si256(h, bit0), 4));
                 __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4),
                                              _mm256_and_si256(h, bit4));
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     const int8_t *xq = x0[i][b].qs + 4 * t;
                     plo[i] = _mm256_add_epi16(plo[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
                     phi[i] = _mm256_add_epi16(phi[i], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
                 }
             }
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++)
                 isum[i] = _mm256_add_epi32(_mm256_madd_epi16(plo[i], ones),
                                            _mm256_madd_epi16(phi[i], ones));
         } else {
-            __m256i p16[2];
+            __m256i p16[4];
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) p16[i] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
                 __m256i v = load32(qs + 32 * t);
                 __m256i lo = _mm256_and_si256(v, low4);
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     const int8_t *xq = x0[i][b].qs + 4 * t;
                     p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
                     p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
                 }
             }
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) isum[i] = _mm256_madd_epi16(p16[i], ones);
         }
         __m256 d = f16x8(g);
+        #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             const block_q8_32 *x = &x0[i][b];
             acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d)),
@@ -228,6 +239,7 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
                 acc[i] = _mm256_fmadd_ps(f16x8(g + 16), _mm256_set1_ps(x->s), acc[i]);
         }
     }
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
 }
 
@@ -287,6 +299,38 @@ void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
     for (int i = 0; i < QDOT_ROWS; i += 2)
         q32_body(WEIGHT_Q8_0, k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2,
                  out + i);
+}
+
+/* All QDOT_ROWS rows at once in AVX-512VL's 32 registers (cpu_q4k_x8.c). */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q4_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body(WEIGHT_Q4_0, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q4_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body(WEIGHT_Q4_1, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q5_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body(WEIGHT_Q5_0, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q5_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body(WEIGHT_Q5_1, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q8_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body(WEIGHT_Q8_0, k, group, act, stride, QDOT_ROWS, out);
 }
 
 #pragma GCC pop_options

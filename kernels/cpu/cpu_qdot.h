@@ -77,8 +77,13 @@ struct x8_kernels {
     void (*dots)(int k, const void *group, const void *act, size_t stride,
                  float out[QDOT_ROWS][8]);
 };
-/* NULL when the type has no interleaved kernels (or this is not x86-64). */
+/* NULL when the type has no interleaved kernels (or this is not x86-64).
+ * _for: the set this CPU runs (cpu_x8.c); _avx2 and _avx512vl: each set by
+ * name, for tests (_avx512vl NULL where the CPU lacks AVX-512F/VL/BW). */
 const struct x8_kernels *x8_kernels_for(enum weight_type t);
+const struct x8_kernels *x8_kernels_avx2(enum weight_type t);
+const struct x8_kernels *x8_kernels_avx512vl(enum weight_type t);
+int x8_wide_supported(void);
 
 void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q4k_x8_block(const void *group, int b, int r, void *out);
@@ -115,6 +120,20 @@ void q5_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
 void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
+void q4k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8]);
+void q6k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8]);
+void q4_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q4_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q5_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q5_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q8_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
 
 /* Dequantize one row of k values of type t to f32, bitwise as
  * quant_dequantize does; NULL when there is no SIMD version (use
