@@ -84,6 +84,12 @@ const struct x8_kernels *x8_kernels_for(enum weight_type t);
 const struct x8_kernels *x8_kernels_avx2(enum weight_type t);
 const struct x8_kernels *x8_kernels_avx512vl(enum weight_type t);
 int x8_wide_supported(void);
+void q4k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
+void q4k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8]);
+void q6k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
+void q6k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8]);
 
 void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q4k_x8_block(const void *group, int b, int r, void *out);

@@ -32,9 +32,9 @@ static const struct x8_kernels q8_0 = {8 * sizeof(block_q8_0), QK, q8_0_x8_pack,
                                        q8_0_x8_dot_avx2, q8_0_x8_dots_avx2};
 
 static const struct x8_kernels q4k_w = {sizeof(block_q4_k_x8), QK_K, q4k_x8_pack, q4k_x8_block,
-                                        q4k_x8_dot_avx2, q4k_x8_dots_avx512vl};
+                                        q4k_x8_dot_vnni, q4k_x8_dots_vnni};
 static const struct x8_kernels q6k_w = {sizeof(block_q6_k_x8), QK_K, q6k_x8_pack, q6k_x8_block,
-                                        q6k_x8_dot_avx2, q6k_x8_dots_avx512vl};
+                                        q6k_x8_dot_vnni, q6k_x8_dots_vnni};
 static const struct x8_kernels q4_0_w = {8 * sizeof(block_q4_0), QK, q4_0_x8_pack, q4_0_x8_block,
                                          q4_0_x8_dot_avx2, q4_0_x8_dots_avx512vl};
 static const struct x8_kernels q4_1_w = {8 * sizeof(block_q4_1), QK, q4_1_x8_pack, q4_1_x8_block,
