@@ -519,6 +519,36 @@ static void test_x8_kernels(void)
     if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU (layouts checked)");
 }
 
+/* The AVX2 activation quantizer gives the scalar one's bytes: random rows,
+ * rows with all-zero blocks, values on rounding ties (x * inv = n + 0.5)
+ * and tiny and huge magnitudes. */
+static void test_qact_simd(void)
+{
+    if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU");
+    enum { K = 1024 };
+    static float x[K];
+    static uint8_t a[K * 2], b[K * 2];
+    for (int pass = 0; pass < 6; pass++) {
+        for (int j = 0; j < K; j++) {
+            float v = rnd_f();
+            if (pass == 1) v = j < 512 ? 0.0f : v;
+            if (pass == 2) v = (float)((int)(rnd_u32() % 255) - 127) * 0.5f; /* ties */
+            if (pass == 3) v *= 1e-30f;
+            if (pass == 4) v *= 1e30f;
+            if (pass == 5) v = j % 32 == 0 ? 127.0f : (float)(j % 7) - 3.5f;
+            x[j] = v;
+        }
+        for (int kind = QACT_Q8_32; kind <= QACT_Q8_256; kind++) {
+            size_t n = qact_row_bytes((enum qact_kind)kind, K);
+            memset(a, 0, sizeof a);
+            memset(b, 0, sizeof b);
+            qact_quantize_row_at((enum qact_kind)kind, x, a, K, CPU_SIMD_SCALAR);
+            qact_quantize_row_at((enum qact_kind)kind, x, b, K, CPU_SIMD_AVX2);
+            CHECK_MSG(memcmp(a, b, n) == 0, "pass %d kind %d", pass, kind);
+        }
+    }
+}
+
 static void test_weight_create_rejects(void)
 {
     struct backend *be = backend_cpu_create(1);
@@ -542,6 +572,7 @@ int main(void)
     RUN(test_matmul_batch_matches_single);
     RUN(test_f32_mode_and_embed);
     RUN(test_simd_dequantize);
+    RUN(test_qact_simd);
     RUN(test_weight_create_rejects);
     return test_summary("qmatmul");
 }

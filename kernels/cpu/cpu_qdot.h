@@ -33,8 +33,14 @@ enum qact_kind {
 int qact_kind_of(enum weight_type t);
 /* Bytes of one prepared activation row of k values (k a multiple of the block). */
 size_t qact_row_bytes(enum qact_kind kind, int k);
-/* Quantize x[k] into a prepared row (no-op copy for QACT_F32). */
+/* Quantize x[k] into a prepared row (no-op copy for QACT_F32), with the
+ * AVX2 code where this CPU runs it (cpu_qact_avx2.c: bitwise the scalar
+ * result for finite x); _at: at a given level, for tests. */
 void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k);
+void qact_quantize_row_at(enum qact_kind kind, const float *x, void *out, int k,
+                          enum cpu_simd level);
+void qact_q8_32_avx2(const float *x, void *out, int k);
+void qact_q8_256_avx2(const float *x, void *out, int k);
 
 /* The f32 values a prepared row stands for (d * q per value). */
 void qact_dequantize_row(enum qact_kind kind, const void *act, float *out, int k);

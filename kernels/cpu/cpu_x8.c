@@ -85,7 +85,7 @@ int x8_wide_supported(void)
 /* Read once: the matmul asks per call. */
 static int wide_allowed(void)
 {
-    static int allowed = -1;
+    static _Atomic int allowed = -1;
     if (allowed < 0) {
         const char *cap = getenv("EVICTBENCH_CPU_SIMD");
         allowed = x8_wide_supported() &&
