@@ -219,32 +219,56 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
         }
 }
 
-/* The integer path over 8-row groups (interleaved K-quants): prepared activation
- * rows QDOT_ROWS at a time, then one by one; threads split the groups into
- * contiguous ranges, so each reads one long stretch of the weights. */
-static void matmul_x8(float *y, const uint8_t *act, size_t act_bytes, const struct weight *w,
-                      const float *bias, int m, int nt)
+/* Rows of y for activation rows [i0, i1) and weight groups [g0, g1):
+ * QDOT_ROWS activation rows at a time, then one by one. */
+static void x8_tile(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
+                    const struct weight *w, const float *bias, int i0, int i1, int g0, int g1)
 {
-    const struct x8_kernels *x8 = x8_kernels_for(w->held);
-    int n = w->rows, k = w->cols, groups = n / 8;
-    double work = (double)m * n * k;
-    #pragma omp parallel for num_threads(nt) schedule(static) \
-        if (nt > 1 && groups > 1 && work >= CPU_PARALLEL_MIN * 8.0)
-    for (int gi = 0; gi < groups; gi++) {
+    int n = w->rows, k = w->cols;
+    for (int gi = g0; gi < g1; gi++) {
         const uint8_t *g = row_of(w, 8 * gi);
         const float *b = bias ? bias + 8 * gi : NULL;
-        int i = 0;
-        for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
+        int i = i0;
+        for (; i + QDOT_ROWS <= i1; i += QDOT_ROWS) {
             float o[QDOT_ROWS][8];
             x8->dots(k, g, act + (size_t)i * act_bytes, act_bytes, o);
             for (int j = 0; j < QDOT_ROWS; j++)
                 for (int l = 0; l < 8; l++)
                     y[(size_t)(i + j) * n + 8 * gi + l] = o[j][l] + (b ? b[l] : 0.0f);
         }
-        for (; i < m; i++) {
+        for (; i < i1; i++) {
             float o[8];
             x8->dot(k, g, act + (size_t)i * act_bytes, o);
             for (int l = 0; l < 8; l++) y[(size_t)i * n + 8 * gi + l] = o[l] + (b ? b[l] : 0.0f);
+        }
+    }
+}
+
+/* The integer path over 8-row groups (interleaved weights), in one parallel
+ * region: the threads quantize x's rows into q, then take chunks of groups
+ * as they come free (dynamic), so a thread the OS preempts delays the call by
+ * one chunk, not by half the matmul; about X8_CHUNKS_PER_THREAD chunks each,
+ * a chunk being a contiguous stretch of the weights. */
+enum { X8_CHUNKS_PER_THREAD = 16 };
+
+static void matmul_x8(float *y, const float *x, uint8_t *q, enum qact_kind kind, size_t act_bytes,
+                      const struct weight *w, const float *bias, int m, int nt)
+{
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
+    int n = w->rows, k = w->cols, groups = n / 8;
+    int par = nt > 1 && groups > 1 && (double)m * n * k >= CPU_PARALLEL_MIN * 8.0;
+    int per = par ? groups / (nt * X8_CHUNKS_PER_THREAD) : groups;
+    if (per < 1) per = 1;
+    int chunks = (groups + per - 1) / per;
+    #pragma omp parallel num_threads(nt) if (par)
+    {
+        #pragma omp for schedule(static)
+        for (int i = 0; i < m; i++)
+            qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
+        #pragma omp for schedule(dynamic, 1)
+        for (int c = 0; c < chunks; c++) {
+            int g0 = c * per, g1 = g0 + per < groups ? g0 + per : groups;
+            x8_tile(x8, y, q, act_bytes, w, bias, 0, m, g0, g1);
         }
     }
 }
@@ -267,14 +291,14 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
             return;
         }
         uint8_t *q = im->scratch[0];
+        if (w->interleave) {
+            matmul_x8(y, x, q, kind, act_bytes, w, bias, m, nt);
+            return;
+        }
         #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && m >= 8)
         for (int i = 0; i < m; i++)
             qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
         act = q;
-    }
-    if (w->interleave) {
-        matmul_x8(y, act, act_bytes, w, bias, m, nt);
-        return;
     }
     int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
     double work = (double)m * n * k;
