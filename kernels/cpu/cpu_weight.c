@@ -249,7 +249,7 @@ static void x8_tile(const struct x8_kernels *x8, float *y, const uint8_t *act, s
  * as they come free (dynamic), so a thread the OS preempts delays the call by
  * one chunk, not by half the matmul; about X8_CHUNKS_PER_THREAD chunks each,
  * a chunk being a contiguous stretch of the weights. */
-enum { X8_CHUNKS_PER_THREAD = 16 };
+enum { X8_CHUNKS_PER_THREAD = 16, X8_ROW_BLOCK = 64 };
 
 static void matmul_x8(float *y, const float *x, uint8_t *q, enum qact_kind kind, size_t act_bytes,
                       const struct weight *w, const float *bias, int m, int nt)
@@ -268,7 +268,8 @@ static void matmul_x8(float *y, const float *x, uint8_t *q, enum qact_kind kind,
         #pragma omp for schedule(dynamic, 1)
         for (int c = 0; c < chunks; c++) {
             int g0 = c * per, g1 = g0 + per < groups ? g0 + per : groups;
-            x8_tile(x8, y, q, act_bytes, w, bias, 0, m, g0, g1);
+            for (int i0 = 0; i0 < m; i0 += X8_ROW_BLOCK)
+                x8_tile(x8, y, q, act_bytes, w, bias, i0, i0 + X8_ROW_BLOCK < m ? i0 + X8_ROW_BLOCK : m, g0, g1);
         }
     }
 }
