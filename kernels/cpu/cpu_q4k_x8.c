@@ -193,7 +193,9 @@ void q4k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stri
  * int32 and the scale multiply is mullo (|sum| <= 8 * 4 * 15 * 127 = 60960,
  * times a 6-bit scale, eight sub-blocks: < 2^25).  The integers equal the
  * AVX2 body's and the float work is the same, so the result is bitwise the
- * same. */
+ * same.  Here the t loop is unrolled: vpdpbusd chains cannot be regrouped
+ * (measured 15-20% faster than rolled, where GCC shuffles the accumulators
+ * through extra moves). */
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 static inline __attribute__((always_inline)) void q4k_x8_body_vnni(int k, const void *group,
                                                                    const void *act, size_t stride,
@@ -216,7 +218,7 @@ static inline __attribute__((always_inline)) void q4k_x8_body_vnni(int k, const 
             __m256i slo[4], shi[4];
             #pragma GCC unroll 4
             for (int i = 0; i < R; i++) slo[i] = shi[i] = _mm256_setzero_si256();
-            #pragma GCC unroll 1
+            #pragma GCC unroll 8
             for (int t = 0; t < 8; t++) {
                 __m256i v = load32(g->qs[c][t]);
                 __m256i lo = _mm256_and_si256(v, low4);

@@ -215,7 +215,7 @@ static inline __attribute__((always_inline)) void q6k_x8_body_vnni(int k, const 
                     __m256i pa[4], pb[4];
                     #pragma GCC unroll 4
                     for (int i = 0; i < R; i++) pa[i] = pb[i] = _mm256_setzero_si256();
-                    #pragma GCC unroll 1
+                    #pragma GCC unroll 4
                     for (int t = 4 * half; t < 4 * half + 4; t++) {
                         __m256i ql = load32(g->q[h][t][pair]), qh = load32(g->q[h][t][2]);
                         __m256i ha = _mm256_and_si256(pair ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
