@@ -193,9 +193,11 @@ void q4k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stri
  * int32 and the scale multiply is mullo (|sum| <= 8 * 4 * 15 * 127 = 60960,
  * times a 6-bit scale, eight sub-blocks: < 2^25).  The integers equal the
  * AVX2 body's and the float work is the same, so the result is bitwise the
- * same.  Here the t loop is unrolled: vpdpbusd chains cannot be regrouped
- * (measured 15-20% faster than rolled, where GCC shuffles the accumulators
- * through extra moves). */
+ * same.  A second body, not a flag: a body compiled for AVX2 cannot hold
+ * vpdpbusd, and one compiled for AVX-512 would let the AVX2 entry points use
+ * EVEX encodings.  Here the t loop is unrolled: vpdpbusd chains cannot be
+ * regrouped (measured 15-20% faster than rolled, where GCC shuffles the
+ * accumulators through extra moves). */
 __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
 static inline __attribute__((always_inline)) void q4k_x8_body_vnni(int k, const void *group,
                                                                    const void *act, size_t stride,
