@@ -85,7 +85,7 @@ struct x8_kernels {
 };
 /* NULL when the type has no interleaved kernels (or this is not x86-64).
  * _for: the set this CPU runs (cpu_x8.c); _avx2 and _avx512vl: each set by
- * name, for tests (_avx512vl NULL where the CPU lacks AVX-512F/VL/BW). */
+ * name, for tests (_avx512vl NULL where the CPU lacks AVX-512F/VL/BW or VNNI). */
 const struct x8_kernels *x8_kernels_for(enum weight_type t);
 const struct x8_kernels *x8_kernels_avx2(enum weight_type t);
 const struct x8_kernels *x8_kernels_avx512vl(enum weight_type t);

@@ -1,12 +1,13 @@
 /* cpu_x8.c - which weight types the AVX2 matmul keeps 8 rows interleaved, and
  * which of their kernels run here.
  *
- * Two sets share the layout and the 1-row kernels: the AVX2 set takes
- * QDOT_ROWS activation rows two at a time (16 vector registers), the
- * AVX-512VL set all four at once (32 registers), the same instructions on
- * the same integers, so both give the same bits.  The wider set runs where
- * the CPU has AVX-512F/VL/BW and EVICTBENCH_CPU_SIMD does not cap the level
- * at avx2 (or scalar). */
+ * Two sets share the layout: the AVX2 set takes QDOT_ROWS activation rows two
+ * at a time (16 vector registers); the wide set all four at once in
+ * AVX-512VL's 32 registers, summing with AVX-512 VNNI's vpdpbusd (and its
+ * 1-row Q4_K / Q6_K kernels too).  Both compute the same integers and then
+ * the same float operations, so they give the same bits.  The wide set runs
+ * where the CPU has AVX-512F/VL/BW and VNNI and EVICTBENCH_CPU_SIMD does not
+ * cap the level at avx2 (or scalar). */
 #include "kernels/cpu/cpu_qdot.h"
 
 #include <stdlib.h>
@@ -79,7 +80,7 @@ int x8_wide_supported(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512bw");
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vnni");
 }
 
 /* Read once: the matmul asks per call. */
