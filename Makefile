@@ -7,8 +7,9 @@
 #   make bench     tokens/s, policy overhead, KV memory table
 #   make bench-peer  ours vs llama.cpp's llama-bench (built once into build-peer/ from
 #                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
-#                  the first time): prefill 512 and decode batch 1 on the same GGUFs
-#                  [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
+#                  the first time): prefill 512, decode batch 1 and batch 16 on the same
+#                  GGUFs [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
+#   make bench-qmatmul  the quantized matmul alone, in CPU time (the 1.5B's shapes)
 #   make cuda      build the CUDA backend (nvcc + cuBLAS) ./evictbench-cuda, gpu_check
 
 CC      ?= cc
@@ -33,7 +34,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-peer clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
+.PHONY: all deps test bench bench-peer bench-qmatmul clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
 
 all: evictbench
 
@@ -70,6 +71,15 @@ test: $(TEST_BIN) $(BUILD)/evictbench lint
 # harness/: no file over 600 lines, no function over 80 (tools/check_size.sh).
 lint:
 	@tools/check_size.sh harness
+
+# The quantized matmul alone, in CPU time (tools/bench_qmatmul.c): the 1.5B's
+# Q4_K gate/up and Q6_K down shapes at prefill 512, decode batch 16 and batch 1.
+$(BUILD)/tools/bench_qmatmul: tools/bench_qmatmul.c $(BUILD)/libevictbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
+
+bench-qmatmul: $(BUILD)/tools/bench_qmatmul
+	@for m in 512 16 1; do $< 12 8960 1536 $$m 5 && $< 14 1536 8960 $$m 5 || exit 1; done
 
 # The runtime table, then the policy table of issue 4 (2,048 generated tokens
 # per row: roughly 15 minutes on 2 cores).

@@ -432,14 +432,29 @@ static void test_simd_dequantize(void)
     free(b);
 }
 
+/* The wide set (AVX-512VL: four rows at once; VNNI for Q4_K / Q6_K) against
+ * the AVX2 set: the same integers and float operations, so the same bits. */
+static void check_x8_wide(enum weight_type t, const uint8_t *g, const uint8_t *act,
+                          size_t act_bytes, int k, float one[QDOT_ROWS][8])
+{
+    const struct x8_kernels *wide = x8_kernels_avx512vl(t);
+    if (!wide) return;
+    float w1[QDOT_ROWS][8], wn[QDOT_ROWS][8];
+    for (int i = 0; i < QDOT_ROWS; i++) wide->dot(k, g, act + i * act_bytes, w1[i]);
+    wide->dots(k, g, act, act_bytes, wn);
+    CHECK_MSG(memcmp(one, w1, sizeof w1) == 0, "%s wide 1-row", quant_type_name((int)t));
+    CHECK_MSG(memcmp(one, wn, sizeof wn) == 0, "%s wide 4-row", quant_type_name((int)t));
+}
+
 /* K-quants interleaved 8 rows at a time (cpu_q4k_x8.c, cpu_q6k_x8.c): the
  * layout gives every row's blocks back bit for bit, the 8-row kernel equals
- * the row kernels up to f32 order (same tolerance as scalar vs AVX2), and its
- * multi-row form equals it exactly. */
+ * the row kernels up to f32 order (same tolerance as scalar vs AVX2), its
+ * multi-row form equals it exactly, and so does the wide set: also with every
+ * activation at +-127 (the integer sums at their bounds). */
 static void check_x8(enum weight_type t)
 {
     enum { K = 1024 };
-    const struct x8_kernels *x8 = x8_kernels_for(t);
+    const struct x8_kernels *x8 = x8_kernels_avx2(t);
     if (!x8) return; /* not x86-64 */
     int NB = K / x8->block_elems;
     enum qact_kind kind = (enum qact_kind)qact_kind_of(t);
@@ -466,6 +481,19 @@ static void check_x8(enum weight_type t)
     for (int i = 0; i < QDOT_ROWS; i++) x8->dot(K, g, act + i * act_bytes, one[i]);
     x8->dots(K, g, act, act_bytes, many);
     CHECK_MSG(memcmp(one, many, sizeof one) == 0, "%s", quant_type_name((int)t));
+    check_x8_wide(t, g, act, act_bytes, K, one);
+    {
+        float xs[K], o1[QDOT_ROWS][8];
+        uint8_t *sat = malloc(QDOT_ROWS * act_bytes);
+        if (!sat) { CHECK(0); goto done; }
+        for (int i = 0; i < QDOT_ROWS; i++) {
+            for (int j = 0; j < K; j++) xs[j] = rnd_u32() & 1 ? 1.0f : -1.0f;
+            qact_quantize_row(kind, xs, sat + i * act_bytes, K);
+            x8->dot(K, g, sat + i * act_bytes, o1[i]);
+        }
+        check_x8_wide(t, g, sat, act_bytes, K, o1);
+        free(sat);
+    }
     double xh[K], hs[K];
     for (int i = 0; i < QDOT_ROWS; i++) {
         act_values(kind, act + i * act_bytes, x[i], K, xh, hs);
@@ -491,6 +519,36 @@ static void test_x8_kernels(void)
     if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU (layouts checked)");
 }
 
+/* The AVX2 activation quantizer gives the scalar one's bytes: random rows,
+ * rows with all-zero blocks, values on rounding ties (x * inv = n + 0.5)
+ * and tiny and huge magnitudes. */
+static void test_qact_simd(void)
+{
+    if (cpu_simd_level() != CPU_SIMD_AVX2) SKIP("no AVX2 on this CPU");
+    enum { K = 1024 };
+    static float x[K];
+    static uint8_t a[K * 2], b[K * 2];
+    for (int pass = 0; pass < 6; pass++) {
+        for (int j = 0; j < K; j++) {
+            float v = rnd_f();
+            if (pass == 1) v = j < 512 ? 0.0f : v;
+            if (pass == 2) v = (float)((int)(rnd_u32() % 255) - 127) * 0.5f; /* ties */
+            if (pass == 3) v *= 1e-30f;
+            if (pass == 4) v *= 1e30f;
+            if (pass == 5) v = j % 32 == 0 ? 127.0f : (float)(j % 7) - 3.5f;
+            x[j] = v;
+        }
+        for (int kind = QACT_Q8_32; kind <= QACT_Q8_256; kind++) {
+            size_t n = qact_row_bytes((enum qact_kind)kind, K);
+            memset(a, 0, sizeof a);
+            memset(b, 0, sizeof b);
+            qact_quantize_row_at((enum qact_kind)kind, x, a, K, CPU_SIMD_SCALAR);
+            qact_quantize_row_at((enum qact_kind)kind, x, b, K, CPU_SIMD_AVX2);
+            CHECK_MSG(memcmp(a, b, n) == 0, "pass %d kind %d", pass, kind);
+        }
+    }
+}
+
 static void test_weight_create_rejects(void)
 {
     struct backend *be = backend_cpu_create(1);
@@ -514,6 +572,7 @@ int main(void)
     RUN(test_matmul_batch_matches_single);
     RUN(test_f32_mode_and_embed);
     RUN(test_simd_dequantize);
+    RUN(test_qact_simd);
     RUN(test_weight_create_rejects);
     return test_summary("qmatmul");
 }

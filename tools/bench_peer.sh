@@ -9,6 +9,10 @@
 # Default models: models/SmolLM2-135M-Instruct.Q4_1.gguf, plus the Qwen2.5-Coder
 # 0.5B and 1.5B Q4_K_M GGUFs in models/ where present.
 #
+# A second table: decode at batch 16 (16 sequences of 32 prompt tokens, GEN new
+# tokens each) beside llama.cpp's llama-batched-bench, with our batch-16 / batch-1
+# speedup; n/a where llama-batched-bench does not build.
+#
 # llama-bench is built from the llama.cpp source that the llama-cpp-python sdist
 # vendors (the version pinned below, the same one tools/golden/gen_tokens.py uses),
 # CPU only, once: a rerun finds the binary and skips the build.
@@ -127,6 +131,61 @@ print("\t".join([os.path.basename(model), weight_type, threads] +
 EOF
 done
 
+# --- decode batch 16 vs llama-batched-bench (a separate table) ---
+BATCH=16
+BATCH_PROMPT=32
+LLAMA_BATCHED=$CMAKE_DIR/bin/llama-batched-bench
+if [ ! -x "$LLAMA_BATCHED" ]; then
+    echo "bench-peer: building llama-batched-bench (once)" >&2
+    cmake --build "$CMAKE_DIR" --target llama-batched-bench -j "${PEER_JOBS:-2}" \
+        >"$CMAKE_DIR.batched.log" 2>&1 ||
+        echo "bench-peer: llama-batched-bench did not build (see $CMAKE_DIR.batched.log): n/a" >&2
+fi
+i=0
+for m in "$@"; do
+    i=$((i + 1))
+    r=0
+    while [ $r -lt "$REPS" ]; do
+        r=$((r + 1))
+        echo "bench-peer: $m: decode batch $BATCH, run $r of $REPS" >&2
+        "$EVICTBENCH" bench --model "$m" --threads "$THREADS" --prompt-len "$BATCH_PROMPT" \
+            --decode-prompt "$BATCH_PROMPT" --new "$GEN" --batches "$BATCH" --kv-type f16 --tsv \
+            >"$TMP/oursb$i.$r.tsv" || die "evictbench bench failed on $m"
+        if [ -x "$LLAMA_BATCHED" ]; then
+            "$LLAMA_BATCHED" -m "$m" -c $((BATCH * (BATCH_PROMPT + GEN))) -b 2048 -ub 512 \
+                -npp "$BATCH_PROMPT" -ntg "$GEN" -npl "$BATCH" -t "$THREADS" \
+                --output-format jsonl >"$TMP/peerb$i.$r.jsonl" 2>"$TMP/peerb$i.err" ||
+                { cat "$TMP/peerb$i.err" >&2; die "llama-batched-bench failed on $m"; }
+        fi
+    done
+    python3 - "$m" "$BATCH" "$TMP" "$i" >>"$TMP/brows" <<'EOF'
+import glob, json, os, statistics, sys
+model, batch, tmp, i = sys.argv[1:5]
+def medians(pattern, pick):
+    vals = []
+    for path in glob.glob(pattern):
+        for line in open(path):
+            v = pick(line)
+            if v is not None:
+                vals.append(v)
+    return statistics.median(vals) if vals else None
+def tsv_row(name):
+    def pick(line):
+        f = line.rstrip("\n").split("\t")
+        return float(f[1]) if f[0] == name else None
+    return pick
+ours = medians("%s/oursb%s.*.tsv" % (tmp, i), tsv_row("decode batch %s" % batch))
+bs1 = medians("%s/ours%s.*.tsv" % (tmp, i), tsv_row("decode batch 1"))
+peer = medians("%s/peerb%s.*.jsonl" % (tmp, i),
+               lambda l: float(json.loads(l)["speed_tg"]) if l.startswith("{") else None)
+if ours is None:
+    sys.exit("bench-peer: %s: missing decode batch %s result" % (model, batch))
+print("\t".join([os.path.basename(model), "%.1f" % ours,
+                 "%.1f" % peer if peer else "n/a", "%.2fx" % (ours / peer) if peer else "n/a",
+                 "%.2fx" % (ours / bs1) if bs1 else "n/a"]))
+EOF
+done
+
 echo "evictbench vs llama.cpp llama-bench ($PEER_VERSION sdist), medians of $REPS runs, tokens/s"
 python3 - "$TMP/rows" "$PROMPT" <<'EOF'
 import sys
@@ -137,4 +196,14 @@ head = ["model", "weight type", "threads",
 widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
 for r in [head] + rows:
     print("  ".join(v.ljust(w) if c < 2 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths))))
+EOF
+echo
+echo "decode batch $BATCH ($BATCH sequences of $BATCH_PROMPT prompt tokens, $GEN new each) vs llama-batched-bench, medians of $REPS runs, tokens/s"
+python3 - "$TMP/brows" "$BATCH" <<'EOF'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+head = ["model", "decode bs%s ours" % sys.argv[2], "llama.cpp", "ratio", "ours bs%s / bs1" % sys.argv[2]]
+widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
+for r in [head] + rows:
+    print("  ".join(v.ljust(w) if c < 1 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths))))
 EOF

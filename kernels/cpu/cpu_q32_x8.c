@@ -151,17 +151,52 @@ void q8_0_x8_block(const void *group, int b, int r, void *out)
 
 #include "kernels/cpu/cpu_x8_avx2.h"
 
-/* The body of every kernel here, for R activation rows (1 or 2); per row the
- * same operations in the same order whatever R, so every R agrees bit for
- * bit.  Lane r of every vector belongs to weight row r. */
+/* The 32 quants of 8 rows for 4-byte group t as unsigned bytes: lo holds
+ * elements 4t..4t+3 of every row, hi elements 16+4t..; Q5's fifth bits come
+ * from qh (the permuted bits of the 8 rows; ignored for Q4). */
+static inline __attribute__((always_inline)) void q32_nibbles(int q5, __m256i v, __m256i qh, int t,
+                                                              __m256i *lo, __m256i *hi)
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_and_si256(v, low4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+    if (q5) {
+        const __m256i bit0 = _mm256_set1_epi32(0x01010101), bit4 = _mm256_set1_epi32(0x10101010);
+        __m256i h = _mm256_srli_epi32(qh, t);
+        *lo = _mm256_or_si256(*lo, _mm256_slli_epi32(_mm256_and_si256(h, bit0), 4));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(h, bit4));
+    }
+}
+
+/* The float work of one block for one activation row (lane = weight row). */
+static inline __attribute__((always_inline)) __m256 q32_finish(enum weight_type type,
+                                                               const uint8_t *g, __m256 d,
+                                                               const block_q8_32 *x, __m256i isum,
+                                                               __m256 acc)
+{
+    acc = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d)), _mm256_cvtepi32_ps(isum), acc);
+    if (type == WEIGHT_Q4_0) /* q - 8: minus 8 * d * d_x * sum(q_x) */
+        acc = _mm256_fnmadd_ps(d, _mm256_set1_ps(8.0f * x->s), acc);
+    else if (type == WEIGHT_Q5_0) /* q - 16 */
+        acc = _mm256_fnmadd_ps(d, _mm256_set1_ps(16.0f * x->s), acc);
+    else if (type == WEIGHT_Q4_1 || type == WEIGHT_Q5_1) /* + m * d_x * sum(q_x) */
+        acc = _mm256_fmadd_ps(f16x8(g + 16), _mm256_set1_ps(x->s), acc);
+    return acc;
+}
+
+/* The body of every kernel here, for R activation rows (1, 2 or 4: see
+ * cpu_q4k_x8.c on registers and unrolling); per row the same operations in
+ * the same order whatever R, so every R agrees bit for bit.  Lane r of every
+ * vector belongs to weight row r. */
 static inline __attribute__((always_inline)) void q32_body(enum weight_type type, int k,
                                                            const void *group, const void *act,
                                                            size_t stride, int R, float (*out)[8])
 {
     struct q32_layout L = layout_of(type);
-    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[2];
-    const block_q8_32 *x0[2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    const block_q8_32 *x0[4];
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
         acc[i] = _mm256_setzero_ps();
         x0[i] = (const block_q8_32 *)((const uint8_t *)act + (size_t)i * stride);
@@ -169,11 +204,13 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
     for (int b = 0; b < k / QK; b++) {
         const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
         const uint8_t *qs = g + 8 * (L.head + L.qh);
-        __m256i isum[2];
+        __m256i isum[4];
+        #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();
         if (type == WEIGHT_Q8_0) {
             for (int t = 0; t < 8; t++) {
                 __m256i w = load32(qs + 32 * t), aw = _mm256_sign_epi8(w, w);
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     __m256i xs = _mm256_sign_epi8(bcast4(x0[i][b].qs + 4 * t), w);
                     isum[i] = _mm256_add_epi32(
@@ -182,52 +219,45 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
             }
         } else if (L.qh) {
             /* Q5: low and high halves summed apart (see the header's bounds) */
-            const __m256i bit0 = _mm256_set1_epi32(0x01010101), bit4 = _mm256_set1_epi32(0x10101010);
-            __m256i qh = load32(g + 8 * L.head), plo[2], phi[2];
+            __m256i qh = load32(g + 8 * L.head), plo[4], phi[4];
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) plo[i] = phi[i] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
-                __m256i v = load32(qs + 32 * t), h = _mm256_srli_epi32(qh, t);
-                __m256i lo = _mm256_or_si256(_mm256_and_si256(v, low4),
-                                             _mm256_slli_epi32(_mm256_and_si256(h, bit0), 4));
-                __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4),
-                                             _mm256_and_si256(h, bit4));
+                __m256i lo, hi;
+                q32_nibbles(1, load32(qs + 32 * t), qh, t, &lo, &hi);
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     const int8_t *xq = x0[i][b].qs + 4 * t;
                     plo[i] = _mm256_add_epi16(plo[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
                     phi[i] = _mm256_add_epi16(phi[i], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
                 }
             }
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++)
                 isum[i] = _mm256_add_epi32(_mm256_madd_epi16(plo[i], ones),
                                            _mm256_madd_epi16(phi[i], ones));
         } else {
-            __m256i p16[2];
+            __m256i p16[4];
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) p16[i] = _mm256_setzero_si256();
             for (int t = 0; t < 4; t++) {
-                __m256i v = load32(qs + 32 * t);
-                __m256i lo = _mm256_and_si256(v, low4);
-                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+                __m256i lo, hi;
+                q32_nibbles(0, load32(qs + 32 * t), _mm256_setzero_si256(), t, &lo, &hi);
+                #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     const int8_t *xq = x0[i][b].qs + 4 * t;
                     p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(lo, bcast4(xq)));
                     p16[i] = _mm256_add_epi16(p16[i], _mm256_maddubs_epi16(hi, bcast4(xq + 16)));
                 }
             }
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) isum[i] = _mm256_madd_epi16(p16[i], ones);
         }
         __m256 d = f16x8(g);
-        for (int i = 0; i < R; i++) {
-            const block_q8_32 *x = &x0[i][b];
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x->d)),
-                                     _mm256_cvtepi32_ps(isum[i]), acc[i]);
-            if (type == WEIGHT_Q4_0) /* q - 8: minus 8 * d * d_x * sum(q_x) */
-                acc[i] = _mm256_fnmadd_ps(d, _mm256_set1_ps(8.0f * x->s), acc[i]);
-            else if (type == WEIGHT_Q5_0) /* q - 16 */
-                acc[i] = _mm256_fnmadd_ps(d, _mm256_set1_ps(16.0f * x->s), acc[i]);
-            else if (type == WEIGHT_Q4_1 || type == WEIGHT_Q5_1) /* + m * d_x * sum(q_x) */
-                acc[i] = _mm256_fmadd_ps(f16x8(g + 16), _mm256_set1_ps(x->s), acc[i]);
-        }
+        #pragma GCC unroll 4
+        for (int i = 0; i < R; i++) acc[i] = q32_finish(type, g, d, &x0[i][b], isum[i], acc[i]);
     }
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
 }
 
@@ -287,6 +317,96 @@ void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
     for (int i = 0; i < QDOT_ROWS; i += 2)
         q32_body(WEIGHT_Q8_0, k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2,
                  out + i);
+}
+
+/* The body again with AVX-512 VNNI (cpu_q4k_x8.c says why a second body):
+ * vpdpbusd sums four u8 x s8 products straight into int32, the whole block
+ * in one accumulator (|sum| <= 32 * 31 * 127 for Q5, 32 * 128 * 127 for
+ * Q8_0: far inside int32), the same integers as the AVX2 body and the same
+ * float work after them, so the same bits. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+static inline __attribute__((always_inline)) void q32_body_vnni(enum weight_type type, int k,
+                                                                const void *group, const void *act,
+                                                                size_t stride, int R,
+                                                                float (*out)[8])
+{
+    struct q32_layout L = layout_of(type);
+    __m256 acc[4];
+    const block_q8_32 *x0[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        acc[i] = _mm256_setzero_ps();
+        x0[i] = (const block_q8_32 *)((const uint8_t *)act + (size_t)i * stride);
+    }
+    for (int b = 0; b < k / QK; b++) {
+        const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
+        const uint8_t *qs = g + 8 * (L.head + L.qh);
+        __m256i isum[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();
+        if (type == WEIGHT_Q8_0) {
+            #pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                __m256i w = load32(qs + 32 * t), aw = _mm256_sign_epi8(w, w);
+                #pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    isum[i] = _mm256_dpbusd_epi32(isum[i], aw,
+                                                  _mm256_sign_epi8(bcast4(x0[i][b].qs + 4 * t), w));
+            }
+        } else {
+            __m256i qh = L.qh ? load32(g + 8 * L.head) : _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int t = 0; t < 4; t++) {
+                __m256i lo, hi;
+                q32_nibbles(L.qh != 0, load32(qs + 32 * t), qh, t, &lo, &hi);
+                #pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    const int8_t *xq = x0[i][b].qs + 4 * t;
+                    isum[i] = _mm256_dpbusd_epi32(isum[i], lo, bcast4(xq));
+                    isum[i] = _mm256_dpbusd_epi32(isum[i], hi, bcast4(xq + 16));
+                }
+            }
+        }
+        __m256 d = f16x8(g);
+        #pragma GCC unroll 4
+        for (int i = 0; i < R; i++) acc[i] = q32_finish(type, g, d, &x0[i][b], isum[i], acc[i]);
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+/* All QDOT_ROWS rows at once in AVX-512VL's 32 registers (cpu_q4k_x8.c),
+ * with VNNI: the wide set's 4-row kernels; its 1-row kernels are the AVX2
+ * ones. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q4_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body_vnni(WEIGHT_Q4_0, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q4_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body_vnni(WEIGHT_Q4_1, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q5_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body_vnni(WEIGHT_Q5_0, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q5_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body_vnni(WEIGHT_Q5_1, k, group, act, stride, QDOT_ROWS, out);
+}
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q8_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8])
+{
+    q32_body_vnni(WEIGHT_Q8_0, k, group, act, stride, QDOT_ROWS, out);
 }
 
 #pragma GCC pop_options

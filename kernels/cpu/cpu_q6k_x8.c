@@ -67,8 +67,9 @@ static __m256i scale_of(__m256i sp, int odd)
                : _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(sp, 0xA0), 0xA0);
 }
 
-/* The body of both kernels, for R activation rows (1 or 2); per row the same
- * operations in the same order whatever R, so every R agrees bit for bit.
+/* The body of both kernels, for R activation rows (1, 2 or 4: see
+ * cpu_q4k_x8.c on registers and unrolling); per row the same operations in
+ * the same order whatever R, so every R agrees bit for bit.
  * Lane r of every vector belongs to weight row r.  Streams go in pairs that
  * share their ql bytes: (0, 2) low and high nibbles of ql[64h + l], (1, 3)
  * those of ql[64h + 32 + l]; stream s's two high bits are bits 2s, 2s + 1 of
@@ -78,18 +79,21 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
                                                               int R, float (*out)[8])
 {
     const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
-    __m256 acc[2];
-    const block_q8_256 *x0[2];
+    __m256 acc[4];
+    const block_q8_256 *x0[4];
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
         acc[i] = _mm256_setzero_ps();
         x0[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride);
     }
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
-        __m256i isum[2], off[2];
+        __m256i isum[4], off[4];
+        #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = off[i] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
             __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[p]));
+            #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 int32_t bs;
                 memcpy(&bs, x0[i][b].bsums + 2 * p, 4);
@@ -101,8 +105,10 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
                 /* streams pair (low nibbles) and pair + 2 (high nibbles) */
                 __m256i spa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair]));
                 __m256i spb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair + 2]));
+                #pragma GCC unroll 1
                 for (int t0 = 0; t0 < 8; t0 += 2) {
-                    __m256i pa[2], pb[2];
+                    __m256i pa[4], pb[4];
+                    #pragma GCC unroll 4
                     for (int i = 0; i < R; i++) pa[i] = pb[i] = _mm256_setzero_si256();
                     for (int t = t0; t < t0 + 2; t++) {
                         __m256i ql = load32(g->q[h][t][pair]), qh = load32(g->q[h][t][2]);
@@ -112,6 +118,7 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
                         __m256i hb = _mm256_and_si256(pair ? _mm256_srli_epi16(qh, 2) : qh, bits45);
                         __m256i va = _mm256_or_si256(_mm256_and_si256(ql, low4), ha);
                         __m256i vb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4), hb);
+                        #pragma GCC unroll 4
                         for (int i = 0; i < R; i++) {
                             const int8_t *xq = x0[i][b].qs + 128 * h + 32 * pair + 4 * t;
                             pa[i] = _mm256_add_epi16(pa[i], _mm256_maddubs_epi16(va, bcast4(xq)));
@@ -120,6 +127,7 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
                     }
                     /* t0 < 4: the first 16 values of the streams' sub-block pairs */
                     __m256i sa = scale_of(spa, t0 >= 4), sb = scale_of(spb, t0 >= 4);
+                    #pragma GCC unroll 4
                     for (int i = 0; i < R; i++) {
                         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pa[i], sa));
                         isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(pb[i], sb));
@@ -127,12 +135,14 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
                 }
             }
         __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->d));
+        #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             __m256i net = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(off[i], 5));
             acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x0[i][b].d)),
                                      _mm256_cvtepi32_ps(net), acc[i]);
         }
     }
+    #pragma GCC unroll 4
     for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
 }
 
@@ -147,6 +157,109 @@ void q6k_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
 {
     for (int i = 0; i < QDOT_ROWS; i += 2)
         q6k_x8_body(k, group, (const uint8_t *)act + (size_t)i * stride, stride, 2, out + i);
+}
+
+/* all QDOT_ROWS rows at once in AVX-512VL's 32 registers (cpu_q4k_x8.c) */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw")))
+void q6k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                          float out[QDOT_ROWS][8])
+{
+    q6k_x8_body(k, group, act, stride, QDOT_ROWS, out);
+}
+
+/* Sub-block 2p (odd = 0) or 2p + 1 scales of the 8 rows as int32, one per
+ * lane, from the pair vector sp (as scale_of, widened). */
+static __m256i scale32_of(__m256i sp, int odd)
+{
+    return odd ? _mm256_srai_epi32(sp, 16) : _mm256_srai_epi32(_mm256_slli_epi32(sp, 16), 16);
+}
+
+/* The body again with AVX-512 VNNI (see cpu_q4k_x8.c): vpdpbusd sums into
+ * int32, so a whole sub-block of 16 values (four 4-byte groups) is summed
+ * before its scale multiply (|sum| <= 16 * 63 * 127 = 128016, times |scale|
+ * <= 128, sixteen sub-blocks: < 2^29).  The integers equal the AVX2 body's
+ * and the float work is the same: bitwise the same result. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+static inline __attribute__((always_inline)) void q6k_x8_body_vnni(int k, const void *group,
+                                                                   const void *act, size_t stride,
+                                                                   int R, float (*out)[8])
+{
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    __m256 acc[4];
+    const block_q8_256 *x0[4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; i++) {
+        acc[i] = _mm256_setzero_ps();
+        x0[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride);
+    }
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        __m256i isum[4], off[4];
+        #pragma GCC unroll 4
+        for (int i = 0; i < R; i++) isum[i] = off[i] = _mm256_setzero_si256();
+        for (int p = 0; p < 8; p++) {
+            __m256i sp = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[p]));
+            #pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                int32_t bs;
+                memcpy(&bs, x0[i][b].bsums + 2 * p, 4);
+                off[i] = _mm256_add_epi32(off[i], _mm256_madd_epi16(sp, _mm256_set1_epi32(bs)));
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int pair = 0; pair < 2; pair++) {
+                __m256i spa = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair]));
+                __m256i spb = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)g->sc[4 * h + pair + 2]));
+                #pragma GCC unroll 1
+                for (int half = 0; half < 2; half++) {
+                    __m256i pa[4], pb[4];
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < R; i++) pa[i] = pb[i] = _mm256_setzero_si256();
+                    #pragma GCC unroll 4
+                    for (int t = 4 * half; t < 4 * half + 4; t++) {
+                        __m256i ql = load32(g->q[h][t][pair]), qh = load32(g->q[h][t][2]);
+                        __m256i ha = _mm256_and_si256(pair ? _mm256_slli_epi16(qh, 2) : _mm256_slli_epi16(qh, 4), bits45);
+                        __m256i hb = _mm256_and_si256(pair ? _mm256_srli_epi16(qh, 2) : qh, bits45);
+                        __m256i va = _mm256_or_si256(_mm256_and_si256(ql, low4), ha);
+                        __m256i vb = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4), hb);
+                        #pragma GCC unroll 4
+                        for (int i = 0; i < R; i++) {
+                            const int8_t *xq = x0[i][b].qs + 128 * h + 32 * pair + 4 * t;
+                            pa[i] = _mm256_dpbusd_epi32(pa[i], va, bcast4(xq));
+                            pb[i] = _mm256_dpbusd_epi32(pb[i], vb, bcast4(xq + 64));
+                        }
+                    }
+                    __m256i sa = scale32_of(spa, half), sb = scale32_of(spb, half);
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < R; i++) {
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(pa[i], sa));
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(pb[i], sb));
+                    }
+                }
+            }
+        __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g->d));
+        #pragma GCC unroll 4
+        for (int i = 0; i < R; i++) {
+            __m256i net = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(off[i], 5));
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x0[i][b].d)),
+                                     _mm256_cvtepi32_ps(net), acc[i]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < R; i++) _mm256_storeu_ps(out[i], acc[i]);
+}
+
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q6k_x8_dot_vnni(int k, const void *group, const void *act, float out[8])
+{
+    q6k_x8_body_vnni(k, group, act, 0, 1, (float (*)[8])out);
+}
+
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q6k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8])
+{
+    q6k_x8_body_vnni(k, group, act, stride, QDOT_ROWS, out);
 }
 
 #pragma GCC pop_options

@@ -88,13 +88,31 @@ static void quantize_q8_256(const float *x, block_q8_256 *y, int k)
     }
 }
 
-void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k)
+void qact_quantize_row_at(enum qact_kind kind, const float *x, void *out, int k,
+                          enum cpu_simd level)
 {
+#if defined(__x86_64__)
+    if (level == CPU_SIMD_AVX2 && kind == QACT_Q8_32) {
+        qact_q8_32_avx2(x, out, k);
+        return;
+    }
+    if (level == CPU_SIMD_AVX2 && kind == QACT_Q8_256) {
+        qact_q8_256_avx2(x, out, k);
+        return;
+    }
+#endif
     switch (kind) {
     case QACT_F32: memcpy(out, x, (size_t)k * sizeof(float)); break;
     case QACT_Q8_32: quantize_q8_32(x, out, k); break;
     case QACT_Q8_256: quantize_q8_256(x, out, k); break;
     }
+}
+
+void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k)
+{
+    static _Atomic int level = -1; /* looked up once: the matmul quantizes per row */
+    if (level < 0) level = (int)cpu_simd_level();
+    qact_quantize_row_at(kind, x, out, k, (enum cpu_simd)level);
 }
 
 void qact_dequantize_row(enum qact_kind kind, const void *act, float *out, int k)

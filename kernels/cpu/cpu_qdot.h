@@ -33,8 +33,14 @@ enum qact_kind {
 int qact_kind_of(enum weight_type t);
 /* Bytes of one prepared activation row of k values (k a multiple of the block). */
 size_t qact_row_bytes(enum qact_kind kind, int k);
-/* Quantize x[k] into a prepared row (no-op copy for QACT_F32). */
+/* Quantize x[k] into a prepared row (no-op copy for QACT_F32), with the
+ * AVX2 code where this CPU runs it (cpu_qact_avx2.c: bitwise the scalar
+ * result for finite x); _at: at a given level, for tests. */
 void qact_quantize_row(enum qact_kind kind, const float *x, void *out, int k);
+void qact_quantize_row_at(enum qact_kind kind, const float *x, void *out, int k,
+                          enum cpu_simd level);
+void qact_q8_32_avx2(const float *x, void *out, int k);
+void qact_q8_256_avx2(const float *x, void *out, int k);
 
 /* The f32 values a prepared row stands for (d * q per value). */
 void qact_dequantize_row(enum qact_kind kind, const void *act, float *out, int k);
@@ -77,8 +83,19 @@ struct x8_kernels {
     void (*dots)(int k, const void *group, const void *act, size_t stride,
                  float out[QDOT_ROWS][8]);
 };
-/* NULL when the type has no interleaved kernels (or this is not x86-64). */
+/* NULL when the type has no interleaved kernels (or this is not x86-64).
+ * _for: the set this CPU runs (cpu_x8.c); _avx2 and _avx512vl: each set by
+ * name, for tests (_avx512vl NULL where the CPU lacks AVX-512F/VL/BW or VNNI). */
 const struct x8_kernels *x8_kernels_for(enum weight_type t);
+const struct x8_kernels *x8_kernels_avx2(enum weight_type t);
+const struct x8_kernels *x8_kernels_avx512vl(enum weight_type t);
+int x8_wide_supported(void);
+void q4k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
+void q4k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8]);
+void q6k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
+void q6k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
+                      float out[QDOT_ROWS][8]);
 
 void q4k_x8_pack(const void *rows8, size_t row_bytes, int nblocks, void *out);
 void q4k_x8_block(const void *group, int b, int r, void *out);
@@ -115,6 +132,20 @@ void q5_1_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
 void q8_0_x8_dots_avx2(int k, const void *group, const void *act, size_t stride,
                        float out[QDOT_ROWS][8]);
+void q4k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8]);
+void q6k_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                           float out[QDOT_ROWS][8]);
+void q4_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q4_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q5_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q5_1_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
+void q8_0_x8_dots_avx512vl(int k, const void *group, const void *act, size_t stride,
+                            float out[QDOT_ROWS][8]);
 
 /* Dequantize one row of k values of type t to f32, bitwise as
  * quant_dequantize does; NULL when there is no SIMD version (use

@@ -219,34 +219,77 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
         }
 }
 
-/* The integer path over 8-row groups (interleaved K-quants): prepared activation
- * rows QDOT_ROWS at a time, then one by one; threads split the groups into
- * contiguous ranges, so each reads one long stretch of the weights. */
-static void matmul_x8(float *y, const uint8_t *act, size_t act_bytes, const struct weight *w,
-                      const float *bias, int m, int nt)
+/* Rows of y for activation rows [i0, i1) and weight groups [g0, g1):
+ * QDOT_ROWS activation rows at a time, then one by one. */
+static void x8_tile(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
+                    const struct weight *w, const float *bias, int i0, int i1, int g0, int g1)
 {
-    const struct x8_kernels *x8 = x8_kernels_for(w->held);
-    int n = w->rows, k = w->cols, groups = n / 8;
-    double work = (double)m * n * k;
-    #pragma omp parallel for num_threads(nt) schedule(static) \
-        if (nt > 1 && groups > 1 && work >= CPU_PARALLEL_MIN * 8.0)
-    for (int gi = 0; gi < groups; gi++) {
+    int n = w->rows, k = w->cols;
+    for (int gi = g0; gi < g1; gi++) {
         const uint8_t *g = row_of(w, 8 * gi);
         const float *b = bias ? bias + 8 * gi : NULL;
-        int i = 0;
-        for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
+        int i = i0;
+        for (; i + QDOT_ROWS <= i1; i += QDOT_ROWS) {
             float o[QDOT_ROWS][8];
             x8->dots(k, g, act + (size_t)i * act_bytes, act_bytes, o);
             for (int j = 0; j < QDOT_ROWS; j++)
                 for (int l = 0; l < 8; l++)
                     y[(size_t)(i + j) * n + 8 * gi + l] = o[j][l] + (b ? b[l] : 0.0f);
         }
-        for (; i < m; i++) {
+        for (; i < i1; i++) {
             float o[8];
             x8->dot(k, g, act + (size_t)i * act_bytes, o);
             for (int l = 0; l < 8; l++) y[(size_t)i * n + 8 * gi + l] = o[l] + (b ? b[l] : 0.0f);
         }
     }
+}
+
+/* The integer path over 8-row groups (interleaved weights), in one parallel
+ * region: the threads quantize x's rows, then take chunks of groups as they
+ * come free (dynamic), so a thread the OS preempts delays the call by one
+ * chunk, not by half the matmul; about X8_CHUNKS_PER_THREAD chunks each, a
+ * chunk being a contiguous stretch of the weights.  Up to X8_OWN_QUANT_M rows
+ * (decode) every thread quantizes all of x into its own copy (microseconds)
+ * instead of splitting the rows and meeting at a barrier: on a busy machine a
+ * barrier waits for the other thread's next time slice.  Returns -1 when the
+ * scratch cannot grow. */
+enum { X8_CHUNKS_PER_THREAD = 16, X8_ROW_BLOCK = 64, X8_OWN_QUANT_M = 32 };
+
+static int matmul_x8(struct cpu_impl *im, float *y, const float *x, enum qact_kind kind,
+                     const struct weight *w, const float *bias, int m, int nt)
+{
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
+    int n = w->rows, k = w->cols, groups = n / 8;
+    size_t act_bytes = qact_row_bytes(kind, k), rows_bytes = (size_t)m * act_bytes;
+    int own = m <= X8_OWN_QUANT_M;
+    if (scratch_reserve(im, 0, own ? (size_t)nt * rows_bytes : rows_bytes)) return -1;
+    uint8_t *q = im->scratch[0];
+    int par = nt > 1 && groups > 1 && (double)m * n * k >= CPU_PARALLEL_MIN * 8.0;
+    int per = par ? groups / (nt * X8_CHUNKS_PER_THREAD) : groups;
+    if (per < 1) per = 1;
+    int chunks = (groups + per - 1) / per;
+    #pragma omp parallel num_threads(nt) if (par)
+    {
+        uint8_t *qt = q;
+        if (own) {
+            qt = q + (size_t)omp_get_thread_num() * rows_bytes;
+            for (int i = 0; i < m; i++)
+                qact_quantize_row(kind, x + (size_t)i * k, qt + (size_t)i * act_bytes, k);
+        } else {
+            #pragma omp for schedule(static)
+            for (int i = 0; i < m; i++)
+                qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
+        }
+        #pragma omp for schedule(dynamic, 1)
+        for (int c = 0; c < chunks; c++) {
+            int g0 = c * per, g1 = g0 + per < groups ? g0 + per : groups;
+            for (int i0 = 0; i0 < m; i0 += X8_ROW_BLOCK) {
+                int i1 = i0 + X8_ROW_BLOCK < m ? i0 + X8_ROW_BLOCK : m;
+                x8_tile(x8, y, qt, act_bytes, w, bias, i0, i1, g0, g1);
+            }
+        }
+    }
+    return 0;
 }
 
 static void matmul_qdot(struct backend *be, float *y, const float *x, const struct weight *w,
@@ -262,7 +305,8 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
     const uint8_t *act = (const uint8_t *)x;
     int nt = cpu_threads(be);
     if (kind != QACT_F32) {
-        if (scratch_reserve(im, 0, (size_t)m * act_bytes)) {
+        if (w->interleave && matmul_x8(im, y, x, kind, w, bias, m, nt) == 0) return;
+        if (w->interleave || scratch_reserve(im, 0, (size_t)m * act_bytes)) {
             matmul_no_scratch(y, x, w, bias, m);
             return;
         }
@@ -271,10 +315,6 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
         for (int i = 0; i < m; i++)
             qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
         act = q;
-    }
-    if (w->interleave) {
-        matmul_x8(y, act, act_bytes, w, bias, m, nt);
-        return;
     }
     int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
     double work = (double)m * n * k;
