@@ -1,4 +1,4 @@
--- evictbench results database, schema version 4.
+-- evictbench results database, schema version 5.
 --
 -- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -349,4 +349,47 @@ WHERE in_prompt = 0
 GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
-PRAGMA user_version = 4;
+-- ---- Added in schema version 5 (the bench table).  harness/store/ migrates
+-- an older database by running the CREATE TABLE bench statement below. ----
+
+-- `evictbench bench --contexts` and `--max-batch` points, one row each
+-- (harness/exp/bench_long.c, bench_maxbatch.c).  kind: 'context' (decode at a
+-- context length) or 'max_batch' (the largest batch under kv_cap_bytes).
+-- fill: how the context was reached, e.g. 'repeat:gsm8k:256' (the K/V of a
+-- 256-token real prefill of GSM8K text, repeated to `context` slots) or
+-- 'prefill' (the whole context prefilled).  status 'oom': the point did not
+-- fit (est_bytes says how much it needed); its measurements are NULL.
+-- decode_tok_s counts forward passes only; compress_first_ms is one
+-- sequence's first compression (the policy's scoring over the whole
+-- context), compress_ms_per_step the policy's time per later decode step.
+CREATE TABLE bench (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    kind TEXT NOT NULL CHECK (kind IN ('context', 'max_batch')),
+    model TEXT NOT NULL,
+    device TEXT NOT NULL,
+    threads INTEGER NOT NULL,
+    kv_type TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    budget INTEGER,
+    context INTEGER NOT NULL,
+    fill TEXT NOT NULL,
+    batch_size INTEGER NOT NULL,
+    n_new INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'oom')),
+    error TEXT,
+    est_bytes INTEGER,
+    kv_cap_bytes INTEGER,
+    decode_tok_s REAL,
+    decode_step_ms REAL,
+    prefill_tokens INTEGER,
+    prefill_s REAL,
+    compress_first_ms REAL,
+    compress_ms_per_step REAL,
+    compressions INTEGER,
+    kv_bytes INTEGER,
+    peak_rss_mb REAL,
+    code_version TEXT
+);
+
+PRAGMA user_version = 5;

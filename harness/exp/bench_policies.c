@@ -8,6 +8,7 @@
 
 #include "model/generate.h"
 #include "policies/registry.h"
+#include "harness/exp/bench_point.h"
 #include "harness/exp/policy_glue.h"
 #include "util/clock.h"
 
@@ -33,19 +34,6 @@ struct row {
     size_t peak_kv;
 };
 
-/* spec (with the model's defaults from policies/policy_defaults.json, no
- * dataset; explicit parameters win) opened for the session's model at budget. */
-static int open_spec(struct session *s, const char *spec, int budget, struct session_policy *sp,
-                     struct eb_err *e)
-{
-    const struct policy_entry *entry;
-    struct policy_params params;
-    if (session_policy_resolve(spec, s->model_name, NULL, budget, 0, &entry, &params, e))
-        return -1;
-    struct policy_request rq = {entry, &params, budget, NULL, 1};
-    return session_policy_open(s, &rq, sp, e);
-}
-
 static int run_one(struct session *s, const int *prompt, int prompt_len, int n_new,
                    const char *spec, int budget, enum kv_type kv, struct row *r, struct eb_err *e)
 {
@@ -54,7 +42,7 @@ static int run_one(struct session *s, const int *prompt, int prompt_len, int n_n
                               .sampling = sampler_params_greedy()};
     struct gen_result res;
     struct gen_stats st;
-    if (open_spec(s, spec, budget, &sp, e)) return -1;
+    if (bench_open_policy(s, spec, budget, &sp, e)) return -1;
     struct session_gen_opts so = {.ignore_eos = 1, .n_ctx = prompt_len + n_new + 1, .policy = &sp,
                                   .kv_type = kv};
     double t0 = clock_now_s();
@@ -83,7 +71,7 @@ static int check_all(struct session *s, char **pol, int np, const int *bv, int n
     for (int i = 0; i < np; i++)
         for (int j = 0; j < nb; j++) {
             struct session_policy sp;
-            if (open_spec(s, pol[i], bv[j], &sp, e)) return -1;
+            if (bench_open_policy(s, pol[i], bv[j], &sp, e)) return -1;
             evicts[i] = sp.pol->info.schedule != POLICY_NEVER;
             session_policy_close(&sp);
         }

@@ -248,7 +248,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
         goto fail;
     } else if ((version == 1 && migrate_1_to_2(s, e) != 0) ||
                (version <= 2 && migrate_2_to_3(s, e) != 0) ||
-               (version <= 3 && migrate_3_to_4(s, e) != 0)) {
+               (version <= 3 && migrate_3_to_4(s, e) != 0) ||
+               (version < STORE_BENCH_VERSION && store_migrate_bench(s, e) != 0)) {
         goto fail;
     }
     if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;
