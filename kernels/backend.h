@@ -89,6 +89,68 @@ struct attn_args {
                               A query that sees only masked slots outputs zeros. */
 };
 
+/* ---- layer-granular KV and attention (the decode path) ----
+ *
+ * One forward pass issues a bounded number of backend calls per layer,
+ * whatever the batch size and head count.  The backend keeps a *KV table*: for
+ * each slot of a batch, the sequence's cache buffers (per layer, K and V
+ * [n_kv][cap][head_dim] of its kv_type), its lengths per (layer, kv head),
+ * its pad flags and optionally its query ring.  On a GPU the whole table lives
+ * in device memory; the host sends only
+ *   - kv_table_bind, when a sequence enters a slot or its cache changed other
+ *     than by kv_append (compaction, a direct kvcache_append): the cache's
+ *     pointers, lengths and pad flags, once;
+ *   - kv_table_step, once per forward pass: per active slot a few ints (where
+ *     its new rows are, how many, how many are pads, where its query ring
+ *     writes next);
+ * and each layer then runs from device state alone:
+ *   - kv_append: every new K and V row of every sequence and kv head (and the
+ *     queries, into each ring) in one call; the table's lengths grow by the
+ *     slot's n_new and the first n_pad new slots are flagged as pads, on the
+ *     device, so nothing per head or per sequence crosses the bus;
+ *   - attention_layer: the attention of every sequence of the step, with
+ *     ragged lengths per sequence and per kv head and the pad masks, in one
+ *     call.
+ * model/ keeps its own host mirror of lengths and pads (policies read it) and
+ * rebinds a slot whenever the mirror changed behind the table's back.
+ * kernels/ still knows no model: a table is just slots of (buffers, lengths,
+ * flags). */
+
+struct kv_table; /* backend private */
+
+/* A sequence's cache, as kv_table_bind reads it (host struct; buffers are
+ * backend memory, lengths and flags host memory, copied by the call). */
+struct kv_seq_desc {
+    void *const *k, *const *v; /* [n_layer] backend buffers [n_kv][cap][head_dim] of kv_type */
+    enum kv_type kv_type;
+    int cap;                   /* slots per (layer, kv head) */
+    const int *len;            /* host [n_layer][n_kv]: valid slots */
+    const unsigned char *pad;  /* host [n_layer][n_kv][cap] pad flags (1 = pad), or NULL: none */
+    float *const *q_ring;      /* [n_layer] backend rings of q_window rows of n_head*head_dim
+                                  floats, or NULL: no ring */
+    int q_window;
+};
+
+/* One active slot of a forward pass (kv_table_step). */
+struct kv_step_seq {
+    int slot;    /* table slot bound to the sequence */
+    int row0;    /* its first row in the step's stacked activations (q, k, v, out) */
+    int n_new;   /* its new tokens, >= 1 */
+    int n_pad;   /* the first n_pad of them are pads, 0 <= n_pad <= n_new */
+    int q_next;  /* ring slot its first new query goes to (ignored without a ring) */
+};
+
+/* What attention_layer computes (all backend memory but scale). */
+struct attn_layer_args {
+    int layer;
+    float *out;          /* [T][n_head*head_dim], T = the step's stacked rows */
+    const float *q;      /* [T][n_head*head_dim], RoPE applied */
+    float scale;         /* usually 1/sqrt(head_dim) */
+    float *probs;        /* optional (NULL = skip): the step's active sequences one after the
+                            other in kv_table_step's order, sequence i taking
+                            [n_head][n_new_i][cap_i] floats, as attn_args.probs */
+};
+
 /* ---- scoring primitives for eviction policies (kernels/cpu/cpu_score.c) ----
  * kernels/ does not know what a policy is: these are the per-token score
  * vectors a policy combines in plain C.  Each works on one kv head. */
@@ -171,7 +233,8 @@ struct backend {
     /* y[i] = x[rows[i]] for n rows of dim (rows on host). */
     void (*gather_rows)(struct backend *be, float *y, const float *x, const int *rows, int n, int dim);
     /* Causal attention of new queries over one sequence's cache (GQA: query head h
-     * uses kv head h / (n_head / n_kv)). */
+     * uses kv head h / (n_head / n_kv)).  The per-sequence form, for tests and
+     * one-off callers; model_forward uses attention_layer. */
     void (*attention)(struct backend *be, const struct attn_args *a);
 
     void (*destroy)(struct backend *be);
@@ -238,7 +301,51 @@ struct backend {
     void (*kv_store)(struct backend *be, void *dst, enum kv_type type, const float *src,
                      const int *rows, int n, int dim);
     void (*kv_load)(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n);
+
+    /* ---- layer-granular KV and attention (see "layer-granular" above; NULL
+     * on a backend without them: model_forward then fails with a clear
+     * error).  All return 0, or -1 on bad arguments or no memory. ----
+     * kv_table_create: a table of max_seqs slots, all unbound, for caches of
+     * n_layer layers of n_kv heads of head_dim, queried by n_head heads. */
+    struct kv_table *(*kv_table_create)(struct backend *be, int max_seqs, int n_layer, int n_kv,
+                                        int n_head, int head_dim);
+    void (*kv_table_free)(struct backend *be, struct kv_table *t);
+    /* Slot `slot` now describes d (pointers, lengths, pad flags copied). */
+    int (*kv_table_bind)(struct backend *be, struct kv_table *t, int slot,
+                         const struct kv_seq_desc *d);
+    /* The slots of the next forward pass, in batch order (rows ascend with
+     * it).  Every slot must be bound, hold the same kv_type, and have room for
+     * n_new more slots in every (layer, kv head). */
+    int (*kv_table_step)(struct backend *be, struct kv_table *t, int n_seq,
+                         const struct kv_step_seq *seqs);
+    /* Layer `layer` of every active slot: for each kv head h and new token i,
+     * row row0 + i of k and v ([T][n_kv*head_dim] f32, RoPE applied to k) goes
+     * to slot len[layer][h] + i in the cache's type (rounded to nearest even);
+     * the lengths grow by n_new and the first n_pad new slots are pads.  Where
+     * the slot has a query ring and q is not NULL, the last min(n_new, window)
+     * rows of q ([T][n_head*head_dim]) go to ring slots q_next + i (mod
+     * window), as kvcache_qring_push does. */
+    int (*kv_append)(struct backend *be, struct kv_table *t, int layer, const float *k,
+                     const float *v, const float *q);
+    /* Causal attention of every active slot's new queries over its cache
+     * after this layer's kv_append, as `attention` computes it per sequence:
+     * query i of a slot sees its slots [0, len - n_new + i] of each kv head
+     * except pads.  CPU: one parallel region per layer; a long cache is split
+     * across threads by key blocks when there are fewer (sequence, kv head,
+     * query) units than threads, merged with the online-softmax rule, in an
+     * order that does not depend on the batch or the threads. */
+    int (*attention_layer)(struct backend *be, struct kv_table *t,
+                           const struct attn_layer_args *a);
 };
+
+/* ---- counting wrapper (kernels/backend_count.c) ----
+ * A backend that forwards every call to `inner` and counts them: each op
+ * called through it adds one (memory, compute and table ops alike).  It
+ * takes ownership of inner (destroy frees both).  NULL when out of memory. */
+struct backend *backend_count_create(struct backend *inner);
+/* Calls counted so far on a counting backend; 0 on any other backend (so a
+ * caller may ask any backend). */
+unsigned long long backend_count_calls(const struct backend *be);
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.
  * Quantized matmul picks AVX-512 / AVX2 / scalar kernels from CPUID;

@@ -1,15 +1,22 @@
 /* forward.c - one forward pass over a ragged batch of sequences.
  *
  * The new tokens of all sequences are stacked into one activation [T][n_embd],
- * so every projection is a single GEMM over T rows; only attention runs per
- * sequence, over that sequence's KV cache.  Per layer:
+ * so every projection is a single GEMM over T rows, and the KV append and
+ * attention are one backend call per layer for the whole batch, through the
+ * backend's KV table (kernels/backend.h): a bounded number of backend calls
+ * per layer whatever the batch size and head count.  Per layer:
  *   xb = rmsnorm(x); q,k,v = xb W (+b); [qwen3: per-head rmsnorm of q, k];
- *   rope(q, k); append k, v to each cache; att = attention(q, cache);
+ *   rope(q, k); append k, v (and q to the query rings) to every cache;
+ *   att = attention(q, caches);
  *   x += att Wo;  x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))
- * then the final norm and the LM head on the rows that want logits only. */
+ * then the final norm and the LM head on the rows that want logits only.
+ * Table slot s holds the batch's sequence s; a slot is rebound only when its
+ * cache changed behind the table's back (kvcache.gen): a new sequence, a
+ * compaction. */
 #include "model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +31,11 @@ struct forward {
     float *logits;
     int logits_stay;         /* forward_logits_stay */
     int *pos, *ids, *rows;
+    /* the backend's KV table: slot s holds bound[s] as of its generation bound_gen[s] */
+    struct kv_table *tab;
+    const struct kvcache **bound;
+    uint64_t *bound_gen;
+    struct kv_step_seq *step;
 };
 
 size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
@@ -42,6 +54,10 @@ void forward_free(struct forward *f)
     float *bufs[] = {f->x, f->xb, f->q, f->k, f->v, f->att, f->hb, f->hb2, f->logits_dev, f->probs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(be, bufs[i]);
+    if (f->tab) be->kv_table_free(be, f->tab);
+    free(f->bound);
+    free(f->bound_gen);
+    free(f->step);
     free(f->logits);
     free(f->pos);
     free(f->ids);
@@ -58,6 +74,12 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
                        max_tokens, max_logit_rows);
     struct forward *f = eb_calloc(1, sizeof *f, e);
     if (!f) return -1;
+    if (!m->be->kv_table_create || !m->be->kv_table_bind || !m->be->kv_table_step ||
+        !m->be->kv_append || !m->be->attention_layer) {
+        free(f);
+        return eb_fail(e, "forward: the %s backend has no layer-granular KV ops (kv_table, "
+                          "kv_append, attention_layer)", m->be->name);
+    }
     f->m = m;
     f->max_tokens = max_tokens;
     f->max_logit_rows = max_logit_rows;
@@ -85,9 +107,19 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     f->pos = eb_malloc(t * sizeof *f->pos, e);
     f->ids = eb_malloc(t * sizeof *f->ids, e);
     f->rows = eb_malloc((t > lr ? t : lr) * sizeof *f->rows, e);
-    if (!f->logits || !f->pos || !f->ids || !f->rows) {
+    f->bound = eb_calloc(t, sizeof *f->bound, e);
+    f->bound_gen = eb_calloc(t, sizeof *f->bound_gen, e);
+    f->step = eb_calloc(t, sizeof *f->step, e);
+    if (!f->logits || !f->pos || !f->ids || !f->rows || !f->bound || !f->bound_gen || !f->step) {
         forward_free(f);
         return -1;
+    }
+    /* A batch holds at most one sequence per token. */
+    if (!(f->tab = be->kv_table_create(be, max_tokens, c->n_layer, c->n_head_kv, c->n_head,
+                                       c->head_dim))) {
+        forward_free(f);
+        return eb_fail(e, "forward: cannot create a KV table on the %s backend (out of memory?)",
+                       be->name);
     }
     *out = f;
     return 0;
@@ -163,6 +195,86 @@ static int plan_batch(struct forward *f, struct fwd_batch *b, int *n_logit_rows,
     return 0;
 }
 
+/* Bind every slot whose cache the table does not hold as it is now (a new
+ * sequence, or one compacted or appended to directly); host-only when none. */
+static int sync_slots(struct forward *f, const struct fwd_batch *b, struct eb_err *e)
+{
+    struct backend *be = f->m->be;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct kvcache *kc = b->seqs[s].cache;
+        if (f->bound[s] == kc && f->bound_gen[s] == kc->gen) continue;
+        struct kv_seq_desc d;
+        kvcache_describe(kc, &d);
+        f->bound[s] = NULL;
+        if (be->kv_table_bind(be, f->tab, s, &d))
+            return eb_fail(e, "forward: the %s backend cannot hold the cache of sequence %d",
+                           be->name, b->seqs[s].id);
+        f->bound[s] = kc;
+        f->bound_gen[s] = kc->gen;
+    }
+    return 0;
+}
+
+/* After a failed backend op the table may disagree with the caches: rebind all. */
+static int unbind_all(struct forward *f)
+{
+    for (int s = 0; s < f->max_tokens; s++) f->bound[s] = NULL;
+    return -1;
+}
+
+/* The step's rows per slot (one small update per forward pass). */
+static int start_step(struct forward *f, const struct fwd_batch *b, struct eb_err *e)
+{
+    struct backend *be = f->m->be;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        /* Pads are masked only in a cache that declared them (kvcache_pad_mask). */
+        f->step[s] = (struct kv_step_seq){s, q->row0, q->n_tokens,
+                                          q->cache->left_pad > 0 ? q->n_pad : 0, q->cache->q_next};
+    }
+    if (be->kv_table_step(be, f->tab, b->n_seq, f->step))
+        return eb_fail(e, "forward: the %s backend refused the batch's KV table step", be->name);
+    return 0;
+}
+
+/* Layer l's KV append and attention for the whole batch, and the attention
+ * probabilities to the hook when asked for. */
+static int layer_attention(struct forward *f, struct fwd_batch *b, int l,
+                           const struct model_hooks *hooks, struct eb_err *e)
+{
+    const struct model_config *c = &f->m->cfg;
+    struct backend *be = f->m->be;
+    int want_probs = hooks && (hooks->needs & MODEL_NEED_ATTN_PROBS);
+    if (sync_slots(f, b, e)) return unbind_all(f);
+    if (be->kv_append(be, f->tab, l, f->k, f->v, f->q)) {
+        unbind_all(f);
+        return eb_fail(e, "forward: KV append of layer %d failed on the %s backend", l, be->name);
+    }
+    size_t probs_n = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        kvcache_note_append(q->cache, l, q->n_tokens, q->n_pad);
+        probs_n += (size_t)c->n_head * q->n_tokens * q->cache->capacity;
+    }
+    if (want_probs && reserve_probs(f, probs_n, e)) return unbind_all(f);
+    struct attn_layer_args a = {l, f->att, f->q, 1.0f / sqrtf((float)c->head_dim),
+                                want_probs ? f->probs : NULL};
+    if (be->attention_layer(be, f->tab, &a)) {
+        unbind_all(f);
+        return eb_fail(e, "forward: attention of layer %d failed on the %s backend", l, be->name);
+    }
+    if (!want_probs || !hooks->attn_probs) return 0;
+    size_t off = 0;
+    for (int s = 0; s < b->n_seq; s++) {
+        const struct fwd_seq *q = &b->seqs[s];
+        if (hooks->attn_probs(hooks->ctx, b, s, l, f->probs + off, q->n_tokens,
+                              q->cache->capacity, e))
+            return -1;
+        off += (size_t)c->n_head * q->n_tokens * q->cache->capacity;
+    }
+    return 0;
+}
+
 int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
                   struct eb_err *e)
 {
@@ -173,9 +285,8 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     if (b->n_seq < 1) return eb_fail(e, "forward: empty batch");
     if (plan_batch(f, b, &n_rows, e)) return -1;
     int T = b->n_rows, d = c->n_embd, hd = c->head_dim;
-    int qd = c->n_head * hd, kvd = c->n_head_kv * hd;
     unsigned needs = hooks ? hooks->needs : 0;
-    float scale = 1.0f / sqrtf((float)hd);
+    if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
 
     be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < c->n_layer; l++) {
@@ -190,42 +301,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
         }
         be->rope(be, f->q, T, c->n_head, hd, f->pos, m->inv_freq, m->pairing);
         be->rope(be, f->k, T, c->n_head_kv, hd, f->pos, m->inv_freq, m->pairing);
-
-        for (int s = 0; s < b->n_seq; s++) {
-            struct fwd_seq *q = &b->seqs[s];
-            struct kvcache *kc = q->cache;
-            size_t r0 = (size_t)q->row0;
-            /* Capacity was checked in plan_batch for every head, so this cannot fail. */
-            if (kvcache_append_pads(kc, l, f->k + r0 * kvd, f->v + r0 * kvd, q->n_tokens,
-                                    q->n_pad, e))
-                return -1;
-            kvcache_qring_push(kc, l, f->q + r0 * qd, q->n_tokens);
-            float *probs = NULL;
-            if (needs & MODEL_NEED_ATTN_PROBS) {
-                if (reserve_probs(f, (size_t)c->n_head * q->n_tokens * kc->capacity, e)) return -1;
-                probs = f->probs;
-            }
-            struct attn_args a = {
-                .out = f->att + r0 * qd,
-                .q = f->q + r0 * qd,
-                .k_cache = kc->k[l],
-                .v_cache = kc->v[l],
-                .kv_type = kc->type,
-                .cap = kc->capacity,
-                .n_head = c->n_head,
-                .n_kv = c->n_head_kv,
-                .head_dim = hd,
-                .n_new = q->n_tokens,
-                .kv_len = kc->len + (size_t)l * c->n_head_kv,
-                .scale = scale,
-                .probs = probs,
-                .slot_mask = kvcache_pad_mask(kc, l),
-            };
-            be->attention(be, &a);
-            if (probs && hooks->attn_probs &&
-                hooks->attn_probs(hooks->ctx, b, s, l, probs, q->n_tokens, kc->capacity, e))
-                return -1;
-        }
+        if (layer_attention(f, b, l, hooks, e)) return -1;
 
         be->matmul(be, f->xb, f->att, w->wo, NULL, T);
         be->add(be, f->x, f->xb, (size_t)T * d);

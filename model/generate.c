@@ -251,6 +251,14 @@ static int sample_in_backend(const struct model *m, const struct forward *f,
     return 0;
 }
 
+/* A decode step's backend calls into the fewest/most (0 calls: not counted). */
+static void note_calls(struct gen_stats *st, long calls)
+{
+    if (calls <= 0) return;
+    if (st->decode_calls_min == 0 || calls < st->decode_calls_min) st->decode_calls_min = calls;
+    if (calls > st->decode_calls_max) st->decode_calls_max = calls;
+}
+
 int generate(const struct model *m, const struct gen_request *reqs, int n,
              const struct gen_options *opt, struct gen_result *results, struct gen_stats *stats,
              struct eb_err *e)
@@ -316,6 +324,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
 
         struct fwd_batch b = {seqs, ns, 0};
         double t_start = clock_now_s();
+        unsigned long long calls0 = backend_count_calls(m->be);
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
         if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
             goto out;
@@ -326,6 +335,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         } else {
             st.decode_s += dt;
             st.decode_tokens += used;
+            note_calls(&st, (long)(backend_count_calls(m->be) - calls0));
         }
 
         size_t kv_now = 0; /* measured before finished sequences give their cache back */

@@ -103,6 +103,10 @@ struct gen_stats {
     size_t peak_kv_bytes;            /* sum over sequences in flight, at its largest */
     size_t est_bytes;                /* the memory estimate checked before starting */
     int forward_calls;
+    /* Backend calls of a decode step (forward pass and sampling; the policy's
+     * compression is not in it), fewest and most over the decode steps: 0
+     * unless the model's backend counts calls (backend_count_create). */
+    long decode_calls_min, decode_calls_max;
 };
 
 /* Run all requests.  results[n] are filled (free with gen_results_free).  On

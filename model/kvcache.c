@@ -1,8 +1,18 @@
 /* kvcache.c - per-sequence KV cache with per-(layer, kv head) lengths. */
 #include "kvcache.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Cache generations are unique in the process, so a table that held a freed
+ * cache never mistakes a new one at the same address for it. */
+static atomic_ullong next_gen = 1;
+
+static void touch(struct kvcache *c)
+{
+    c->gen = atomic_fetch_add(&next_gen, 1);
+}
 
 static size_t slot_bytes(const struct kvcache *c)
 {
@@ -100,6 +110,7 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
     c->type = type;
     c->row_bytes = (size_t)head_dim * kv_type_bytes(type);
     c->view_of[0] = c->view_of[1] = -1;
+    touch(c);
     if (!(c->k = eb_calloc((size_t)n_layer, sizeof *c->k, e)) ||
         !(c->v = eb_calloc((size_t)n_layer, sizeof *c->v, e)) ||
         !(c->len = eb_calloc((size_t)n_layer * n_kv, sizeof *c->len, e)) ||
@@ -140,6 +151,7 @@ int kvcache_left_pad(struct kvcache *c, int n_pad, struct eb_err *e)
     if (n_pad < 0) return eb_fail(e, "kvcache: %d left pads", n_pad);
     c->left_pad = n_pad;
     c->next_pos = -n_pad;
+    touch(c);
     return 0;
 }
 
@@ -163,12 +175,11 @@ int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const floa
                            c->len[layer * c->n_kv + h]);
     if (reserve_idx(c, n, e)) return -1;
     struct backend *be = c->be;
-    c->view_of[0] = c->view_of[1] = -1;
     for (int h = 0; h < c->n_kv; h++) {
-        int *len = &c->len[layer * c->n_kv + h];
+        int len = c->len[layer * c->n_kv + h];
         /* K/V activations are [n][n_kv][head_dim]: head h of token t is row t*n_kv + h. */
         for (int t = 0; t < n; t++) c->idx[t] = t * c->n_kv + h;
-        size_t off = ((size_t)h * c->capacity + *len) * c->row_bytes;
+        size_t off = ((size_t)h * c->capacity + len) * c->row_bytes;
         char *kd = (char *)c->k[layer] + off, *vd = (char *)c->v[layer] + off;
         if (c->type == KV_F32) {
             be->gather_rows(be, (float *)kd, k, c->idx, n, c->head_dim);
@@ -177,6 +188,17 @@ int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const floa
             be->kv_store(be, kd, c->type, k, c->idx, n, c->head_dim);
             be->kv_store(be, vd, c->type, v, c->idx, n, c->head_dim);
         }
+    }
+    kvcache_note_append(c, layer, n, n_pad);
+    touch(c); /* rows written behind any KV table's back */
+    return 0;
+}
+
+void kvcache_note_append(struct kvcache *c, int layer, int n, int n_pad)
+{
+    c->view_of[0] = c->view_of[1] = -1;
+    for (int h = 0; h < c->n_kv; h++) {
+        int *len = &c->len[layer * c->n_kv + h];
         int *pos = c->pos + ((size_t)layer * c->n_kv + h) * c->capacity;
         unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + h) * c->capacity;
         for (int t = 0; t < n; t++) {
@@ -187,7 +209,13 @@ int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const floa
     }
     c->bytes += (size_t)n * c->n_kv * slot_bytes(c);
     if (c->bytes > c->peak_bytes) c->peak_bytes = c->bytes;
-    return 0;
+}
+
+void kvcache_describe(const struct kvcache *c, struct kv_seq_desc *d)
+{
+    *d = (struct kv_seq_desc){.k = c->k, .v = c->v, .kv_type = c->type, .cap = c->capacity,
+                              .len = c->len, .pad = kvcache_pad_mask(c, 0),
+                              .q_ring = c->q_ring, .q_window = c->q_window};
 }
 
 void kvcache_advance(struct kvcache *c, int n)
@@ -251,6 +279,7 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
     c->bytes -= (size_t)freed;
     *len = n_keep;
+    touch(c);
     return freed;
 }
 
@@ -289,6 +318,7 @@ int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err
     c->q_dim = q_dim;
     c->q_count = 0;
     c->q_next = 0;
+    touch(c);
     return 0;
 }
 

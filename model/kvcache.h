@@ -48,6 +48,9 @@ struct kvcache {
     size_t bytes;        /* K+V bytes of the valid slots now */
     size_t peak_bytes;   /* maximum of bytes over the cache's life */
 
+    uint64_t gen;        /* changes whenever the cache changes other than by
+                            kvcache_note_append (a backend KV table holding it must rebind) */
+
     /* ring of recent queries (NULL unless enabled) */
     int q_window, q_dim; /* w, n_head * head_dim */
     float **q_ring;      /* [n_layer] backend buffers of w * q_dim */
@@ -74,6 +77,13 @@ int kvcache_append(struct kvcache *c, int layer, const float *k, const float *v,
 int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const float *v, int n,
                         int n_pad, struct eb_err *e);
 void kvcache_advance(struct kvcache *c, int n);
+/* The host side of an append whose K/V rows the backend already wrote at the
+ * heads' ends (be->kv_append through a KV table): lengths, positions, pad
+ * flags and bytes of one layer, without changing gen.  n must fit (checked
+ * by the caller with kvcache_free_slots). */
+void kvcache_note_append(struct kvcache *c, int layer, int n, int n_pad);
+/* What a backend KV table needs to hold this cache (kv_table_bind). */
+void kvcache_describe(const struct kvcache *c, struct kv_seq_desc *d);
 
 /* Declare, on an empty cache, that the sequence starts with n_pad left pads:
  * positions start at -n_pad so the first real token is at 0 (the pads are

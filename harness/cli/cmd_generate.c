@@ -428,6 +428,9 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
             gen);
     fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
             st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
+    if (st->decode_calls_min > 0)
+        fprintf(stderr, "backend calls per decode step: %ld (at most %ld, when caches are "
+                        "rebound)\n", st->decode_calls_min, st->decode_calls_max);
     if (glue) {
         struct policy_glue_stats ps;
         policy_glue_stats(glue, &ps);
@@ -497,6 +500,7 @@ static int gen_prepare(const struct gen_cli *a, enum chat_template tpl, struct g
 {
     struct session_opts o = {a->device, (int)a->threads, (size_t)a->mem_limit_mb * 1024 * 1024};
     session_init(&g->s, &o);
+    if (a->stats) session_count_calls(&g->s);
     if (session_open(&g->s, a->model, a->load.weights, 1, e)) return -1;
     if (a->policy && open_policy(a, &g->s, &g->sp, e)) return eb_wrap(e, "generate");
     if (a->out_path && check_out_path(a->out_path, e)) return eb_wrap(e, "generate");

@@ -75,6 +75,11 @@ int session_load(struct session *s, struct eb_err *e)
     if (!s->mf) return eb_fail(e, "session: no model open");
     if (s->m) return 0;
     if (!s->be && device_backend(s->o.device, s->o.threads, &s->be, e)) return -1;
+    if (s->count_calls && !device_is_cuda(s->be) && backend_count_calls(s->be) == 0) {
+        struct backend *counted = backend_count_create(s->be);
+        if (!counted) return eb_fail(e, "session: out of memory for the call counter");
+        s->be = counted;
+    }
     struct model_load_opts lo = {.weights = s->weights};
     /* A model too large for the device is an out-of-memory outcome, found
      * before uploading gigabytes of it. */
@@ -83,6 +88,11 @@ int session_load(struct session *s, struct eb_err *e)
                                    e))
         return eb_wrap(e, model_file_path(s->mf));
     return model_load_opts(s->mf, s->be, &lo, &s->m, e);
+}
+
+void session_count_calls(struct session *s)
+{
+    s->count_calls = 1;
 }
 
 int session_model(struct session *s, const char *model, enum model_weights w, struct eb_err *e)

@@ -48,6 +48,7 @@ struct session {
     struct tokenizer *tok;       /* NULL: the model file has none (tests' tiny models) */
     struct model *m;             /* NULL until session_load */
     int think_end_id;            /* "</think>" or -1 */
+    int count_calls;             /* session_count_calls was asked for */
 };
 
 void session_init(struct session *s, const struct session_opts *o);
@@ -59,6 +60,10 @@ int session_open(struct session *s, const char *model, enum model_weights w, int
                  struct eb_err *e);
 /* Create the backend (when none) and load the open model's weights (when not loaded). */
 int session_load(struct session *s, struct eb_err *e);
+/* Before session_load: run a CPU backend through the counting wrapper
+ * (backend_count_create), so gen_stats counts backend calls per decode step.
+ * The CUDA backend is not wrapped (its own entry points read its struct). */
+void session_count_calls(struct session *s);
 /* session_open (tokenizer optional) + session_load. */
 int session_model(struct session *s, const char *model, enum model_weights w, struct eb_err *e);
 /* The open model's configuration (after session_open). */

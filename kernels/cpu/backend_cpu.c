@@ -1,8 +1,8 @@
 /* backend_cpu.c - the CPU backend: memory, and the table wiring its kernels.
  *
  * Backend memory is 64-byte aligned host memory, so upload/download/copy are
- * memcpy.  The kernels live in cpu_gemm.c, cpu_norm_rope.c, cpu_elementwise.c
- * and cpu_attention.c. */
+ * memcpy.  The kernels live in cpu_gemm.c, cpu_norm_rope.c, cpu_elementwise.c,
+ * cpu_attention.c and cpu_kvtable.c (the layer-granular KV table). */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <stdint.h>
@@ -61,6 +61,8 @@ static void cpu_destroy(struct backend *be)
     if (im) {
         free(im->scratch[0]);
         free(im->scratch[1]);
+        free(im->att_items);
+        free(im->att_scratch);
     }
     free(im);
     free(be);
@@ -116,5 +118,11 @@ struct backend *backend_cpu_create(int n_threads)
     be->embed_weight = cpu_embed_weight;
     be->kv_store = cpu_kv_store;
     be->kv_load = cpu_kv_load;
+    be->kv_table_create = cpu_kv_table_create;
+    be->kv_table_free = cpu_kv_table_free;
+    be->kv_table_bind = cpu_kv_table_bind;
+    be->kv_table_step = cpu_kv_table_step;
+    be->kv_append = cpu_kv_append;
+    be->attention_layer = cpu_attention_layer;
     return be;
 }

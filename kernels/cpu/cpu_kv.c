@@ -2,6 +2,8 @@
  * loading them back, and the row kernels attention uses to read a 16-bit
  * cache in place (f32 accumulation, no f32 copy of the cache).
  *
+ * f32 rows have the same row kernels (AVX2 + FMA where present), so attention
+ * reads every type through one interface.
  * f16 rows are widened with F16C (_mm256_cvtph_ps) when cpu_simd_level()
  * found AVX2+FMA+F16C, else in C (quant_f16_to_f32); bf16 rows are a shift
  * (the top 16 bits of an f32).  The AVX2 functions are compiled for AVX2 by
@@ -55,35 +57,38 @@ static float bf16_f32(uint16_t h)
     return f;
 }
 
-static float dot_f16_c(const float *q, const void *k, int n)
+/* Element i of a row of type t (0 f32, 1 f16, 2 bf16) as f32. */
+static inline float elem(const void *row, int i, int t)
 {
-    const uint16_t *h = k;
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += q[i] * quant_f16_to_f32(h[i]);
-    return s;
+    if (t == 0) return ((const float *)row)[i];
+    uint16_t h = ((const uint16_t *)row)[i];
+    return t == 1 ? quant_f16_to_f32(h) : bf16_f32(h);
 }
 
-static void axpy_f16_c(float *o, float a, const void *v, int n)
+static inline void dot_c(float *s, const float *q, int nr, const void *k, int n, int t)
 {
-    const uint16_t *h = v;
-    for (int i = 0; i < n; i++) o[i] += a * quant_f16_to_f32(h[i]);
+    for (int r = 0; r < nr; r++) {
+        const float *qr = q + (size_t)r * n;
+        float acc = 0.0f;
+        for (int i = 0; i < n; i++) acc += qr[i] * elem(k, i, t);
+        s[r] = acc;
+    }
 }
 
-static float dot_bf16_c(const float *q, const void *k, int n)
+static inline void axpy_c(float *o, const float *a, int nr, const void *v, int n, int t)
 {
-    const uint16_t *h = k;
-    float s = 0.0f;
-    #pragma omp simd reduction(+:s)
-    for (int i = 0; i < n; i++) s += q[i] * bf16_f32(h[i]);
-    return s;
+    for (int i = 0; i < n; i++) {
+        float x = elem(v, i, t);
+        for (int r = 0; r < nr; r++) o[(size_t)r * n + i] += a[r] * x;
+    }
 }
 
-static void axpy_bf16_c(float *o, float a, const void *v, int n)
-{
-    const uint16_t *h = v;
-    #pragma omp simd
-    for (int i = 0; i < n; i++) o[i] += a * bf16_f32(h[i]);
-}
+static void dot_f32_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 0); }
+static void dot_f16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 1); }
+static void dot_bf16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 2); }
+static void axpy_f32_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 0); }
+static void axpy_f16_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 1); }
+static void axpy_bf16_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 2); }
 
 /* ---- AVX2 + F16C row kernels ---- */
 
@@ -96,57 +101,76 @@ static void axpy_bf16_c(float *o, float a, const void *v, int n)
 
 #include "kernels/cpu/cpu_x8_avx2.h"
 
-static __m256 load_f16x8(const uint16_t *h)
+#define EB_INLINE static inline __attribute__((always_inline))
+
+/* 8 elements of a row of type t from element i, as f32.  One body per type:
+ * always_inline makes a copy per t, so the loops keep no branch. */
+EB_INLINE __m256 load8(const void *row, int i, int t)
 {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    if (t == 0) return _mm256_loadu_ps((const float *)row + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+    if (t == 1) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static __m256 load_bf16x8(const uint16_t *h)
+EB_INLINE float load1(const void *row, int i, int t)
 {
-    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    if (t == 1) return _cvtsh_ss(((const uint16_t *)row)[i]);
+    return elem(row, i, t);
 }
 
-/* One body for both 16-bit types: the element load is all that differs, and
- * always_inline makes a copy per type, so the loop keeps no branch. */
-static inline __attribute__((always_inline)) __m256 load16x8(const uint16_t *h, int bf16)
+/* s[r] = q[r] . k for up to 4 query rows at once: each 8 elements of k are
+ * widened once and used by every row. */
+EB_INLINE void dot4(float *s, const float *q, int g, const void *k, int n, int t)
 {
-    return bf16 ? load_bf16x8(h) : load_f16x8(h);
-}
-
-static inline __attribute__((always_inline)) float load16(uint16_t h, int bf16)
-{
-    return bf16 ? bf16_f32(h) : _cvtsh_ss(h);
-}
-
-static inline __attribute__((always_inline)) float dot16(const float *q, const void *k, int n,
-                                                         int bf16)
-{
-    const uint16_t *h = k;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load16x8(h + i, bf16), acc);
-    float s = hsum8(acc);
-    for (; i < n; i++) s += q[i] * load16(h[i], bf16);
-    return s;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = load8(k, i, t);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), x, a0);
+        if (g > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + n + i), x, a1);
+        if (g > 2) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * n + i), x, a2);
+        if (g > 3) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * n + i), x, a3);
+    }
+    float r[4] = {hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)};
+    for (; i < n; i++) {
+        float x = load1(k, i, t);
+        for (int j = 0; j < g; j++) r[j] += q[(size_t)j * n + i] * x;
+    }
+    for (int j = 0; j < g; j++) s[j] = r[j];
 }
 
-static inline __attribute__((always_inline)) void axpy16(float *o, float a, const void *v, int n,
-                                                         int bf16)
+EB_INLINE void dot_avx2(float *s, const float *q, int nr, const void *k, int n, int t)
 {
-    const uint16_t *h = v;
-    __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(va, load16x8(h + i, bf16), _mm256_loadu_ps(o + i)));
-    for (; i < n; i++) o[i] += a * load16(h[i], bf16);
+    for (int r = 0; r < nr; r += 4)
+        dot4(s + r, q + (size_t)r * n, nr - r < 4 ? nr - r : 4, k, n, t);
 }
 
-static float dot_f16_avx2(const float *q, const void *k, int n) { return dot16(q, k, n, 0); }
-static float dot_bf16_avx2(const float *q, const void *k, int n) { return dot16(q, k, n, 1); }
-static void axpy_f16_avx2(float *o, float a, const void *v, int n) { axpy16(o, a, v, n, 0); }
-static void axpy_bf16_avx2(float *o, float a, const void *v, int n) { axpy16(o, a, v, n, 1); }
+/* o[r] += a[r] * v: each 8 elements of v are widened once for every row. */
+EB_INLINE void axpy_avx2(float *o, const float *a, int nr, const void *v, int n, int t)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = load8(v, i, t);
+        for (int r = 0; r < nr; r++) {
+            float *orow = o + (size_t)r * n + i;
+            _mm256_storeu_ps(orow, _mm256_fmadd_ps(_mm256_set1_ps(a[r]), x, _mm256_loadu_ps(orow)));
+        }
+    }
+    for (; i < n; i++) {
+        float x = load1(v, i, t);
+        for (int r = 0; r < nr; r++) o[(size_t)r * n + i] += a[r] * x;
+    }
+}
+
+static void dot_f32_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 0); }
+static void dot_f16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 1); }
+static void dot_bf16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 2); }
+static void axpy_f32_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 0); }
+static void axpy_f16_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 1); }
+static void axpy_bf16_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 2); }
+
+#undef EB_INLINE
 
 #pragma GCC pop_options
 
@@ -154,15 +178,17 @@ static void axpy_bf16_avx2(float *o, float a, const void *v, int n) { axpy16(o, 
 
 int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out)
 {
-    int avx2 = 0;
+    static const struct cpu_kv_rows c_rows[KV_TYPE_COUNT] = {
+        {dot_f32_c, axpy_f32_c}, {dot_f16_c, axpy_f16_c}, {dot_bf16_c, axpy_bf16_c}};
+    if (kv_type_bytes(type) == 0) return -1;
+    *out = c_rows[type];
 #if defined(__x86_64__)
-    avx2 = level == CPU_SIMD_AVX2;
-    if (avx2 && type == KV_F16) *out = (struct cpu_kv_rows){dot_f16_avx2, axpy_f16_avx2};
-    if (avx2 && type == KV_BF16) *out = (struct cpu_kv_rows){dot_bf16_avx2, axpy_bf16_avx2};
+    static const struct cpu_kv_rows avx2_rows[KV_TYPE_COUNT] = {
+        {dot_f32_avx2, axpy_f32_avx2}, {dot_f16_avx2, axpy_f16_avx2},
+        {dot_bf16_avx2, axpy_bf16_avx2}};
+    if (level == CPU_SIMD_AVX2) *out = avx2_rows[type];
 #else
     (void)level;
 #endif
-    if (!avx2 && type == KV_F16) *out = (struct cpu_kv_rows){dot_f16_c, axpy_f16_c};
-    if (!avx2 && type == KV_BF16) *out = (struct cpu_kv_rows){dot_bf16_c, axpy_bf16_c};
-    return type == KV_F16 || type == KV_BF16 ? 0 : -1;
+    return 0;
 }

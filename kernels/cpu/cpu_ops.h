@@ -18,6 +18,32 @@ struct cpu_impl {
     int panel_min_m;    /* matmul with at least this many rows dequantizes panels for sgemm */
     void *scratch[2];   /* matmul: [0] quantized activations, [1] f32 weight panels */
     size_t scratch_cap[2];
+    void *att_items;    /* attention: work items (cpu_attention.c) */
+    size_t att_items_cap;
+    float *att_scratch; /* attention: per-thread block scores and accumulators, then the
+                           partial results of split units */
+    size_t att_scratch_cap;
+};
+
+/* One bound slot of a KV table (cpu_kvtable.c): copies of what kv_table_bind
+ * was given, lengths and pad flags then kept up to date by kv_append. */
+struct cpu_kv_slot {
+    int bound;
+    enum kv_type type;
+    int cap, q_window;
+    void **k, **v;        /* [n_layer] */
+    float **q_ring;       /* [n_layer], or NULL */
+    int *len;             /* [n_layer][n_kv] */
+    unsigned char *pad;   /* [n_layer][n_kv][cap], or NULL while the slot has no pad */
+    size_t pad_bytes;     /* allocated bytes of pad */
+};
+
+struct kv_table {
+    int max_seqs, n_layer, n_kv, n_head, head_dim;
+    struct cpu_kv_slot *slots;   /* [max_seqs] */
+    struct kv_step_seq *step;    /* [max_seqs]: the active slots of this forward pass */
+    int n_step;
+    enum kv_type type;           /* of the active slots */
 };
 
 static inline int cpu_threads(const struct backend *be)
@@ -40,6 +66,17 @@ void cpu_embed(struct backend *be, float *y, const float *table, const int *ids,
 void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
                      int dim);
 void cpu_attention(struct backend *be, const struct attn_args *a);
+int cpu_attention_layer(struct backend *be, struct kv_table *t, const struct attn_layer_args *a);
+/* cpu_kvtable.c: the KV table of the layer-granular ops */
+struct kv_table *cpu_kv_table_create(struct backend *be, int max_seqs, int n_layer, int n_kv,
+                                     int n_head, int head_dim);
+void cpu_kv_table_free(struct backend *be, struct kv_table *t);
+int cpu_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
+                      const struct kv_seq_desc *d);
+int cpu_kv_table_step(struct backend *be, struct kv_table *t, int n_seq,
+                      const struct kv_step_seq *seqs);
+int cpu_kv_append(struct backend *be, struct kv_table *t, int layer, const float *k,
+                  const float *v, const float *q);
 /* cpu_weight.c: typed weights */
 struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
                                  const void *host, int borrow, int as_f32);
@@ -56,12 +93,14 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a);
 void cpu_kv_store(struct backend *be, void *dst, enum kv_type type, const float *src,
                   const int *rows, int n, int dim);
 void cpu_kv_load(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n);
-/* How attention reads one row of a 16-bit cache: q . k, and o += a * v. */
+/* How attention reads one cache row (k or v, n elements of any kv_type) for
+ * the nr query heads sharing it, widening it once: s[r] = q[r] . k over
+ * q[nr][n], and o[r] += a[r] * v over o[nr][n]. */
 struct cpu_kv_rows {
-    float (*dot)(const float *q, const void *k, int n);
-    void (*axpy)(float *o, float a, const void *v, int n);
+    void (*dot)(float *s, const float *q, int nr, const void *k, int n);
+    void (*axpy)(float *o, const float *a, int nr, const void *v, int n);
 };
-/* The row kernels of a 16-bit type at a SIMD level; -1 for f32 or an unknown type. */
+/* The row kernels of a type at a SIMD level; -1 for an unknown type. */
 int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out);
 /* cpu_vscore.c: value-aware primitives */
 int cpu_row_range(struct backend *be, float *out, const float *x, int n, int dim);
