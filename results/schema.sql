@@ -350,7 +350,7 @@ GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
 -- ---- Added in schema version 5 (the bench table).  harness/store/ migrates
--- an older database by running the CREATE TABLE bench statement below. ----
+-- an older database by running this part of the file (up to the PRAGMA). ----
 
 -- `evictbench bench --contexts` and `--max-batch` points, one row each
 -- (harness/exp/bench_long.c, bench_maxbatch.c).  kind: 'context' (decode at a
@@ -391,5 +391,51 @@ CREATE TABLE bench (
     peak_rss_mb REAL,
     code_version TEXT
 );
+
+-- The latest row of every bench point (a rerun replaces the older row here),
+-- the same key's FullKV row beside it: speedup = decode_tok_s / FullKV's at
+-- the same context, batch and KV type; compress_in_fullkv_steps = the first
+-- compression (one sequence, over the whole context) in FullKV decode steps.
+CREATE VIEW v_bench_context AS
+SELECT b.model, b.device, b.threads, b.kv_type, b.fill, b.n_new, b.batch_size, b.context,
+       b.policy, b.budget, b.status, b.est_bytes, b.decode_tok_s, b.decode_step_ms,
+       b.prefill_tokens, b.prefill_s, b.compress_first_ms, b.compress_ms_per_step,
+       b.compressions, b.kv_bytes, b.peak_rss_mb,
+       f.decode_tok_s AS fullkv_tok_s, f.decode_step_ms AS fullkv_step_ms,
+       f.kv_bytes AS fullkv_kv_bytes,
+       b.decode_tok_s / f.decode_tok_s AS speedup,
+       b.compress_first_ms / f.decode_step_ms AS compress_in_fullkv_steps
+FROM bench b
+LEFT JOIN bench f ON f.id = (
+    SELECT MAX(y.id) FROM bench y
+    WHERE y.kind = 'context' AND y.policy = 'fullkv' AND y.status = 'ok'
+      AND y.model = b.model AND y.device = b.device AND y.threads = b.threads
+      AND y.kv_type = b.kv_type AND y.fill = b.fill AND y.n_new = b.n_new
+      AND y.batch_size = b.batch_size AND y.context = b.context)
+WHERE b.kind = 'context' AND b.id = (
+    SELECT MAX(x.id) FROM bench x
+    WHERE x.kind = 'context' AND x.model = b.model AND x.device = b.device
+      AND x.threads = b.threads AND x.kv_type = b.kv_type AND x.fill = b.fill
+      AND x.n_new = b.n_new AND x.batch_size = b.batch_size AND x.context = b.context
+      AND x.policy = b.policy AND x.budget IS b.budget);
+
+-- The largest-batch sweep: the latest row per batch, with the largest batch
+-- that fitted under the cap (max_ok_batch_size) for its policy and budget.
+CREATE VIEW v_bench_max_batch AS
+SELECT b.model, b.device, b.threads, b.kv_type, b.fill, b.n_new, b.kv_cap_bytes, b.policy,
+       b.budget, b.batch_size, b.context, b.status, b.est_bytes, b.decode_tok_s,
+       b.decode_step_ms, b.kv_bytes, b.peak_rss_mb,
+       (SELECT MAX(y.batch_size) FROM bench y
+        WHERE y.kind = 'max_batch' AND y.status = 'ok' AND y.model = b.model
+          AND y.device = b.device AND y.threads = b.threads AND y.kv_type = b.kv_type
+          AND y.fill = b.fill AND y.kv_cap_bytes = b.kv_cap_bytes AND y.policy = b.policy
+          AND y.budget IS b.budget) AS max_ok_batch_size
+FROM bench b
+WHERE b.kind = 'max_batch' AND b.id = (
+    SELECT MAX(x.id) FROM bench x
+    WHERE x.kind = 'max_batch' AND x.model = b.model AND x.device = b.device
+      AND x.threads = b.threads AND x.kv_type = b.kv_type AND x.fill = b.fill
+      AND x.n_new = b.n_new AND x.kv_cap_bytes = b.kv_cap_bytes AND x.policy = b.policy
+      AND x.budget IS b.budget AND x.batch_size = b.batch_size);
 
 PRAGMA user_version = 5;

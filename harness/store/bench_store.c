@@ -7,7 +7,7 @@
 
 #include "harness/store/store_priv.h"
 
-#define BENCH_TABLE_HEAD "CREATE TABLE bench ("
+#define BENCH_PART_MARK "-- ---- Added in schema version 5 (the bench table)."
 
 void bench_record_init(struct bench_record *r)
 {
@@ -18,8 +18,9 @@ void bench_record_init(struct bench_record *r)
     r->compress_first_ms = r->compress_ms_per_step = r->peak_rss_mb = NAN;
 }
 
-/* Creates the table from the embedded schema's statement unless it is there
- * (a version-1 database migrated by the version-2 step got it already). */
+/* Runs the bench part of the embedded schema (table and views) unless the
+ * table is there (a version-1 database migrated by the version-2 step, which
+ * runs everything after its mark, got it already). */
 int store_migrate_bench(struct store *s, struct eb_err *e)
 {
     sqlite3_stmt *st = NULL;
@@ -31,10 +32,10 @@ int store_migrate_bench(struct store *s, struct eb_err *e)
     int has = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     if (!has) {
-        const char *from = strstr(store_schema_sql, BENCH_TABLE_HEAD);
-        const char *to = from ? strstr(from, ");\n") : NULL;
-        if (!to) return eb_fail(e, "%s: the embedded schema has no bench table", s->path);
-        char *sql = strndup(from, (size_t)(to - from + 2));
+        const char *from = strstr(store_schema_sql, BENCH_PART_MARK);
+        const char *to = from ? strstr(from, "PRAGMA user_version") : NULL;
+        if (!to) return eb_fail(e, "%s: the embedded schema has no bench part", s->path);
+        char *sql = strndup(from, (size_t)(to - from));
         if (!sql) return eb_fail(e, "out of memory");
         int rc = exec(s, sql, "migrating the schema to the bench version", e);
         free(sql);
