@@ -69,7 +69,7 @@ static int parse_value(struct long_cli *a, const char *o, const char *v)
     else if (!strcmp(o, "--batches")) snprintf(a->batches, sizeof a->batches, "%s", v);
     else if (!strcmp(o, "--kv-types")) snprintf(a->kv_types, sizeof a->kv_types, "%s", v);
     else if (!strcmp(o, "--threads")) return cli_int(o, v, 1, 1024, &a->threads) ? 2 : 0;
-    else if (!strcmp(o, "--new")) return cli_int(o, v, 1, 1 << 16, &a->n_new) ? 2 : 0;
+    else if (!strcmp(o, "--new")) return cli_int(o, v, 1, 4096, &a->n_new) ? 2 : 0;
     else if (!strcmp(o, "--fill-len")) return cli_int(o, v, 8, 1 << 16, &a->fill_len) ? 2 : 0;
     else if (!strcmp(o, "--gen-len")) return cli_int(o, v, 1, 1 << 24, &a->gen_len) ? 2 : 0;
     else if (!strcmp(o, "--max-kv-bytes"))

@@ -27,7 +27,7 @@ struct bench_point {
     int budget;              /* 0 for FullKV */
     int context;             /* slots every cache holds before decode (>= the source's len) */
     int batch;               /* sequences, <= the source's n */
-    int n_new;               /* decode steps measured (<= 65536) */
+    int n_new;               /* decode steps measured (<= 4096) */
     enum kv_type kv;
 };
 
