@@ -21,10 +21,12 @@ static void print_help(void)
            "'repeat:gsm8k:N'), then decoded --new steps; a policy's first selection scores\n"
            "the whole filled cache.  --max-batch: for each policy, the largest batch whose K+V\n"
            "after --fill-len prompt + --gen-len generated tokens fits in --max-kv-bytes, and\n"
-           "the decode rate at batches 1, 2, 4, ... up to it (the next batch: an oom row).\n"
+           "the decode rate at batches 1, 2, 4, ... (or --batches) up to it (the next batch: an\n"
+           "oom row).\n"
            "Rows go to the bench table of --db.\n\n"
            "  --model M            default qwen2.5-coder-1.5b\n"
-           "  --batches LIST       default 1,8 (--contexts)\n"
+           "  --batches LIST       --contexts: default 1,8; --max-batch: the batches measured\n"
+           "                       below the largest (default 1, 2, 4, ...)\n"
            "  --kv-types LIST      f32,f16 (default; --max-batch uses the first)\n"
            "  --policies LIST      default rkv,snapkv-decode,streamingllm (FullKV always runs)\n"
            "  --budgets LIST       default 1024\n"
@@ -37,7 +39,7 @@ static void print_help(void)
 
 struct long_cli {
     const char *model, *policies, *budgets, *db, *device;
-    int contexts_mode, max_batch_mode, no_db;
+    int contexts_mode, max_batch_mode, no_db, batches_set;
     long threads, n_new, fill_len, gen_len, kv_cap;
     char contexts[256], batches[64], kv_types[32];
 };
@@ -66,7 +68,10 @@ static int parse_value(struct long_cli *a, const char *o, const char *v)
     else if (!strcmp(o, "--db")) a->db = v;
     else if (!strcmp(o, "--device")) a->device = v;
     else if (!strcmp(o, "--contexts")) snprintf(a->contexts, sizeof a->contexts, "%s", v);
-    else if (!strcmp(o, "--batches")) snprintf(a->batches, sizeof a->batches, "%s", v);
+    else if (!strcmp(o, "--batches")) {
+        snprintf(a->batches, sizeof a->batches, "%s", v);
+        a->batches_set = 1;
+    }
     else if (!strcmp(o, "--kv-types")) snprintf(a->kv_types, sizeof a->kv_types, "%s", v);
     else if (!strcmp(o, "--threads")) return cli_int(o, v, 1, 1024, &a->threads) ? 2 : 0;
     else if (!strcmp(o, "--new")) return cli_int(o, v, 1, 4096, &a->n_new) ? 2 : 0;
@@ -110,6 +115,7 @@ static int fill_opts(const struct long_cli *a, struct bench_long_opts *o)
                                                 BENCH_MAX_LIST) : 0;
     o->n_batches = int_list("--batches", a->batches, 1, 4096, o->batches, BENCH_MAX_LIST);
     if (o->n_contexts < 0 || o->n_batches < 0) return -1;
+    if (a->max_batch_mode && !a->batches_set) o->n_batches = 0; /* 1, 2, 4, ... */
     snprintf(kv, sizeof kv, "%s", a->kv_types);
     o->n_kv = 0;
     for (char *t = strtok_r(kv, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

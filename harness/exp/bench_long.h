@@ -50,7 +50,8 @@ int bench_contexts(struct session *s, const struct bench_long_opts *o, struct eb
 
 /* For each policy, the largest batch whose K+V at o->gen_len generated tokens
  * (after o->src_len prompt tokens) fits in o->kv_cap bytes, and the decode
- * rate at batches 1, 2, 4, ... up to it (bench_maxbatch.c). */
+ * rate at the batches of o->batches below it (none: 1, 2, 4, ...) and at it
+ * (bench_maxbatch.c). */
 int bench_max_batch(struct session *s, const struct bench_long_opts *o, struct eb_err *e);
 
 /* One row: printed, and written when o->db (bench_long.c). */

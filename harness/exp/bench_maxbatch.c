@@ -56,13 +56,25 @@ static void print_row(const struct bench_long_opts *o, const struct bench_point 
     fflush(o->out);
 }
 
-/* Batches 1, 2, 4, ... below the largest, the largest, then one oom row past it. */
+/* The batch measured after b (0: the first): below the largest, the next of
+ * o->batches (none given: 1, 2, 4, ...), then the largest, then one past it
+ * (an oom row). */
+static int next_batch(const struct bench_long_opts *o, int b, int largest)
+{
+    if (largest < 1 || b >= largest) return largest + 1 > 1 ? largest + 1 : 1;
+    if (o->n_batches == 0) return b == 0 ? 1 : b * 2 < largest ? b * 2 : largest;
+    int next = largest;
+    for (int i = 0; i < o->n_batches; i++)
+        if (o->batches[i] > b && o->batches[i] < next) next = o->batches[i];
+    return next;
+}
+
+/* Measured batches up to the largest, then one oom row past it. */
 static int sweep(struct session *s, const struct bench_long_opts *o, const struct bench_src *src,
                  const struct bench_policy *bp, const struct seq_need *need, int largest,
                  struct eb_err *e)
 {
-    int b = 1;
-    for (;;) {
+    for (int b = next_batch(o, 0, largest);; b = next_batch(o, b, largest)) {
         struct bench_point p = {bp->spec, bp->budget, need->context, b, o->n_new, o->kv_types[0]};
         struct bench_result r;
         memset(&r, 0, sizeof r);
@@ -81,7 +93,6 @@ static int sweep(struct session *s, const struct bench_long_opts *o, const struc
         print_row(o, &p, &r, b == largest);
         if (bench_emit(o, "max_batch", src->fill, &p, &r, o->kv_cap, e)) return -1;
         if (b > largest) return 0;
-        b = b * 2 < largest ? b * 2 : b == largest ? largest + 1 : largest;
     }
 }
 
