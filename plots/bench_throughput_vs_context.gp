@@ -13,7 +13,7 @@ set xlabel "Context (KV slots before decode)"
 set ylabel "Decode throughput (tokens/s, whole batch)"
 eval xtics_cmd
 set logscale x 2
-set logscale y 2
+set yrange [0:*]
 set offsets graph 0.04, graph 0.04, graph 0.1, 0
 set clip two
 unset clip points
@@ -22,6 +22,6 @@ ok(s) = (s eq 'ok')
 plot for [i=1:nseries] datafile index (i-1) using "context":(ok(strcol("status")) ? column("decode_tok_s") : NaN) \
          with linespoints lw 2.5 lc rgb policy_color(pol(i), i) pt policy_pt(pol(i), i) \
          dt policy_dt(pol(i)) title tit(i), \
-     for [i=1:nseries] datafile index (i-1) using "context":(strcol("status") eq 'oom' ? GPVAL_Y_MIN : NaN) \
+     for [i=1:nseries] datafile index (i-1) using "context":(strcol("status") eq 'oom' ? 0 : NaN) \
          with points pt 2 ps 3 lw 3.5 lc rgb policy_color(pol(i), i) notitle, \
      NaN with points pt 2 ps 2.5 lw 3.5 lc rgb '#000000' title (any_oom ? 'out of memory' : '')

@@ -44,6 +44,8 @@ set output out
 
 set datafile separator "\t"
 set datafile missing 'NULL'
+# every block of a data file starts with its column names: scripts read columns by name
+set datafile columnheaders
 set encoding utf8
 
 set border 3 lw 1.2

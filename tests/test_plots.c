@@ -390,9 +390,13 @@ static char *figure_data_rows(const struct events *x, const char *fig)
         if (x->ev[i] != PLOTS_DATA || strcmp(x->fig[i], fig)) continue;
         char *text = read_file(x->text[i], NULL);
         if (!text) continue;
+        /* every block starts with the column names: not a row */
+        int block_start = 1;
         for (char *c = text; *c;) {
             size_t len = strcspn(c, "\n");
-            if (len && c[0] != '#') {
+            if (!len) block_start = 1;
+            else if (c[0] != '#' && block_start) block_start = 0;
+            else if (c[0] != '#') {
                 lines_add(&all, c, len);
                 lines_add(&all, "\n", 1);
             }

@@ -496,7 +496,5 @@ const int plot_n_figures = (int)(sizeof plot_figures / sizeof plot_figures[0]);
 
 const char *plots_figure_name(int i)
 {
-    if (i >= 0 && i < plot_n_figures) return plot_figures[i].name;
-    i -= plot_n_figures;
-    return i >= 0 && i < bench_n_figures ? bench_figures[i].name : NULL;
+    return i >= 0 && i < plot_n_figures ? plot_figures[i].name : NULL;
 }

@@ -178,12 +178,13 @@ static int write_data(const char *path, const struct panel *p, const struct figu
     FILE *f = fopen(path, "w");
     if (!f) return eb_fail(e, "%s: cannot write: %s", path, strerror(errno));
     const struct view_rows *t = p->t;
-    fprintf(f, "# %s: rows of %s for one panel; one block per series; NULL = not measured\n# ",
+    fprintf(f, "# %s: rows of %s for one panel; one block per series, each starting with "
+               "the column names (scripts read columns by name); NULL = not measured\n",
             fig->name, fig->view);
-    for (int c = 0; c < t->ncols; c++) fprintf(f, "%s%s", c ? "\t" : "", t->names[c]);
-    fputc('\n', f);
     for (int b = 0; b < p->nblocks; b++) {
         if (b) fputs("\n\n", f);
+        for (int c = 0; c < t->ncols; c++) fprintf(f, "%s%s", c ? "\t" : "", t->names[c]);
+        fputc('\n', f);
         for (int r = p->block[b]; r < p->block[b + 1]; r++) {
             for (int c = 0; c < t->ncols; c++) {
                 if (c) fputc('\t', f);

@@ -3,7 +3,7 @@
 # bad input gives one "evictbench: ..." line; a context past the model's
 # positions is refused naming the limit; a KV cap too small for batch 1 and a
 # batch that cannot fit in memory are 'oom' rows (with the estimate), not
-# crashes; a small real run writes ok rows that `tables` renders.  Runs from
+# crashes; a small real run writes ok rows that `tables` and `plots` render.  Runs from
 # the repository root; EVICTBENCH_BIN names the binary.
 BIN=${EVICTBENCH_BIN:-./evictbench}
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -23,7 +23,16 @@ expect_error "unknown option" "unknown option" bench --contexts 1024 --nope 1
 
 if [ ! -f "$MODEL" ]; then
     echo "SKIP the model-backed checks: $MODEL absent (make deps downloads it)"
-    exit $fail
+    if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "SKIP figures: no gnuplot"
+elif "$BIN" plots --db "$TMP/b.db" --out "$TMP/plots" >"$TMP/out" 2>"$TMP/err" &&
+        ls "$TMP/plots"/bench_throughput_vs_context__*.png "$TMP/plots"/bench_speedup_vs_context__*.svg \
+            "$TMP/plots"/bench_max_batch__*.png >/dev/null 2>&1; then
+    echo "ok   figures: $(ls "$TMP/plots" | grep -c '^bench_.*png') bench figures"
+else
+    echo "FAIL figures:"; cat "$TMP/err"; fail=1
+fi
+exit $fail
 fi
 M="--model $MODEL --threads 1 --kv-types f16 --fill-len 16 --new 2"
 # shellcheck disable=SC2086
@@ -74,5 +83,14 @@ if "$BIN" tables --db "$TMP/b.db" --out "$TMP/tables" >/dev/null 2>&1 &&
     echo "ok   tables: bench_context.md, bench_max_batch.md"
 else
     echo "FAIL tables:"; ls "$TMP/tables"; fail=1
+fi
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "SKIP figures: no gnuplot"
+elif "$BIN" plots --db "$TMP/b.db" --out "$TMP/plots" >"$TMP/out" 2>"$TMP/err" &&
+        ls "$TMP/plots"/bench_throughput_vs_context__*.png "$TMP/plots"/bench_speedup_vs_context__*.svg \
+            "$TMP/plots"/bench_max_batch__*.png >/dev/null 2>&1; then
+    echo "ok   figures: $(ls "$TMP/plots" | grep -c '^bench_.*png') bench figures"
+else
+    echo "FAIL figures:"; cat "$TMP/err"; fail=1
 fi
 exit $fail
