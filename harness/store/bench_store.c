@@ -7,7 +7,6 @@
 
 #include "harness/store/store_priv.h"
 
-#define BENCH_PART_MARK "-- ---- Added in schema version 5 (the bench table)."
 
 void bench_record_init(struct bench_record *r)
 {
@@ -32,7 +31,7 @@ int store_migrate_bench(struct store *s, struct eb_err *e)
     int has = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     if (!has) {
-        const char *from = strstr(store_schema_sql, BENCH_PART_MARK);
+        const char *from = strstr(store_schema_sql, STORE_BENCH_MARK);
         const char *to = from ? strstr(from, "PRAGMA user_version") : NULL;
         if (!to) return eb_fail(e, "%s: the embedded schema has no bench part", s->path);
         char *sql = strndup(from, (size_t)(to - from));

@@ -28,4 +28,7 @@ int exec(struct store *s, const char *sql, const char *what, struct eb_err *e);
     "CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, owner TEXT NOT NULL, " \
     "expires_at REAL NOT NULL)"
 
+/* Where the bench part of results/schema.sql starts (store_migrate_bench). */
+#define STORE_BENCH_MARK "-- ---- Added in schema version 5 (the bench table)."
+
 #endif
