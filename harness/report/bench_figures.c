@@ -30,17 +30,19 @@ static void bench_series(const struct panel *p, struct sbuf *v)
     }
 }
 
-/* "set xtics (...)" at the distinct values of a column, and any_oom. */
-static void bench_axis(const struct panel *p, struct sbuf *v, const char *col)
+/* "set xtics (...)" at the distinct values of a column (only_ok: of the rows
+ * that ran, so a cross one past the largest batch takes no tic), and any_oom. */
+static void bench_axis(const struct panel *p, struct sbuf *v, const char *col, int only_ok)
 {
     double x[64];
     int n = 0, c = view_col(p->t, col), cs = view_col(p->t, "status"), any_oom = 0;
     for (int r = p->r0; r < p->r1; r++) {
         double val = view_num(p->t, r, c);
-        int seen = 0;
+        int oom = str_same(view_cell(p->t, r, cs), "oom"), seen = 0;
+        any_oom |= oom;
+        if (only_ok && oom) continue;
         for (int i = 0; i < n && !seen; i++) seen = x[i] == val;
         if (isfinite(val) && !seen && n < 64) x[n++] = val;
-        any_oom |= str_same(view_cell(p->t, r, cs), "oom");
     }
     struct sbuf cmd = {0};
     sb_printf(&cmd, "set xtics (");
@@ -78,7 +80,7 @@ static int vars_context(const struct panel *p, struct sbuf *v, const char *what,
     snprintf(setting, sizeof setting, "batch %s", cell(p, p->r0, "batch_size"));
     bench_titles(p, v, what, setting);
     bench_series(p, v);
-    bench_axis(p, v, "context");
+    bench_axis(p, v, "context", 0);
     return 0;
 }
 
@@ -105,7 +107,7 @@ static int vars_max_batch(const struct fig_ctx *c, const struct panel *p, struct
     snprintf(setting, sizeof setting, "K+V cap %.0f MiB", cap / 1048576.0);
     bench_titles(p, v, "Decode throughput vs batch size under a KV cap", setting);
     bench_series(p, v);
-    bench_axis(p, v, "batch_size");
+    bench_axis(p, v, "batch_size", 1);
     int cmax = view_col(p->t, "max_ok_batch_size");
     for (int i = 0; i < p->nblocks; i++) {
         char name[32];
