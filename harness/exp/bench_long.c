@@ -11,20 +11,6 @@
 #include "harness/exp/code_hash.h"
 #include "util/clock.h"
 
-/* Split a comma-separated list in place; the count or -1. */
-static int split(char *s, char **items, int max)
-{
-    int n = 0;
-    for (char *p = s; p && *p;) {
-        char *c = strchr(p, ',');
-        if (c) *c = '\0';
-        if (*p == '\0' || n == max) return -1;
-        items[n++] = p;
-        p = c ? c + 1 : NULL;
-    }
-    return n;
-}
-
 static int add_policy(struct bench_policy *out, int max, int *n, const char *spec, int budget,
                       struct eb_err *e)
 {
@@ -41,7 +27,7 @@ int bench_policy_list(struct session *s, const char *specs, const char *budgets,
     char sl[512], bl[256], *sp[BENCH_MAX_LIST], *bp[BENCH_MAX_LIST];
     snprintf(sl, sizeof sl, "%s", specs);
     snprintf(bl, sizeof bl, "%s", budgets);
-    int ns = split(sl, sp, BENCH_MAX_LIST), nb = split(bl, bp, BENCH_MAX_LIST), bv[BENCH_MAX_LIST];
+    int ns = bench_split(sl, sp, BENCH_MAX_LIST), nb = bench_split(bl, bp, BENCH_MAX_LIST), bv[BENCH_MAX_LIST];
     if (ns < 1) return eb_fail(e, "bench: bad policy list '%s'", specs);
     if (nb < 1) return eb_fail(e, "bench: bad budget list '%s'", budgets);
     for (int i = 0; i < nb; i++) {

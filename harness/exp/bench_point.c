@@ -87,6 +87,19 @@ void bench_src_free(struct bench_src *b)
     memset(b, 0, sizeof *b);
 }
 
+int bench_split(char *s, char **items, int max)
+{
+    int n = 0;
+    for (char *p = s; p && *p;) {
+        char *c = strchr(p, ',');
+        if (c) *c = '\0';
+        if (*p == '\0' || n == max) return -1;
+        items[n++] = p;
+        p = c ? c + 1 : NULL;
+    }
+    return n;
+}
+
 int bench_open_policy(struct session *s, const char *spec, int budget, struct session_policy *sp,
                       struct eb_err *e)
 {

@@ -45,6 +45,10 @@ struct bench_result {
     double peak_rss_mb;                    /* the process's peak during this point */
 };
 
+/* Split a comma-separated list in place into items; the count, or -1 for an
+ * empty item or more than max. */
+int bench_split(char *s, char **items, int max);
+
 /* spec opened for the session's model at budget (the model's defaults from
  * policies/policy_defaults.json, no dataset; explicit parameters win). */
 int bench_open_policy(struct session *s, const char *spec, int budget, struct session_policy *sp,

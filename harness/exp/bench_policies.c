@@ -14,20 +14,6 @@
 
 enum { MAX_ITEMS = 32 };
 
-/* Split a comma-separated list in place; returns the count or -1. */
-static int split(char *s, char **items, int max)
-{
-    int n = 0;
-    for (char *p = s; p && *p;) {
-        char *c = strchr(p, ',');
-        if (c) *c = '\0';
-        if (*p == '\0' || n == max) return -1;
-        items[n++] = p;
-        p = c ? c + 1 : NULL;
-    }
-    return n;
-}
-
 struct row {
     double tok_s, policy_ms, policy_pct;
     long compressions;
@@ -89,7 +75,7 @@ int bench_policies_for(struct session *s, const char *policies, const char *budg
         eb_fail(e, "bench: out of memory");
         goto out;
     }
-    int np = split(pl, pol, MAX_ITEMS), nb = split(bl, bud, MAX_ITEMS);
+    int np = bench_split(pl, pol, MAX_ITEMS), nb = bench_split(bl, bud, MAX_ITEMS);
     if (np < 1) { eb_fail(e, "bench: bad policy list '%s'", policies); goto out; }
     if (nb < 1) { eb_fail(e, "bench: bad budget list '%s'", budgets); goto out; }
     for (int i = 0; i < nb; i++) {
