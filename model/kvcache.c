@@ -9,7 +9,7 @@
  * cache never mistakes a new one at the same address for it. */
 static atomic_ullong next_gen = 1;
 
-static void touch(struct kvcache *c)
+void kvcache_touch(struct kvcache *c)
 {
     c->gen = atomic_fetch_add(&next_gen, 1);
 }
@@ -110,7 +110,7 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
     c->type = type;
     c->row_bytes = (size_t)head_dim * kv_type_bytes(type);
     c->view_of[0] = c->view_of[1] = -1;
-    touch(c);
+    kvcache_touch(c);
     if (!(c->k = eb_calloc((size_t)n_layer, sizeof *c->k, e)) ||
         !(c->v = eb_calloc((size_t)n_layer, sizeof *c->v, e)) ||
         !(c->len = eb_calloc((size_t)n_layer * n_kv, sizeof *c->len, e)) ||
@@ -151,7 +151,7 @@ int kvcache_left_pad(struct kvcache *c, int n_pad, struct eb_err *e)
     if (n_pad < 0) return eb_fail(e, "kvcache: %d left pads", n_pad);
     c->left_pad = n_pad;
     c->next_pos = -n_pad;
-    touch(c);
+    kvcache_touch(c);
     return 0;
 }
 
@@ -190,7 +190,7 @@ int kvcache_append_pads(struct kvcache *c, int layer, const float *k, const floa
         }
     }
     kvcache_note_append(c, layer, n, n_pad);
-    touch(c); /* rows written behind any KV table's back */
+    kvcache_touch(c); /* rows written behind any KV table's back */
     return 0;
 }
 
@@ -279,7 +279,7 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
     c->bytes -= (size_t)freed;
     *len = n_keep;
-    touch(c);
+    kvcache_touch(c);
     return freed;
 }
 
@@ -318,7 +318,7 @@ int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err
     c->q_dim = q_dim;
     c->q_count = 0;
     c->q_next = 0;
-    touch(c);
+    kvcache_touch(c);
     return 0;
 }
 

@@ -82,6 +82,11 @@ void kvcache_advance(struct kvcache *c, int n);
  * flags and bytes of one layer, without changing gen.  n must fit (checked
  * by the caller with kvcache_free_slots). */
 void kvcache_note_append(struct kvcache *c, int layer, int n, int n_pad);
+/* Mark the cache changed other than by kvcache_note_append (rows, lengths or
+ * flags written directly): a new generation, unique in the process, so any
+ * backend KV table holding it rebinds.  kvcache_* functions that change the
+ * cache call it themselves. */
+void kvcache_touch(struct kvcache *c);
 /* What a backend KV table needs to hold this cache (kv_table_bind). */
 void kvcache_describe(const struct kvcache *c, struct kv_seq_desc *d);
 
@@ -150,7 +155,9 @@ int kvcache_fill_repeat(struct kvcache *c, int n_slots, struct eb_err *e);
 /* Query ring: keep the last w queries (rows of q_dim = n_head * head_dim) per layer. */
 int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err *e);
 /* Record n new queries (backend rows [n][q_dim]) of one layer; call per layer, then
- * kvcache_qring_advance(c, n) once per forward. */
+ * kvcache_qring_advance(c, n) once per forward.  (model_forward does not call
+ * it: its kv_append writes the queries into the ring; this is for callers
+ * that fill a cache themselves.) */
 void kvcache_qring_push(struct kvcache *c, int layer, const float *q, int n);
 void kvcache_qring_advance(struct kvcache *c, int n);
 /* Copy one layer's held queries, oldest first, into dst (backend, q_count rows);

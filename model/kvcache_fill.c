@@ -42,7 +42,7 @@ int kvcache_fill_repeat(struct kvcache *c, int n_slots, struct eb_err *e)
         }
     c->next_pos += n_slots - len0;
     c->view_of[0] = c->view_of[1] = -1;
-    c->gen++; /* a backend KV table holding the cache rebinds */
+    kvcache_touch(c); /* a backend KV table holding the cache rebinds */
     c->bytes += (size_t)(n_slots - len0) * c->n_layer * c->n_kv * 2 * c->row_bytes;
     if (c->bytes > c->peak_bytes) c->peak_bytes = c->bytes;
     return 0;

@@ -204,8 +204,9 @@ static void check_layer_attention(enum kv_type t)
             for (int h = 0; h < NKV; h++)
                 for (int j = 0; j < s->n_new; j++)
                     for (int d = 0; d < HD; d++) {
-                        s->kf[l][h][s->len[l][h] + j][d] = rounded(k[((row + j) * NKV + h) * HD + d], t);
-                        s->vf[l][h][s->len[l][h] + j][d] = rounded(v[((row + j) * NKV + h) * HD + d], t);
+                        int src = ((row + j) * NKV + h) * HD + d, dst = s->len[l][h] + j;
+                        s->kf[l][h][dst][d] = rounded(k[src], t);
+                        s->vf[l][h][dst][d] = rounded(v[src], t);
                     }
         for (int l = 0; l < NL; l++)
             for (int j = 0; j < s->n_new; j++)

@@ -92,7 +92,8 @@ static void part_merge(const struct att_job *j, float *acc, const float *p)
 }
 
 /* The partial of keys [j0, j1) of unit (s, g, t) into part; sc is scratch of
- * ATT_BLOCK * n_rep floats ([key][head]).  Raw scores go to the
+ * n_rep * (ATT_BLOCK + 1) floats ([head][key], then one key's dots).  Raw
+ * scores go to the
  * probabilities, if asked. */
 static void block_partial(const struct att_job *jb, const struct att_seq *s, int g, int t,
                           int j0, int j1, float *sc, float *part)
@@ -103,35 +104,33 @@ static void block_partial(const struct att_job *jb, const struct att_seq *s, int
     const char *k = s->k + ((size_t)g * s->cap + j0) * row;
     const char *v = s->v + ((size_t)g * s->cap + j0) * row;
     const unsigned char *mask = s->mask ? s->mask + (size_t)g * s->cap + j0 : NULL;
+    float *dots = sc + (size_t)nr * ATT_BLOCK;
     for (int j = 0; j < n; j++) {
-        float *sj = sc + (size_t)j * nr;
         if (mask && mask[j]) {
-            for (int r = 0; r < nr; r++) sj[r] = -INFINITY;
+            for (int r = 0; r < nr; r++) sc[r * ATT_BLOCK + j] = -INFINITY;
             continue;
         }
-        jb->rows.dot(sj, q, nr, k + (size_t)j * row, hd);
-        for (int r = 0; r < nr; r++) sj[r] *= jb->scale;
+        jb->rows.dot(dots, q, nr, k + (size_t)j * row, hd);
+        for (int r = 0; r < nr; r++) sc[r * ATT_BLOCK + j] = dots[r] * jb->scale;
     }
     part_clear(jb, part);
+    int any = 0;
     for (int r = 0; r < nr; r++) {
-        if (s->probs) {
-            float *p = s->probs + ((size_t)(g * nr + r) * s->n_new + t) * s->cap + j0;
-            for (int j = 0; j < n; j++) p[j] = sc[(size_t)j * nr + r];
-        }
-        float m = -INFINITY, l = 0.0f;
-        for (int j = 0; j < n; j++) m = sc[(size_t)j * nr + r] > m ? sc[(size_t)j * nr + r] : m;
-        if (m == -INFINITY) continue;
-        for (int j = 0; j < n; j++) {
-            float *e = &sc[(size_t)j * nr + r];
-            *e = expf(*e - m); /* a masked slot's -inf gives 0 */
-            l += *e;
+        float *sr = sc + r * ATT_BLOCK;
+        if (s->probs)
+            memcpy(s->probs + ((size_t)(g * nr + r) * s->n_new + t) * s->cap + j0, sr,
+                   (size_t)n * sizeof *sr);
+        float m = -INFINITY;
+        for (int j = 0; j < n; j++) m = sr[j] > m ? sr[j] : m;
+        if (m == -INFINITY) {
+            memset(sr, 0, (size_t)n * sizeof *sr); /* no visible key: weights 0 */
+            continue;
         }
         part[r] = m;
-        part[nr + r] = l;
+        part[nr + r] = jb->rows.exp_sum(sr, n, m); /* a masked slot's -inf gives 0 */
+        any = 1;
     }
-    float *o = part + 2 * nr;
-    for (int j = 0; j < n; j++)
-        if (!mask || !mask[j]) jb->rows.axpy(o, sc + (size_t)j * nr, nr, v + (size_t)j * row, hd);
+    if (any) jb->rows.accum(part + 2 * nr, sc, ATT_BLOCK, nr, v, n, hd);
 }
 
 /* The unit's output rows (o / l) and its probabilities (exp(s - m) / l). */
@@ -212,7 +211,7 @@ static int run_job(struct backend *be, const struct att_job *jb)
     /* Spread blocks over the threads only when units are too few to share. */
     int split = units < 4 * nt;
     int n = plan_items(jb, split, NULL);
-    size_t pf = part_floats(jb), per_thread = (size_t)jb->n_rep * ATT_BLOCK + 2 * pf;
+    size_t pf = part_floats(jb), per_thread = (size_t)jb->n_rep * (ATT_BLOCK + 1) + 2 * pf;
     if (grow(&im->att_items, &im->att_items_cap, (size_t)n * sizeof(struct att_item)) ||
         grow((void **)&im->att_scratch, &im->att_scratch_cap,
              (nt * per_thread + (split ? (size_t)n * pf : 0)) * sizeof(float)))
@@ -223,7 +222,7 @@ static int run_job(struct backend *be, const struct att_job *jb)
     #pragma omp parallel num_threads(nt) if (n > 1)
     {
         float *sc = im->att_scratch + (size_t)omp_get_thread_num() * per_thread;
-        float *blk = sc + (size_t)jb->n_rep * ATT_BLOCK, *acc = blk + pf;
+        float *blk = sc + (size_t)jb->n_rep * (ATT_BLOCK + 1), *acc = blk + pf;
         #pragma omp for schedule(dynamic, 1)
         for (int i = 0; i < n; i++) run_item(jb, &items[i], i, sc, blk, acc, parts);
         if (split) {
@@ -233,7 +232,8 @@ static int run_job(struct backend *be, const struct att_job *jb)
                 const struct att_item *it = &items[i];
                 if (it->n_items < 2 || it->first != i) continue;
                 part_clear(jb, acc);
-                for (int b = 0; b < it->n_items; b++) part_merge(jb, acc, parts + (size_t)(i + b) * pf);
+                for (int b = 0; b < it->n_items; b++)
+                    part_merge(jb, acc, parts + (size_t)(i + b) * pf);
                 finish_unit(jb, &jb->seqs[it->seq], it->g, it->t, acc);
             }
         }

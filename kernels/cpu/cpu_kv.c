@@ -10,6 +10,7 @@
  * the target pragma, as in cpu_qdot_avx2.c, and only called after the check. */
 #include "kernels/cpu/cpu_ops.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -75,20 +76,54 @@ static inline void dot_c(float *s, const float *q, int nr, const void *k, int n,
     }
 }
 
-static inline void axpy_c(float *o, const float *a, int nr, const void *v, int n, int t)
+/* o[r][i] += sum over rows j of e[r][j] * v_j[i], j in order (e is [nr][stride]). */
+static inline void accum_c(float *o, const float *e, int stride, int nr, const void *v, int n,
+                           int hd, int t)
 {
-    for (int i = 0; i < n; i++) {
-        float x = elem(v, i, t);
-        for (int r = 0; r < nr; r++) o[(size_t)r * n + i] += a[r] * x;
+    size_t row = (size_t)hd * (t ? 2 : 4);
+    for (int j = 0; j < n; j++) {
+        const void *vj = (const char *)v + j * row;
+        for (int r = 0; r < nr; r++) {
+            float a = e[(size_t)r * stride + j];
+            for (int i = 0; i < hd; i++) o[(size_t)r * hd + i] += a * elem(vj, i, t);
+        }
     }
 }
 
-static void dot_f32_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 0); }
-static void dot_f16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 1); }
-static void dot_bf16_c(float *s, const float *q, int nr, const void *k, int n) { dot_c(s, q, nr, k, n, 2); }
-static void axpy_f32_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 0); }
-static void axpy_f16_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 1); }
-static void axpy_bf16_c(float *o, const float *a, int nr, const void *v, int n) { axpy_c(o, a, nr, v, n, 2); }
+static float exp_sum_c(float *x, int n, float m)
+{
+    float l = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - m);
+        l += x[i];
+    }
+    return l;
+}
+
+static void dot_f32_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 0);
+}
+static void dot_f16_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 1);
+}
+static void dot_bf16_c(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_c(s, q, nr, k, n, 2);
+}
+static void accum_f32_c(float *o, const float *e, int stride, int nr, const void *v, int n, int hd)
+{
+    accum_c(o, e, stride, nr, v, n, hd, 0);
+}
+static void accum_f16_c(float *o, const float *e, int stride, int nr, const void *v, int n, int hd)
+{
+    accum_c(o, e, stride, nr, v, n, hd, 1);
+}
+static void accum_bf16_c(float *o, const float *e, int stride, int nr, const void *v, int n, int hd)
+{
+    accum_c(o, e, stride, nr, v, n, hd, 2);
+}
 
 /* ---- AVX2 + F16C row kernels ---- */
 
@@ -119,11 +154,23 @@ EB_INLINE float load1(const void *row, int i, int t)
     return elem(row, i, t);
 }
 
-/* s[r] = q[r] . k for up to 4 query rows at once: each 8 elements of k are
- * widened once and used by every row. */
-EB_INLINE void dot4(float *s, const float *q, int g, const void *k, int n, int t)
+/* The 8 lane sums of a0..a7, as one vector (lane r: the sum of ar). */
+EB_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                         __m256 a6, __m256 a7)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 b0 = _mm256_hadd_ps(a0, a1), b1 = _mm256_hadd_ps(a2, a3);
+    __m256 b2 = _mm256_hadd_ps(a4, a5), b3 = _mm256_hadd_ps(a6, a7);
+    __m256 c0 = _mm256_hadd_ps(b0, b1), c1 = _mm256_hadd_ps(b2, b3);
+    /* c0 lanes: 0-3 low halves of a0..a3, 4-7 their high halves; c1 alike for a4..a7 */
+    return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20),
+                         _mm256_permute2f128_ps(c0, c1, 0x31));
+}
+
+/* s[r] = q[r] . k for up to 8 query rows at once: each 8 elements of k are
+ * widened once and used by every row, whose sums stay in registers. */
+EB_INLINE void dot8(float *s, const float *q, int g, const void *k, int n, int t)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 x = load8(k, i, t);
@@ -131,8 +178,13 @@ EB_INLINE void dot4(float *s, const float *q, int g, const void *k, int n, int t
         if (g > 1) a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + n + i), x, a1);
         if (g > 2) a2 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 2 * n + i), x, a2);
         if (g > 3) a3 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 3 * n + i), x, a3);
+        if (g > 4) a4 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 4 * n + i), x, a4);
+        if (g > 5) a5 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 5 * n + i), x, a5);
+        if (g > 6) a6 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 6 * n + i), x, a6);
+        if (g > 7) a7 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 7 * n + i), x, a7);
     }
-    float r[4] = {hsum8(a0), hsum8(a1), hsum8(a2), hsum8(a3)};
+    float r[8];
+    _mm256_storeu_ps(r, hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7));
     for (; i < n; i++) {
         float x = load1(k, i, t);
         for (int j = 0; j < g; j++) r[j] += q[(size_t)j * n + i] * x;
@@ -140,35 +192,156 @@ EB_INLINE void dot4(float *s, const float *q, int g, const void *k, int n, int t
     for (int j = 0; j < g; j++) s[j] = r[j];
 }
 
+/* dot8 with g a constant, so the unused accumulators and their tests vanish. */
+EB_INLINE void dot8_fixed(float *s, const float *q, int g, const void *k, int n, int t)
+{
+    switch (g) {
+    case 1: dot8(s, q, 1, k, n, t); break;
+    case 2: dot8(s, q, 2, k, n, t); break;
+    case 3: dot8(s, q, 3, k, n, t); break;
+    case 4: dot8(s, q, 4, k, n, t); break;
+    case 5: dot8(s, q, 5, k, n, t); break;
+    case 6: dot8(s, q, 6, k, n, t); break;
+    case 7: dot8(s, q, 7, k, n, t); break;
+    default: dot8(s, q, 8, k, n, t); break;
+    }
+}
+
 EB_INLINE void dot_avx2(float *s, const float *q, int nr, const void *k, int n, int t)
 {
-    for (int r = 0; r < nr; r += 4)
-        dot4(s + r, q + (size_t)r * n, nr - r < 4 ? nr - r : 4, k, n, t);
+    for (int r = 0; r < nr; r += 8)
+        dot8_fixed(s + r, q + (size_t)r * n, nr - r < 8 ? nr - r : 8, k, n, t);
 }
 
-/* o[r] += a[r] * v: each 8 elements of v are widened once for every row. */
-EB_INLINE void axpy_avx2(float *o, const float *a, int nr, const void *v, int n, int t)
+/* accum_c for up to 8 heads: 8 output columns of each head stay in
+ * registers over all n rows (each row's 8 elements widened once). */
+EB_INLINE void accum8(float *o, const float *e, int stride, int g, const void *v, int n, int hd,
+                      int t)
 {
+    size_t row = (size_t)hd * (t ? 2 : 4);
+    int i = 0;
+    for (; i + 8 <= hd; i += 8) {
+        __m256 a0 = _mm256_loadu_ps(o + i), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+               a7 = a0;
+        if (g > 1) a1 = _mm256_loadu_ps(o + hd + i);
+        if (g > 2) a2 = _mm256_loadu_ps(o + 2 * hd + i);
+        if (g > 3) a3 = _mm256_loadu_ps(o + 3 * hd + i);
+        if (g > 4) a4 = _mm256_loadu_ps(o + 4 * hd + i);
+        if (g > 5) a5 = _mm256_loadu_ps(o + 5 * hd + i);
+        if (g > 6) a6 = _mm256_loadu_ps(o + 6 * hd + i);
+        if (g > 7) a7 = _mm256_loadu_ps(o + 7 * hd + i);
+        const char *vj = v;
+        for (int j = 0; j < n; j++, vj += row) {
+            __m256 x = load8(vj, i, t);
+            a0 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + j), x, a0);
+            if (g > 1) a1 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + stride + j), x, a1);
+            if (g > 2) a2 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 2 * stride + j), x, a2);
+            if (g > 3) a3 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 3 * stride + j), x, a3);
+            if (g > 4) a4 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 4 * stride + j), x, a4);
+            if (g > 5) a5 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 5 * stride + j), x, a5);
+            if (g > 6) a6 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 6 * stride + j), x, a6);
+            if (g > 7) a7 = _mm256_fmadd_ps(_mm256_broadcast_ss(e + 7 * stride + j), x, a7);
+        }
+        _mm256_storeu_ps(o + i, a0);
+        if (g > 1) _mm256_storeu_ps(o + hd + i, a1);
+        if (g > 2) _mm256_storeu_ps(o + 2 * hd + i, a2);
+        if (g > 3) _mm256_storeu_ps(o + 3 * hd + i, a3);
+        if (g > 4) _mm256_storeu_ps(o + 4 * hd + i, a4);
+        if (g > 5) _mm256_storeu_ps(o + 5 * hd + i, a5);
+        if (g > 6) _mm256_storeu_ps(o + 6 * hd + i, a6);
+        if (g > 7) _mm256_storeu_ps(o + 7 * hd + i, a7);
+    }
+    for (; i < hd; i++)
+        for (int r = 0; r < g; r++)
+            for (int j = 0; j < n; j++)
+                o[(size_t)r * hd + i] += e[(size_t)r * stride + j] *
+                                         load1((const char *)v + j * row, i, t);
+}
+
+EB_INLINE void accum8_fixed(float *o, const float *e, int stride, int g, const void *v, int n,
+                            int hd, int t)
+{
+    switch (g) {
+    case 1: accum8(o, e, stride, 1, v, n, hd, t); break;
+    case 2: accum8(o, e, stride, 2, v, n, hd, t); break;
+    case 3: accum8(o, e, stride, 3, v, n, hd, t); break;
+    case 4: accum8(o, e, stride, 4, v, n, hd, t); break;
+    case 5: accum8(o, e, stride, 5, v, n, hd, t); break;
+    case 6: accum8(o, e, stride, 6, v, n, hd, t); break;
+    case 7: accum8(o, e, stride, 7, v, n, hd, t); break;
+    default: accum8(o, e, stride, 8, v, n, hd, t); break;
+    }
+}
+
+EB_INLINE void accum_avx2(float *o, const float *e, int stride, int nr, const void *v, int n,
+                          int hd, int t)
+{
+    for (int r = 0; r < nr; r += 8)
+        accum8_fixed(o + (size_t)r * hd, e + (size_t)r * stride, stride, nr - r < 8 ? nr - r : 8,
+                     v, n, hd, t);
+}
+
+/* exp(x) for x <= 0 (Cephes' expf: range reduction by ln 2 in two parts and
+ * a degree-5 polynomial, within 2 ulp of expf); below -87 (and -inf) it is 0. */
+static __m256 exp8_nonpos(__m256 x)
+{
+    __m256 zero_mask = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f),
+                                                _mm256_set1_ps(0.5f)));
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127));
+    e = _mm256_slli_epi32(e, 23);
+    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(e)), zero_mask);
+}
+
+static float exp_sum_avx2(float *x, int n, float m)
+{
+    __m256 vm = _mm256_set1_ps(m), acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 x = load8(v, i, t);
-        for (int r = 0; r < nr; r++) {
-            float *orow = o + (size_t)r * n + i;
-            _mm256_storeu_ps(orow, _mm256_fmadd_ps(_mm256_set1_ps(a[r]), x, _mm256_loadu_ps(orow)));
-        }
+        __m256 y = exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        _mm256_storeu_ps(x + i, y);
+        acc = _mm256_add_ps(acc, y);
     }
-    for (; i < n; i++) {
-        float x = load1(v, i, t);
-        for (int r = 0; r < nr; r++) o[(size_t)r * n + i] += a[r] * x;
-    }
+    return hsum8(acc) + exp_sum_c(x + i, n - i, m);
 }
 
-static void dot_f32_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 0); }
-static void dot_f16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 1); }
-static void dot_bf16_avx2(float *s, const float *q, int nr, const void *k, int n) { dot_avx2(s, q, nr, k, n, 2); }
-static void axpy_f32_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 0); }
-static void axpy_f16_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 1); }
-static void axpy_bf16_avx2(float *o, const float *a, int nr, const void *v, int n) { axpy_avx2(o, a, nr, v, n, 2); }
+static void dot_f32_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 0);
+}
+static void dot_f16_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 1);
+}
+static void dot_bf16_avx2(float *s, const float *q, int nr, const void *k, int n)
+{
+    dot_avx2(s, q, nr, k, n, 2);
+}
+static void accum_f32_avx2(float *o, const float *e, int stride, int nr, const void *v, int n,
+                           int hd)
+{
+    accum_avx2(o, e, stride, nr, v, n, hd, 0);
+}
+static void accum_f16_avx2(float *o, const float *e, int stride, int nr, const void *v, int n,
+                           int hd)
+{
+    accum_avx2(o, e, stride, nr, v, n, hd, 1);
+}
+static void accum_bf16_avx2(float *o, const float *e, int stride, int nr, const void *v, int n,
+                            int hd)
+{
+    accum_avx2(o, e, stride, nr, v, n, hd, 2);
+}
 
 #undef EB_INLINE
 
@@ -179,13 +352,14 @@ static void axpy_bf16_avx2(float *o, const float *a, int nr, const void *v, int 
 int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out)
 {
     static const struct cpu_kv_rows c_rows[KV_TYPE_COUNT] = {
-        {dot_f32_c, axpy_f32_c}, {dot_f16_c, axpy_f16_c}, {dot_bf16_c, axpy_bf16_c}};
+        {dot_f32_c, accum_f32_c, exp_sum_c}, {dot_f16_c, accum_f16_c, exp_sum_c},
+        {dot_bf16_c, accum_bf16_c, exp_sum_c}};
     if (kv_type_bytes(type) == 0) return -1;
     *out = c_rows[type];
 #if defined(__x86_64__)
     static const struct cpu_kv_rows avx2_rows[KV_TYPE_COUNT] = {
-        {dot_f32_avx2, axpy_f32_avx2}, {dot_f16_avx2, axpy_f16_avx2},
-        {dot_bf16_avx2, axpy_bf16_avx2}};
+        {dot_f32_avx2, accum_f32_avx2, exp_sum_avx2}, {dot_f16_avx2, accum_f16_avx2, exp_sum_avx2},
+        {dot_bf16_avx2, accum_bf16_avx2, exp_sum_avx2}};
     if (level == CPU_SIMD_AVX2) *out = avx2_rows[type];
 #else
     (void)level;

@@ -93,12 +93,16 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a);
 void cpu_kv_store(struct backend *be, void *dst, enum kv_type type, const float *src,
                   const int *rows, int n, int dim);
 void cpu_kv_load(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n);
-/* How attention reads one cache row (k or v, n elements of any kv_type) for
- * the nr query heads sharing it, widening it once: s[r] = q[r] . k over
- * q[nr][n], and o[r] += a[r] * v over o[nr][n]. */
+/* How attention reads cache rows of any kv_type for the nr query heads
+ * sharing them, widening each element once:
+ *   dot:     s[r] = q[r] . k over q[nr][n], for one key row of n elements;
+ *   accum:   o[r][i] += sum_j e[r][j] * v_j[i], rows j = 0..n-1 in order, for
+ *            o[nr][hd] and weights e[nr][stride];
+ *   exp_sum: x[i] = exp(x[i] - m) (for x <= m; -inf gives 0), returning the sum. */
 struct cpu_kv_rows {
     void (*dot)(float *s, const float *q, int nr, const void *k, int n);
-    void (*axpy)(float *o, const float *a, int nr, const void *v, int n);
+    void (*accum)(float *o, const float *e, int stride, int nr, const void *v, int n, int hd);
+    float (*exp_sum)(float *x, int n, float m);
 };
 /* The row kernels of a type at a SIMD level; -1 for an unknown type. */
 int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out);
