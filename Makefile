@@ -75,7 +75,7 @@ lint:
 
 # The runtime table, then the policy table of issue 4 (2,048 generated tokens
 # per row: roughly 15 minutes on 2 cores).
-BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,skipkv,seal,vase-attnv,vase-dkv,rpc,beaconkv
+BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,skipkv,seal,vase-attnv,vase-dkv,rpc,beaconkv,knorm,tova
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
 

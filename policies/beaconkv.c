@@ -299,6 +299,9 @@ static int observation(struct beaconkv *s, struct beacon_seq *q, const struct ca
     return n + group_query_rows(s->rows + (size_t)n * d, s->qh, rows, cv->n_head, d, h, G);
 }
 
+/* Not on the shared selector (select.h): like RPC it protects the prompt
+ * and scores only the generated middle, with its own trigger and budget
+ * accounting (spec §4), and shares RPC's keep-set builder. */
 static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                            struct keep_set *out, struct eb_err *e)
 {
@@ -336,7 +339,7 @@ static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int
             for (int j = 0; j < n; j++) s->s[j] = -INFINITY;
             if (attend_reduce(&s->ab, cv, l, h, p, n, s->rows, nq, s->softmax, ATTEND_MAX, s->s, e))
                 return -1;
-            scores_avg_pool(s->s, s->tmp, n, s->kernel);
+            score_avg_pool_inplace(s->s, s->tmp, n, s->kernel);
             int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
                                             keep_set_head(out, l, h), e);
             if (k < 0) return -1;

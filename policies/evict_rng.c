@@ -6,6 +6,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "score.h"
+
 enum {
     PHILOX_M0 = 0xD2511F53u,
     PHILOX_M1 = 0xCD9E8D57u,
@@ -74,25 +76,12 @@ double evict_gumbel(double u)
     return -log(-log(u));
 }
 
-struct ranked {
-    double key;
-    int i;
-};
-
-/* Larger key first; equal keys: lower index first. */
-static int cmp_ranked(const void *pa, const void *pb)
-{
-    const struct ranked *a = pa, *b = pb;
-    if (a->key != b->key) return a->key > b->key ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
 int evict_sample_topk(const double *w, const double *g, const unsigned char *taken,
                       const double *fallback, int n, int k, int *out, struct eb_err *e)
 {
     if (n < 0 || k < 0) return eb_fail(e, "evict_rng: sample %d of %d items", k, n);
     if (k == 0) return 0;
-    struct ranked *rk = malloc((size_t)n * sizeof *rk);
+    struct score_pair *rk = malloc((size_t)n * sizeof *rk);
     unsigned char *used = calloc((size_t)n, 1);
     if (!rk || !used) {
         free(rk);
@@ -106,14 +95,14 @@ int evict_sample_topk(const double *w, const double *g, const unsigned char *tak
         if (!(w[j] > 0) || !isfinite(w[j])) continue;
         double key = log(w[j]) + g[j];
         if (isnan(key)) continue;
-        rk[m++] = (struct ranked){key, j};
+        rk[m++] = (struct score_pair){key, j};
     }
     if (avail < k) {
         free(rk);
         free(used);
         return eb_fail(e, "evict_rng: %d items to draw but only %d available", k, avail);
     }
-    qsort(rk, (size_t)m, sizeof *rk, cmp_ranked);
+    qsort(rk, (size_t)m, sizeof *rk, score_pair_cmp);
     int drawn = m < k ? m : k;
     for (int t = 0; t < drawn; t++) {
         out[t] = rk[t].i;
@@ -124,9 +113,9 @@ int evict_sample_topk(const double *w, const double *g, const unsigned char *tak
         for (int j = 0; j < n; j++) {
             if ((taken && taken[j]) || used[j]) continue;
             double s = fallback ? fallback[j] : 0.0;
-            rk[f++] = (struct ranked){isnan(s) ? -INFINITY : s, j};
+            rk[f++] = (struct score_pair){isnan(s) ? -INFINITY : s, j};
         }
-        qsort(rk, (size_t)f, sizeof *rk, cmp_ranked);
+        qsort(rk, (size_t)f, sizeof *rk, score_pair_cmp);
         for (int t = drawn; t < k; t++) out[t] = rk[t - drawn].i;
     }
     free(rk);

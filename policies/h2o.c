@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "policies.h"
-#include "score.h"
+#include "select.h"
 
 /* ---- h2o (accumulated) ---- */
 
@@ -35,13 +35,33 @@ struct h2o_seq {
 
 struct h2o {
     double heavy_ratio;
-    enum pad_policy pads;
+    struct scorer sc;
     struct policy_model m;
     struct seq_table seqs;
-    struct score_buf buf;
-    double *z;
-    int z_cap;
+    struct selector sel;
 };
+
+/* The accumulated attention of the candidates. */
+static int h2o_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                     int n_cand, double *z, struct eb_err *e)
+{
+    struct h2o *s = self;
+    struct h2o_seq *q = seq_table_get(&s->seqs, seq);
+    int len = cache_view_len(cv, layer, kv_head);
+    if (len > q->cap) return eb_fail(e, "head holds %d slots, more than %d", len, q->cap);
+    memcpy(z, q->score + ((size_t)layer * cv->n_kv + kv_head) * q->cap, (size_t)n_cand * sizeof *z);
+    return 0;
+}
+
+/* The kept slots keep their scores, in the same compacted order. */
+static void h2o_kept(void *self, int seq, int layer, int kv_head, const int *keep, int n)
+{
+    struct h2o *s = self;
+    struct h2o_seq *q = seq_table_get(&s->seqs, seq);
+    double *sc = q->score + ((size_t)layer * s->m.n_kv + kv_head) * q->cap;
+    for (int i = 0; i < n; i++) sc[i] = sc[keep[i]];
+    memset(sc + n, 0, (size_t)(q->cap - n) * sizeof *sc);
+}
 
 static int h2o_create(const struct policy_params *p, const struct policy_model *m, void **self,
                       struct policy_info *info, struct eb_err *e)
@@ -49,7 +69,11 @@ static int h2o_create(const struct policy_params *p, const struct policy_model *
     struct h2o *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
     s->heavy_ratio = policy_param(p, "heavy_ratio");
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    s->sc = (struct scorer){.score = h2o_score, .kept = h2o_kept, .evict_above = 1,
+                            .use_pads = 1, .pad_score = PAD_SCORE_H2O,
+                            .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP
+                                                                          : PAD_EVICT_FIRST,
+                            .order = KEEP_BY_POSITION};
     s->m = *m;
     *info = (struct policy_info){.needs = POLICY_NEED_ATTN_PROBS, .window = 0,
                                  .schedule = POLICY_EVERY_STEP};
@@ -70,8 +94,7 @@ static void h2o_destroy(void *self)
     struct h2o *s = self;
     if (!s) return;
     seq_table_free(&s->seqs, h2o_seq_free);
-    score_buf_free(&s->buf);
-    free(s->z);
+    selector_free(&s->sel);
     free(s);
 }
 
@@ -121,31 +144,8 @@ static int h2o_select(void *self, int seq, const struct cache_view *cv, int budg
     struct h2o *s = self;
     struct h2o_seq *q = seq_table_get(&s->seqs, seq);
     if (!q) return eb_fail(e, "sequence %d was not begun", seq);
-    int heavy = (int)(budget * s->heavy_ratio), recent = budget - heavy;
-    for (int l = 0; l < cv->n_layer; l++)
-        for (int h = 0; h < cv->n_kv; h++) {
-            int len = cache_view_len(cv, l, h), *keep = keep_set_head(out, l, h);
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (len <= budget) continue;
-            if (len > q->cap) return eb_fail(e, "head holds %d slots, more than %d", len, q->cap);
-            if (len > s->z_cap) {
-                double *z = realloc(s->z, (size_t)len * sizeof *z);
-                if (!z) return eb_fail(e, "out of memory");
-                s->z = z;
-                s->z_cap = len;
-            }
-            double *sc = q->score + ((size_t)l * cv->n_kv + h) * q->cap;
-            memcpy(s->z, sc, (size_t)len * sizeof *s->z);
-            score_apply_pads(s->z, len - recent, cache_view_pad(cv, l, h), s->pads, PAD_SCORE_H2O);
-            int n = score_keep_topk_window(&s->buf, s->z, len - recent, len, heavy,
-                                           KEEP_BY_POSITION, keep, e);
-            if (n < 0) return -1;
-            out->n_keep[l * cv->n_kv + h] = n;
-            /* The kept slots keep their scores, in the same compacted order. */
-            for (int i = 0; i < n; i++) sc[i] = sc[keep[i]];
-            memset(sc + n, 0, (size_t)(q->cap - n) * sizeof *sc);
-        }
-    return 0;
+    int heavy = (int)(budget * s->heavy_ratio);
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, budget - heavy, out, e);
 }
 
 const struct policy_ops h2o_ops = {
@@ -177,13 +177,18 @@ const struct param_def h2o_rkv_params[] = {
 
 struct h2o_rkv {
     struct importance_opts imp;
-    enum pad_policy pads;
-    enum keep_order order;
-    enum score_dtype dtype;
-    struct score_buf buf;
-    double *z, *one;
-    int z_cap;
+    struct scorer sc;
+    struct selector sel;
 };
+
+/* The last query's attention of one kv head (the selector averages the layer's). */
+static int h2o_rkv_score(void *self, int seq, const struct cache_view *cv, int layer,
+                         int kv_head, int n_cand, double *z, struct eb_err *e)
+{
+    (void)seq;
+    struct h2o_rkv *s = self;
+    return score_importance(&s->sel.buf, cv, layer, kv_head, &s->imp, n_cand, z, e);
+}
 
 static int h2o_rkv_create(const struct policy_params *p, const struct policy_model *m,
                           void **self, struct policy_info *info, struct eb_err *e)
@@ -198,9 +203,12 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
         .kernel = 1,
         .pool = SCORE_POOL_MAX,
     };
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
-    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
-    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
+    s->sc = (struct scorer){
+        .score = h2o_rkv_score, .per_layer = 1, .use_pads = 1, .pad_score = PAD_SCORE,
+        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+        .dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32,
+    };
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
                                  .schedule = POLICY_DIVIDE,
                                  .divide_length = policy_param_int(p, "divide_length"),
@@ -213,55 +221,15 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
 
 static void h2o_rkv_destroy(void *self)
 {
-    struct h2o_rkv *s = self;
-    if (!s) return;
-    score_buf_free(&s->buf);
-    free(s->z);
-    free(s->one);
-    free(s);
+    if (self) selector_free(&((struct h2o_rkv *)self)->sel);
+    free(self);
 }
 
 static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                           struct keep_set *out, struct eb_err *e)
 {
-    (void)seq;
     struct h2o_rkv *s = self;
-    for (int l = 0; l < cv->n_layer; l++) {
-        int len = cache_view_len(cv, l, 0);
-        for (int h = 0; h < cv->n_kv; h++) {
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (cache_view_len(cv, l, h) != len)
-                return eb_fail(e, "layer %d: kv heads hold different lengths (%d, %d) but h2o-rkv "
-                                  "keeps one set per layer", l, len, cache_view_len(cv, l, h));
-        }
-        if (len < budget) continue;
-        if (len > s->z_cap) {
-            double *z = realloc(s->z, (size_t)len * sizeof *z);
-            if (z) s->z = z;
-            double *o = z ? realloc(s->one, (size_t)len * sizeof *o) : NULL;
-            if (o) s->one = o;
-            if (!z || !o) return eb_fail(e, "out of memory");
-            s->z_cap = len;
-        }
-        int n_cand = len - 1;
-        memset(s->z, 0, (size_t)n_cand * sizeof *s->z);
-        for (int h = 0; h < cv->n_kv; h++) {
-            if (score_importance(&s->buf, cv, l, h, &s->imp, n_cand, s->one, e)) return -1;
-            for (int j = 0; j < n_cand; j++) s->z[j] += s->one[j];
-        }
-        for (int j = 0; j < n_cand; j++) s->z[j] /= cv->n_kv;
-        score_round(s->z, n_cand, s->dtype);
-        score_apply_pads(s->z, n_cand, cache_view_pad(cv, l, 0), s->pads, PAD_SCORE);
-        int *keep0 = keep_set_head(out, l, 0);
-        int n = score_keep_topk_window(&s->buf, s->z, n_cand, len, budget - 1, s->order,
-                                       keep0, e);
-        if (n < 0) return -1;
-        for (int h = 0; h < cv->n_kv; h++) {
-            if (h > 0) memcpy(keep_set_head(out, l, h), keep0, (size_t)n * sizeof *keep0);
-            out->n_keep[l * cv->n_kv + h] = n;
-        }
-    }
-    return 0;
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, 1, out, e);
 }
 
 const struct policy_ops h2o_rkv_ops = {

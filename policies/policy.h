@@ -165,7 +165,24 @@ static inline void keep_set_none(struct keep_set *ks)
     for (int i = 0; i < ks->n_layer * ks->n_kv; i++) ks->n_keep[i] = -1;
 }
 
-struct policy_params;
+enum param_type { PARAM_INT, PARAM_FLOAT, PARAM_BOOL, PARAM_CHOICE };
+
+struct param_def {
+    const char *key;          /* NULL ends a table */
+    enum param_type type;
+    double def, lo, hi;       /* default and inclusive range; PARAM_CHOICE: index into choices */
+    const char *choices;      /* PARAM_CHOICE: "a|b|c" */
+    const char *help;
+};
+
+enum { POLICY_MAX_PARAMS = 24 };
+
+struct policy_params {
+    const struct param_def *defs;
+    int n;
+    double val[POLICY_MAX_PARAMS];
+};
+
 struct policy_trace_stats;   /* steering.h */
 struct sent_info;            /* sentences.h */
 
@@ -199,13 +216,23 @@ struct policy_ops {
     int (*trace_stats)(const void *self, int seq, struct policy_trace_stats *out);
     int (*trace_sentences)(const void *self, int seq, struct sent_info **out, int *n,
                            struct eb_err *e);
+    /* Optional: a rule of the policy's own on the budget, from its parameters
+     * alone (no model), beyond the common ones (> 0, above the window).  Only
+     * policy_budget_check (schedule.h) calls it, when a point or a policy is
+     * built; 0, or -1 with e set. */
+    int (*check_budget)(const struct policy_params *p, int budget, struct eb_err *e);
 };
+
+/* The budget of a policy that evicts nothing (policy_keeps_all), from config
+ * to point to run key; the store writes it as NULL. */
+enum { POLICY_NO_BUDGET = 0 };
 
 /* An instance: made by policy_create (policies/registry.h). */
 struct policy {
     const struct policy_ops *ops;
     void *self;
     struct policy_info info;
+    struct policy_params params;   /* resolved, as created */
     char spec[256];                /* "name:key=value,..." with every parameter resolved */
 };
 

@@ -12,10 +12,11 @@
 
 /* Each policy's vtable and parameter table, defined in its own file. */
 extern const struct policy_ops fullkv_ops, streamingllm_ops, h2o_ops, h2o_rkv_ops, snapkv_ops,
-    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops;
+    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops, knorm_ops,
+    tova_ops;
 extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
     h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
-    rpc_params[], beaconkv_params[], seal_params[], skipkv_params[];
+    rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them; .style is how figures and tables show it. */
@@ -77,7 +78,7 @@ static const struct policy_entry ENTRIES[] = {
      {"BeaconKV", 0xAA4499, 8, 0}, 0},
     {"seal", "SEAL: FullKV + steering h + c*V at split tokens inside the thought", &seal_ops,
      seal_params, NULL,
-     {"SEAL", 0x8C564B, 3, 0}, 0},
+     {"SEAL", 0x8C564B, 3, 0}, 1},
     {"skipkv", "SkipKV: R-KV + sentence redundancy penalty + adaptive steering; expects "
                "batching=grouped", &skipkv_ops, skipkv_params, "batching=grouped",
      {"SkipKV", 0xD55E00, 7, 0}, 0},
@@ -97,6 +98,10 @@ static const struct policy_entry ENTRIES[] = {
                    "N_o recorded (tau 0.95: the statistics threshold, not a tuned eviction one)",
      &skipkv_ops, skipkv_params, "evict=0,steer=0,tau=0.95",
      {"FullKV (PSS tracking)", 0x555555, 4, 1}, 1},
+    {"knorm", "KNorm (kvpress): keep the keys of lowest L2 norm", &knorm_ops,
+     scored_policy_params, NULL, {"KNorm", 0x7F7F7F, 6, 0}, 0},
+    {"tova", "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
+     &tova_ops, scored_policy_params, NULL, {"TOVA", 0x17BECF, 1, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
@@ -121,6 +126,13 @@ int policy_spec_keeps_all(const char *spec)
     return 0;
 }
 
+int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p)
+{
+    for (int i = 0; p && i < p->n; i++)
+        if (!strcmp(p->defs[i].key, "evict") && p->val[i] == 0) return 1;
+    return entry->keeps_all;
+}
+
 const char *policy_display_name(const char *name)
 {
     if (!name) return "?";
@@ -128,7 +140,7 @@ const char *policy_display_name(const char *name)
     return en && en->style.display ? en->style.display : name;
 }
 
-static int param_index(const struct policy_params *p, const char *key)
+int policy_param_index(const struct policy_params *p, const char *key)
 {
     for (int i = 0; i < p->n; i++)
         if (!strcmp(p->defs[i].key, key)) return i;
@@ -137,13 +149,13 @@ static int param_index(const struct policy_params *p, const char *key)
 
 double policy_param(const struct policy_params *p, const char *key)
 {
-    int i = param_index(p, key);
+    int i = policy_param_index(p, key);
     return i < 0 ? NAN : p->val[i];
 }
 
 int policy_param_int(const struct policy_params *p, const char *key)
 {
-    int i = param_index(p, key);
+    int i = policy_param_index(p, key);
     return i < 0 ? 0 : (int)p->val[i];
 }
 
@@ -177,7 +189,7 @@ static int choice_index(const char *choices, const char *v, size_t vlen)
     return -1;
 }
 
-static const char *choice_name(const char *choices, int idx, char *buf, size_t size)
+const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size)
 {
     const char *c = choices;
     for (int i = 0; i < idx && c; i++) {
@@ -220,7 +232,7 @@ static int set_param(const char *policy, struct policy_params *p, unsigned char 
     if (klen >= sizeof k) klen = sizeof k - 1;
     memcpy(k, key, klen);
     k[klen] = '\0';
-    int i = param_index(p, k);
+    int i = policy_param_index(p, k);
     if (i < 0) {
         char keys[256];
         list_keys(p->defs, keys, sizeof keys);
@@ -386,7 +398,7 @@ void policy_params_format(const struct policy_entry *entry, const struct policy_
         char cb[32];
         if (d->type == PARAM_CHOICE)
             off += (size_t)snprintf(buf + off, size - off, "%s%s=%s", i ? "," : ":", d->key,
-                                    choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
+                                    policy_choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
         else
             off += (size_t)snprintf(buf + off, size - off, "%s%s=%.10g", i ? "," : ":", d->key,
                                     p->val[i]);
@@ -404,11 +416,17 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
     struct policy *p = eb_calloc(1, sizeof *p, e);
     if (!p) return -1;
     p->ops = entry->ops;
+    p->params = *params;
     policy_params_format(entry, params, p->spec, sizeof p->spec);
     if (entry->ops->create(params, m, &p->self, &p->info, e)) {
         eb_wrap(e, entry->name);
         free(p);
         return -1;
+    }
+    if ((p->info.schedule == POLICY_NEVER) != policy_keeps_all(entry, params)) {
+        policy_free(p);
+        return eb_fail(e, "policy %s: its registry row and its schedule disagree on whether it "
+                          "evicts", entry->name);
     }
     *out = p;
     return 0;

@@ -14,28 +14,14 @@
 
 #include "policy.h"
 
-enum param_type { PARAM_INT, PARAM_FLOAT, PARAM_BOOL, PARAM_CHOICE };
-
-struct param_def {
-    const char *key;          /* NULL ends a table */
-    enum param_type type;
-    double def, lo, hi;       /* default and inclusive range; PARAM_CHOICE: index into choices */
-    const char *choices;      /* PARAM_CHOICE: "a|b|c" */
-    const char *help;
-};
-
-enum { POLICY_MAX_PARAMS = 24 };
-
-struct policy_params {
-    const struct param_def *defs;
-    int n;
-    double val[POLICY_MAX_PARAMS];
-};
-
 /* A parameter's value by key (an int, a 0/1 bool or a choice index is a
  * whole double).  Policies only ask for keys of their own table; an unknown
  * key yields NaN / 0. */
 double policy_param(const struct policy_params *p, const char *key);
+/* The index of key in p, or -1: the one lookup (registry, point). */
+int policy_param_index(const struct policy_params *p, const char *key);
+/* Choice idx of "a|b|c" into buf ("?" past the end). */
+const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size);
 int policy_param_int(const struct policy_params *p, const char *key);
 
 /* How figures and tables show an entry: the one place for it (the harness
@@ -54,8 +40,9 @@ struct policy_entry {
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
     struct policy_style style;
-    int keeps_all;            /* 1: evicts nothing (fullkv, fullkv-pss), so a sweep gives it
-                                 no budget and its runs are the FullKV reference */
+    int keeps_all;            /* 1: evicts nothing (fullkv, seal, fullkv-pss), so a sweep gives
+                                 it no budget (POLICY_NO_BUDGET); the one flag, with evict=0
+                                 (policy_keeps_all): create's POLICY_NEVER must agree */
 };
 
 /* All entries, in a stable order. */
@@ -64,6 +51,10 @@ const struct policy_entry *policy_registry_find(const char *name);
 /* 1 if the entry NAME of a spec NAME[:key=value,...] evicts nothing (takes no
  * budget); 0 for any other name. */
 int policy_spec_keeps_all(const char *spec);
+/* 1 if the entry evicts nothing with these parameters: its keeps_all, or a
+ * parameter evict = 0 (skipkv:evict=0).  policy_instantiate checks that
+ * create's schedule agrees (POLICY_NEVER exactly then). */
+int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p);
 /* The display name of a registry entry ("rkv" -> "R-KV"); any other name
  * (NULL: "?") is returned as it is. */
 const char *policy_display_name(const char *name);

@@ -7,19 +7,17 @@
  * included (§5.2), sliced to the candidates.  Both are per kv head and per
  * sequence.
  *
- * rkv_batch0_bug=1 reproduces the released code, which computes R from batch
- * element 0's keys and uses it for the whole batch: here every sequence
- * borrows R from the latest compression of the lowest-numbered live
- * sequence, slot by slot (zero past its length).  That is the original
- * exactly when the batch's sequences share a length and compress at the same
- * step (padded batching); keep it 0 for real runs. */
+ * rkv_batch0_bug=1 reproduces the released code's R from batch element 0 for
+ * the whole batch: every sequence borrows R from the latest compression of
+ * the lowest-numbered live sequence, slot by slot (zero past its length);
+ * exact for padded batches compressing together.  Keep it 0 for real runs. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "rkv.h"
 
 #include "policies.h"
-#include "score.h"
+#include "select.h"
 
 const struct param_def rkv_params[] = {
     {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy"},
@@ -51,59 +49,42 @@ struct rkv_seq {
 };
 
 struct rkv {
-    struct importance_opts imp;
-    double lambda;
+    struct rkv_opts o;
     float threshold;
     int quirk, batch0_bug;
-    enum pad_policy pads;
-    enum keep_order order;
-    enum score_dtype dtype;
+    struct scorer sc;
     struct policy_model m;
-    struct score_buf buf;
-    struct rkv_scratch sc;
+    struct selector sel;
+    double *red;
+    int red_cap;
     struct seq_table seqs;   /* batch0_bug: live sequences */
 };
 
-/* ---- the scoring steps (rkv.h) ---- */
-
-int rkv_importance_opts(const struct policy_params *p, enum score_gqa gqa,
-                        struct importance_opts *imp, struct eb_err *e)
+int rkv_opts_from_params(const struct policy_params *p, enum score_gqa gqa,
+                         enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e)
 {
     int kernel = policy_param_int(p, "kernel");
     if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
-    *imp = (struct importance_opts){
-        .window = policy_param_int(p, "window"),
-        .softmax_all = 0,
-        .gqa = gqa,
-        .kernel = kernel,
-        .pool = SCORE_POOL_MAX,
+    *o = (struct rkv_opts){
+        .imp = {.window = policy_param_int(p, "window"), .softmax_all = 0, .gqa = gqa,
+                .kernel = kernel, .pool = SCORE_POOL_MAX},
+        .lambda = policy_param(p, "lambda"),
+        .dtype = dtype,
     };
     return 0;
 }
 
-void rkv_scratch_free(struct rkv_scratch *sc)
+int rkv_reserve(double **red, int *cap, int len, struct eb_err *e)
 {
-    free(sc->z);
-    free(sc->red);
-    memset(sc, 0, sizeof *sc);
+    if (len <= *cap) return 0;
+    double *r = realloc(*red, (size_t)len * sizeof *r);
+    if (!r) return eb_fail(e, "out of memory for %d redundancy scores", len);
+    *red = r;
+    *cap = len;
+    return 0;
 }
 
-int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cache_view *cv,
-                   int layer, int kv_head, const struct importance_opts *imp, int len,
-                   struct eb_err *e)
-{
-    if (len > sc->cap) {
-        double *z = realloc(sc->z, (size_t)len * sizeof *z);
-        if (z) sc->z = z;
-        double *red = z ? realloc(sc->red, (size_t)len * sizeof *red) : NULL;
-        if (red) sc->red = red;
-        if (!z || !red) return eb_fail(e, "out of memory");
-        sc->cap = len;
-    }
-    return score_importance(b, cv, layer, kv_head, imp, len - imp->window, sc->z, e);
-}
-
-void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
+static void mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
 {
     if (dt == SCORE_BF16) {
         /* torch: a bf16 tensor times a Python float is computed in f32 (the
@@ -118,41 +99,45 @@ void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score
     for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];
 }
 
-int rkv_keep(struct score_buf *b, double *z, const struct cache_view *cv, int layer, int kv_head,
-             int budget, int window, enum pad_policy pads, enum keep_order order,
-             struct keep_set *out, struct eb_err *e)
+int rkv_score(const struct rkv_opts *o, struct score_buf *b, const struct cache_view *cv,
+              int layer, int kv_head, int n_cand, double *red, double *z, struct eb_err *e)
 {
-    int len = cache_view_len(cv, layer, kv_head), n_cand = len - window;
-    score_apply_pads(z, n_cand, cache_view_pad(cv, layer, kv_head), pads, PAD_SCORE);
-    int n = score_keep_topk_window(b, z, n_cand, len, budget - window, order,
-                                   keep_set_head(out, layer, kv_head), e);
-    if (n < 0) return -1;
-    out->n_keep[layer * cv->n_kv + kv_head] = n;
+    if (score_importance(b, cv, layer, kv_head, &o->imp, n_cand, z, e)) return -1;
+    score_round(z, n_cand, o->dtype); /* pooling commutes with rounding */
+    if (o->lambda >= 1.0) return 0;
+    score_round(red, n_cand, o->dtype);
+    mix(z, red, n_cand, o->lambda, o->dtype);
     return 0;
 }
 
 /* ---- the policy ---- */
 
+static int rkv_scorer(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                      int n_cand, double *z, struct eb_err *e); /* below */
 static int rkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                       struct policy_info *info, struct eb_err *e)
 {
-    struct importance_opts imp;
-    if (rkv_importance_opts(p, policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN, &imp, e)) return -1;
+    struct rkv_opts o;
+    enum score_dtype dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
+    if (rkv_opts_from_params(p, policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+                             dtype, &o, e))
+        return -1;
     struct rkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->imp = imp;
-    s->lambda = policy_param(p, "lambda");
+    s->o = o;
     s->threshold = (float)policy_param(p, "threshold");
     s->quirk = policy_param_int(p, "no_match_zero_col0");
     s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
-    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
-    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
+    s->sc = (struct scorer){
+        .score = rkv_scorer, .use_pads = 1, .pad_score = PAD_SCORE, .dtype = dtype,
+        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+    };
     s->m = *m;
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
-        .q_window = s->imp.window,
-        .window = s->imp.window,
+        .q_window = o.imp.window,
+        .window = o.imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
         /* compat=released: modeling.py's `self.length` is never reset */
@@ -176,8 +161,8 @@ static void rkv_destroy(void *self)
 {
     struct rkv *s = self;
     if (!s) return;
-    score_buf_free(&s->buf);
-    rkv_scratch_free(&s->sc);
+    selector_free(&s->sel);
+    free(s->red);
     seq_table_free(&s->seqs, rkv_seq_free);
     free(s);
 }
@@ -213,7 +198,7 @@ static int anchor_seq(const struct rkv *s)
     return -1;
 }
 
-/* R of (l, h) for seq into s->sc.red[0, len). */
+/* R of (l, h) for seq into s->red[0, len). */
 static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l, int h, int len,
                       struct eb_err *e)
 {
@@ -223,39 +208,35 @@ static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l
         const struct rkv_seq *anchor = a >= 0 && a != seq ? seq_table_get(&s->seqs, a) : NULL;
         if (anchor && anchor->r_len[head] > 0) {
             const double *r = anchor->r + (size_t)head * anchor->cap;
-            for (int j = 0; j < len; j++) s->sc.red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
+            for (int j = 0; j < len; j++) s->red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
             return 0;
         }
     }
-    if (score_redundancy(&s->buf, cv, l, h, s->threshold, s->quirk, s->sc.red, e)) return -1;
+    if (score_redundancy(&s->sel.buf, cv, l, h, s->threshold, s->quirk, s->red, e)) return -1;
     struct rkv_seq *mine = s->batch0_bug ? seq_table_get(&s->seqs, seq) : NULL;
     if (mine && len <= mine->cap) {
-        memcpy(mine->r + (size_t)head * mine->cap, s->sc.red, (size_t)len * sizeof *s->sc.red);
+        memcpy(mine->r + (size_t)head * mine->cap, s->red, (size_t)len * sizeof *s->red);
         mine->r_len[head] = len;
     }
     return 0;
+}
+
+static int rkv_scorer(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                      int n_cand, double *z, struct eb_err *e)
+{
+    struct rkv *s = self;
+    int len = cache_view_len(cv, layer, kv_head);
+    if (s->o.lambda < 1.0 && (rkv_reserve(&s->red, &s->red_cap, len, e) ||
+                              redundancy(s, seq, cv, layer, kv_head, len, e)))
+        return -1;
+    return rkv_score(&s->o, &s->sel.buf, cv, layer, kv_head, n_cand, s->red, z, e);
 }
 
 static int rkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                       struct keep_set *out, struct eb_err *e)
 {
     struct rkv *s = self;
-    int w = s->imp.window;
-    for (int l = 0; l < cv->n_layer; l++)
-        for (int h = 0; h < cv->n_kv; h++) {
-            int len = cache_view_len(cv, l, h), n_cand = len - w;
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (len < budget) continue;
-            if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
-            score_round(s->sc.z, n_cand, s->dtype); /* pooling commutes with rounding */
-            if (s->lambda < 1.0) {
-                if (redundancy(s, seq, cv, l, h, len, e)) return -1;
-                score_round(s->sc.red, len, s->dtype);
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, s->dtype);
-            }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
-        }
-    return 0;
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
 const struct policy_ops rkv_ops = {

@@ -1,38 +1,29 @@
-/* rkv.h - R-KV's per-head scoring steps (policies/rkv.c), which SkipKV
- * (policies/skipkv.c) builds on: Z = lambda * I - (1 - lambda) * R, then pads
- * and keep = topk(Z[0, L-w), B-w) + window (in score order by default, as
- * the released code leaves its cache; see score.h enum keep_order). */
+/* rkv.h - R-KV's per-head score (policies/rkv.c), which SkipKV
+ * (policies/skipkv.c) builds on: Z = lambda * I - (1 - lambda) * R over the
+ * candidates; the shared selector (select.h) does the rest. */
 #ifndef EB_RKV_H
 #define EB_RKV_H
 
 #include "score.h"
 
-/* R-KV's importance options from the policy's window and kernel parameters
- * (kernel must be odd), with GQA pooling gqa. */
-int rkv_importance_opts(const struct policy_params *p, enum score_gqa gqa,
-                        struct importance_opts *imp, struct eb_err *e);
-
-/* Host scores of one head, grown on demand. */
-struct rkv_scratch {
-    double *z, *red;     /* [cap]: scores (importance, then Z), redundancy */
-    int cap;
+struct rkv_opts {
+    struct importance_opts imp;
+    double lambda;
+    enum score_dtype dtype;
 };
-void rkv_scratch_free(struct rkv_scratch *sc);
 
-/* Grow sc to len slots and write the importance of the candidates
- * [0, len - imp->window) of (layer, kv head) into sc->z. */
-int rkv_importance(struct rkv_scratch *sc, struct score_buf *b, const struct cache_view *cv,
-                   int layer, int kv_head, const struct importance_opts *imp, int len,
-                   struct eb_err *e);
+/* R-KV's options from the policy's lambda, window and kernel parameters
+ * (kernel must be odd), with GQA pooling gqa and score precision dtype. */
+int rkv_opts_from_params(const struct policy_params *p, enum score_gqa gqa,
+                         enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e);
 
-/* z[j] = lambda * z[j] - (1 - lambda) * red[j] for j < n_cand; with bf16,
- * both products and the difference are rounded as torch does in bf16. */
-void rkv_mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt);
+/* Grow *red to len doubles (redundancy scratch). */
+int rkv_reserve(double **red, int *cap, int len, struct eb_err *e);
 
-/* Pad scores per pads, then head (layer, kv head)'s keep-set in out: the top
- * budget - window of z[0, len - window) plus the window; sets its n_keep. */
-int rkv_keep(struct score_buf *b, double *z, const struct cache_view *cv, int layer, int kv_head,
-             int budget, int window, enum pad_policy pads, enum keep_order order,
-             struct keep_set *out, struct eb_err *e);
+/* Z of the candidates [0, n_cand) of (layer, kv head) into z, given the
+ * head's redundancy red[0, n_cand) (unused when lambda is 1); with bf16 the
+ * importance, R and each step of the mix are rounded as torch does. */
+int rkv_score(const struct rkv_opts *o, struct score_buf *b, const struct cache_view *cv,
+              int layer, int kv_head, int n_cand, double *red, double *z, struct eb_err *e);
 
 #endif

@@ -110,19 +110,6 @@ int group_query_rows(float *dst, const float *qh, int rows, int n_head, int head
     return n;
 }
 
-void scores_avg_pool(double *s, double *tmp, int n, int kernel)
-{
-    if (kernel <= 1) return;
-    int half = kernel / 2;
-    for (int j = 0; j < n; j++) {
-        double a = 0.0;
-        for (int t = j - half; t <= j + half; t++)
-            if (t >= 0 && t < n) a += s[t];
-        tmp[j] = a / kernel;
-    }
-    memcpy(s, tmp, (size_t)n * sizeof *s);
-}
-
 int keep_prompt_topk_recent(struct score_buf *sb, const double *s, int p, int n, int keep_n,
                             int len, int *keep, struct eb_err *e)
 {
@@ -263,6 +250,10 @@ static int group_sum(struct rpc *s, const struct cache_view *cv, int l, int h, i
     return attend_reduce(&s->ab, cv, l, h, k0, n, s->rows, nq, 1, ATTEND_SUM, out, e);
 }
 
+/* Not on the shared selector (select.h): the released compress_kv protects
+ * the whole prompt and the last R tokens, keeps a ratio budget that grows
+ * with every compression, and compresses on its own P + R trigger, so
+ * neither the len >= B gate nor a fixed recent window applies. */
 static int rpc_select(void *self, int seq, const struct cache_view *cv, int budget,
                       struct keep_set *out, struct eb_err *e)
 {
@@ -312,7 +303,7 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
                 int group = cv->n_head / cv->n_kv;
                 for (int j = 0; j < n; j++) s->s[j] /= (double)rows * group;
             }
-            scores_avg_pool(s->s, s->tmp, n, s->kernel);
+            score_avg_pool_inplace(s->s, s->tmp, n, s->kernel);
             int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
                                             keep_set_head(out, l, h), e);
             if (k < 0) return -1;

@@ -39,10 +39,6 @@ int prompt_slots(const struct cache_view *cv, int layer, int kv_head, int n_prom
 int group_query_rows(float *dst, const float *qh, int rows, int n_head, int head_dim, int h,
                      int group);
 
-/* Average-pool s[0, n) in place with an odd kernel (zero padding, divided by
- * the kernel); tmp[n] is scratch.  kernel <= 1: unchanged. */
-void scores_avg_pool(double *s, double *tmp, int n, int kernel);
-
 /* The keep-set of a head whose slots are [0, p) prompt, [p, p + n) scored
  * candidates s[0, n) and [p + n, len) recent: the prompt, the top keep_n
  * candidates (tie rule of score.h) and the recent slots, ascending.  Returns

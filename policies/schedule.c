@@ -13,23 +13,25 @@ int policy_info_check(const struct policy_info *in, const char *name, struct eb_
     return 0;
 }
 
-int policy_budget_check(const struct policy_info *in, const char *name, int budget,
-                        struct eb_err *e)
+int policy_budget_check(const struct policy_ops *ops, const struct policy_params *params,
+                        int keeps_all, int window, int budget, struct eb_err *e)
 {
-    if (in->schedule == POLICY_NEVER) {
-        if (budget < 0) return eb_fail(e, "budget must be > 0 (got %d)", budget);
-        return 0;
-    }
+    const char *name = ops ? ops->name : "?";
+    if (keeps_all) return budget < 0 ? eb_fail(e, "budget must be > 0 (got %d)", budget) : 0;
     if (budget <= 0) return eb_fail(e, "policy %s needs a budget > 0 (got %d)", name, budget);
-    if (budget <= in->window)
+    if (window >= 0 && budget <= window)
         return eb_fail(e, "budget %d must exceed the %d slots policy %s always keeps (window)",
-                       budget, in->window, name);
+                       budget, window, name);
+    if (ops && ops->check_budget && params && params->defs &&
+        ops->check_budget(params, budget, e))
+        return eb_wrap(e, name);
     return 0;
 }
 
 int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
 {
-    return policy_budget_check(&p->info, p->ops->name, budget, e);
+    return policy_budget_check(p->ops, &p->params, p->info.schedule == POLICY_NEVER,
+                               p->info.window, budget, e);
 }
 
 int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_seen)

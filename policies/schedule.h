@@ -12,10 +12,13 @@
  * the policy's, for the message. */
 int policy_info_check(const struct policy_info *in, const char *name, struct eb_err *e);
 
-/* A budget this policy can run with: > 0 and above its window (a policy that
- * never compresses: any budget >= 0; 0 means none given). */
-int policy_budget_check(const struct policy_info *in, const char *name, int budget,
-                        struct eb_err *e);
+/* The one budget check: a policy that evicts nothing (keeps_all) takes any
+ * budget >= 0 (POLICY_NO_BUDGET: none given); any other needs one > 0, above
+ * its window (window < 0: not known yet, before create) and passing its
+ * ops->check_budget on params (NULL: skipped). */
+int policy_budget_check(const struct policy_ops *ops, const struct policy_params *params,
+                        int keeps_all, int window, int budget, struct eb_err *e);
+/* The same for an instance (its schedule says whether it evicts). */
 int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
 
 /* Whether select runs after the forward that has just processed a sequence's

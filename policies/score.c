@@ -1,6 +1,7 @@
 /* score.c - combining helpers shared by the policies (see score.h). */
 #include "score.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@ void score_buf_free(struct score_buf *b)
     if (b->dev) b->be->free(b->be, b->dev);
     free(b->host);
     free(b->pairs);
+    free(b->rows);
+    free(b->work);
     memset(b, 0, sizeof *b);
 }
 
@@ -121,59 +124,28 @@ void score_round(double *x, int n, enum score_dtype dt)
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score)
 {
+    assert(n >= 0);
     if (!pad) return;
     for (int j = 0; j < n; j++)
         if (pad[j]) z[j] = pp == PAD_KEEP ? pad_score : -pad_score;
 }
 
-/* Higher score first; equal scores: lower index first; NaN last. */
-static int cmp_rank(const void *pa, const void *pb)
+void score_avg_pool(const double *in, int n, int kernel, double *out)
 {
-    const struct score_pair *a = pa, *b = pb;
-    int na = isnan(a->s), nb = isnan(b->s);
-    if (na != nb) return na - nb;
-    if (!na && a->s != b->s) return a->s > b->s ? -1 : 1;
-    return (a->i > b->i) - (a->i < b->i);
-}
-
-static int cmp_int(const void *pa, const void *pb)
-{
-    int a = *(const int *)pa, b = *(const int *)pb;
-    return (a > b) - (a < b);
-}
-
-int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
-                      struct eb_err *e)
-{
-    if (k < 0 || k > n) return eb_fail(e, "top-%d of %d scores", k, n);
-    if (n > b->pairs_cap) {
-        struct score_pair *p = realloc(b->pairs, (size_t)n * sizeof *p);
-        if (!p) return eb_fail(e, "out of memory ranking %d scores", n);
-        b->pairs = p;
-        b->pairs_cap = n;
+    int half = kernel / 2;
+    for (int j = 0; j < n; j++) {
+        double a = 0.0;
+        for (int t = j - half; t <= j + half; t++)
+            if (t >= 0 && t < n) a += in[t];
+        out[j] = a / kernel;
     }
-    for (int j = 0; j < n; j++) b->pairs[j] = (struct score_pair){s[j], j};
-    qsort(b->pairs, (size_t)n, sizeof *b->pairs, cmp_rank);
-    for (int j = 0; j < k; j++) idx[j] = b->pairs[j].i;
-    return 0;
 }
 
-int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
+void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel)
 {
-    if (score_topk_ranked(b, s, n, k, idx, e)) return -1;
-    qsort(idx, (size_t)k, sizeof *idx, cmp_int);
-    return 0;
-}
-
-int score_keep_topk_window(struct score_buf *b, const double *z, int n_cand, int len,
-                           int n_select, enum keep_order order, int *keep, struct eb_err *e)
-{
-    int rc = order == KEEP_BY_SCORE ? score_topk_ranked(b, z, n_cand, n_select, keep, e)
-                                    : score_topk(b, z, n_cand, n_select, keep, e);
-    if (rc) return -1;
-    int n = n_select;
-    for (int j = n_cand; j < len; j++) keep[n++] = j;
-    return n;
+    if (kernel <= 1) return;
+    score_avg_pool(s, n, kernel, tmp);
+    memcpy(s, tmp, (size_t)n * sizeof *s);
 }
 
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e)

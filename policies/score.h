@@ -28,6 +28,10 @@ struct score_buf {
     float *host;         /* host: dev_cap floats */
     struct score_pair { double s; int i; } *pairs;
     int pairs_cap;
+    float *rows;         /* host: downloaded key / query rows (score_host.c) */
+    size_t rows_cap;
+    double *work;        /* host: work_cap doubles */
+    int work_cap;
 };
 
 void score_buf_free(struct score_buf *b);
@@ -48,6 +52,17 @@ int score_importance(struct score_buf *b, const struct cache_view *cv, int layer
 /* R-KV redundancy (§5.2) of every slot [0, len) of (layer, kv head) into out. */
 int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                      float threshold, int no_match_zero_col0, double *out, struct eb_err *e);
+
+/* Scores from rows brought to the host (score_host.c), for scorers no
+ * backend primitive serves:
+ *   L2 norm of each key [0, n) of (layer, kv head) into out; */
+int score_key_norms(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                    int n, double *out, struct eb_err *e);
+/*   the last recorded query's attention, each query head of the kv head's
+ *   group softmaxed over all its slots (pads masked), the group's mean, for
+ *   the candidates [0, n_cand) into out (TOVA's score, kvpress). */
+int score_last_query_attn(struct score_buf *b, const struct cache_view *cv, int layer,
+                          int kv_head, int n_cand, double *out, struct eb_err *e);
 
 /* Replace the scores of pad slots: +pad_score (keep) or -pad_score (evict first). */
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
@@ -71,6 +86,17 @@ enum keep_order {
  * prefill then compresses only if the previous sample's last forward left the
  * count divisible by divide_length.  none (default): each sequence afresh. */
 #define COMPAT_CHOICES "none|released"
+
+/* Average pooling with an odd kernel, stride 1 and kernel/2 zero padding
+ * that counts in the mean (PyTorch AvgPool1d's default), on host scores;
+ * out != in.  The one host pooling (VaSE, RPC, BeaconKV). */
+void score_avg_pool(const double *in, int n, int kernel, double *out);
+/* The same in place through tmp[n]; kernel <= 1 leaves s as it is. */
+void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel);
+
+/* The one comparator of the tie rule above, for qsort over struct score_pair
+ * (vase.c and evict_rng.c rank with it too). */
+int score_pair_cmp(const void *a, const void *b);
 
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
  * index order.  0 <= k <= n. */

@@ -339,13 +339,14 @@ int sent_tracker_compare(struct sent_tracker *t)
         if (si->compared) continue;
         if (!complete(si)) break; /* rows arrive in order: nothing later is complete */
         si->compared = 1;
-        /* Released extract_sentence_representations skips one-token
-         * sentences (start_idx >= end_idx): never compared either way. */
-        if (si->b == si->e) continue;
+        /* One-token sentences are compared too: the released skipkv path
+         * (extract_sentence_representations, cal_sentence_similarity_from_reprs
+         * in modeling_nhid.py @ 4492840) represents every closed range; its
+         * start_idx >= end_idx test is only in cal_sentence_similarity_pair,
+         * which that path never calls. */
         const float *vi = t->repr + (size_t)i * t->dim;
         for (int j = 0; j < i; j++) {
             struct sentence *sj = &t->s[j];
-            if (sj->b == sj->e) continue;
             const float *vj = t->repr + (size_t)j * t->dim;
             double dot = 0;
             for (int d = 0; d < t->dim; d++) dot += (double)vi[d] * vj[d];

@@ -1,6 +1,6 @@
-/* skipkv.c - SkipKV (../shared/specs/policies.md §7): R-KV token scoring plus
- * a sentence-level redundancy penalty (skip KV storage) and adaptive SEAL
- * steering (skip KV generation).
+/* skipkv.c - SkipKV (../shared/specs/policies.md §7) = the R-KV scorer (rkv.h)
+ * + a sentence-level redundancy penalty (skip KV storage) + adaptive SEAL
+ * steering (skip KV generation), sentences and steering from follow.h.
  *
  * In the forward before each compression step (the R-KV schedule, §1.2),
  * as the released modeling_nhid.py does when a forward raises its step flag
@@ -10,43 +10,31 @@
  *   2. complete sentences not compared yet are compared with every earlier
  *      one (sentences.h); the earlier sentence of a pair above tau is marked
  *      redundant for good;
- * then at the compression step:
- *   3. per (layer, kv head) holding >= B slots:
- *        Z = lambda * I - (1 - lambda) * R                       (R-KV, §5)
- *        Z[t] -= lambda_ij for every candidate slot of a redundant sentence
- *             that holds >= 2 slots in the head (slot -> sentence through
- *             the slot's original position, §7.3)
- *        pads per pad_policy; keep = sort(topk(Z[0, L-w), B-w)) + window
- *        (the released code sorts; cache_order=score leaves it in top-k order).
+ * then at the compression step, the shared selector (select.h) with the score
+ *   3. Z = lambda * I - (1 - lambda) * R (R-KV, §5), minus lambda_ij on every
+ *      candidate slot of a redundant sentence holding >= 2 slots in the head
+ *      (slot -> sentence by original position, §7.3); kept slots sorted by
+ *      position as released (cache_order=score: top-k order).
  * Steering (steer=1) adds alpha * V to the residual stream entering `layer`
  * at split tokens inside the thought, as SEAL does (§6.6).
  *
  * The prompt's compression (a prefill step) gets no sentence penalty: the
  * released flag's similarity is computed after that forward's compression.
- * Deviations, all small and documented: the ragged runtime stores no pad slots, so
- * pad_policy matters only for padded caches; batch grouping belongs to the
- * runner, and `batching=grouped` only records that a preset expects it.
+ * Pads matter only for padded caches; batch grouping belongs to the runner
+ * (`batching=grouped` records that a preset expects it).
  *
  * Ablation presets (registry.c): skipkv-sent (steer=0), skipkv-sent-steer
  * (batching=any), skipkv / skipkv-full (batching=grouped), seal-static
  * (gamma=0).  fullkv-pss (evict=0, steer=0) keeps every token and only
- * tracks sentences, so FullKV traces get the same PSS statistics; with no
- * compression steps its sentences are compared when the sequence ends (each
- * pair once, as at compression steps).
- *
- * Per sentence (skipkv_trace_sentences) it keeps the span, the label, the
- * largest similarity and the generation step of its first penalty, the
- * step at which PSS pushed it out of the cache (never under fullkv-pss). */
-#include <math.h>
+ * tracks sentences (compared when the sequence ends), so FullKV traces get
+ * the same PSS statistics.  Per sentence: span, label, largest similarity
+ * and the step of its first penalty. */
 #include <stdlib.h>
-#include <string.h>
 
+#include "follow.h"
 #include "policies.h"
 #include "rkv.h"
-#include "score.h"
-#include "sentences.h"
-#include "steering.h"
-#include "trace_stats.h"
+#include "select.h"
 
 const struct param_def skipkv_params[] = {
     {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)"},
@@ -82,96 +70,86 @@ const struct param_def skipkv_params[] = {
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
 };
 
-struct skv_seq {
-    struct sent_tracker tr;
-    struct steer_seq st;
-    int n_prompt;            /* the generation step is tr.n_tokens - n_prompt */
-    double alpha;
-    int failed;              /* a hook failed (reported then): the tracker is not consistent */
-};
-
 struct skipkv {
-    struct importance_opts imp;
-    double lambda, alpha0, gamma;
-    float threshold, tau;
-    int sentence, steer, layer, check_space, evict;
-    enum think_mode mode;
-    enum pad_policy pads;
-    enum keep_order order;
-    struct policy_model m;
-    struct sent_tokens tok;
-    struct steerer sr;
-    struct score_buf buf;
-    struct rkv_scratch sc;
-    struct seq_table seqs;
-    struct trace_stats_table done;   /* finished traces by sequence id */
+    struct rkv_opts o;
+    double gamma;
+    float threshold;
+    int sentence, evict;
+    struct scorer sc;
+    struct follower f;       /* sentences and steering (follow.h) */
+    struct selector sel;
+    double *red;
+    int red_cap;
+    struct follow_seq *cur;  /* during select: the sequence, its step, and whether */
+    int step, penalize;      /* its sentences are penalised */
 };
-
-static void skv_seq_free(void *p)
-{
-    struct skv_seq *q = p;
-    if (!q) return;
-    sent_tracker_free(&q->tr);
-    steer_seq_free(&q->st);
-    free(q);
-}
 
 static void skipkv_destroy(void *self)
 {
     struct skipkv *s = self;
     if (!s) return;
-    score_buf_free(&s->buf);
-    rkv_scratch_free(&s->sc);
-    seq_table_free(&s->seqs, skv_seq_free);
-    steerer_close(&s->sr);
-    sent_tokens_free(&s->tok);
-    trace_stats_table_free(&s->done);
+    selector_free(&s->sel);
+    free(s->red);
+    follower_close(&s->f);
     free(s);
+}
+
+/* R-KV's Z (the released code's R keeps the no-match quirk), minus the
+ * sentence penalty on the candidates of redundant sentences (sentences.h). */
+static int skipkv_score(void *self, int seq, const struct cache_view *cv, int layer,
+                        int kv_head, int n_cand, double *z, struct eb_err *e)
+{
+    (void)seq;
+    struct skipkv *s = self;
+    int len = cache_view_len(cv, layer, kv_head);
+    if (s->o.lambda < 1.0 &&
+        (rkv_reserve(&s->red, &s->red_cap, len, e) ||
+         score_redundancy(&s->sel.buf, cv, layer, kv_head, s->threshold, 1, s->red, e)))
+        return -1;
+    if (rkv_score(&s->o, &s->sel.buf, cv, layer, kv_head, n_cand, s->red, z, e)) return -1;
+    if (s->penalize) {
+        const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
+        sent_tracker_penalize(&s->cur->tr, pos, n_cand, len, z, s->step);
+    }
+    return 0;
 }
 
 static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
 {
-    struct importance_opts imp;
-    if (rkv_importance_opts(p, SCORE_GQA_MAX, &imp, e)) return -1;
+    struct rkv_opts o;
+    if (rkv_opts_from_params(p, SCORE_GQA_MAX, SCORE_F32, &o, e)) return -1;
     struct skipkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->imp = imp;
-    s->lambda = policy_param(p, "lambda");
+    s->o = o;
     s->threshold = (float)policy_param(p, "threshold");
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
-    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
-    s->tau = (float)policy_param(p, "tau");
+    s->sc = (struct scorer){
+        .score = skipkv_score, .use_pads = 1, .pad_score = PAD_SCORE,
+        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+    };
     s->sentence = policy_param_int(p, "sentence");
-    s->steer = policy_param_int(p, "steer");
-    s->alpha0 = policy_param(p, "alpha0");
     s->gamma = policy_param(p, "gamma");
-    s->layer = policy_param_int(p, "layer");
-    s->check_space = policy_param_int(p, "check_space");
     s->evict = policy_param_int(p, "evict");
-    s->mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS;
-    s->m = *m;
-    if (!m->tok) {
-        skipkv_destroy(s);
-        return eb_fail(e, "policy skipkv needs the model's tokenizer (sentence delimiters)");
-    }
-    if (s->sentence && m->n_embd < 1) {
+    struct follow_opts fo = {
+        .name = "skipkv", .check_space = policy_param_int(p, "check_space"),
+        .steer = policy_param_int(p, "steer"), .layer = policy_param_int(p, "layer"),
+        .mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS,
+        .pairs = policy_param_int(p, "split"), .dim = s->sentence ? m->n_embd : 0,
+        .tau = (float)policy_param(p, "tau"), .alpha0 = policy_param(p, "alpha0"),
+    };
+    if (m->tok && s->sentence && m->n_embd < 1) {
         skipkv_destroy(s);
         return eb_fail(e, "policy skipkv needs the model's hidden size (n_embd)");
     }
-    if (sent_tokens_from_tokenizer(m->tok, s->check_space, &s->tok, e)) {
+    if (follower_open(&s->f, &fo, m, e)) {
         skipkv_destroy(s);
         return -1;
     }
-    if (s->steer && steerer_open(&s->sr, m, s->layer, s->mode, &s->tok, "skipkv", e)) {
-        skipkv_destroy(s);
-        return -1;
-    }
-    s->sr.pairs = policy_param_int(p, "split");
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q | (s->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
-        .q_window = s->imp.window,
-        .window = s->imp.window,
+        .q_window = o.imp.window,
+        .window = o.imp.window,
         .schedule = POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
         /* compat=released: reset_for_new_sample resets the count, not the flag */
@@ -188,76 +166,37 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
 
 static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
 {
-    struct skipkv *s = self;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    skv_seq_free(*slot);
-    struct skv_seq *q = *slot = eb_calloc(1, sizeof *q, e);
-    if (!q) return -1;
-    q->alpha = s->alpha0;
-    q->n_prompt = sv->n_prompt;
-    if (sv->n_prompt > 0 && !sv->prompt)
-        return eb_fail(e, "policy skipkv: the runtime passed no prompt tokens");
-    if (sent_tracker_init(&q->tr, &s->tok, s->sentence ? s->m.n_embd : 0, s->tau, e)) return -1;
-    if (sent_tracker_tokens(&q->tr, sv->prompt, sv->n_prompt, e)) return -1;
-    if (s->steer && steer_seq_begin(&q->st, s->mode, s->sr.pairs, sv, e)) return -1;
-    trace_stats_table_clear(&s->done, seq);
-    return 0;
-}
-
-static void fill_stats(const struct skipkv *s, const struct skv_seq *q,
-                       struct policy_trace_stats *out)
-{
-    sent_tracker_stats(&q->tr, &out->s);
-    out->alpha = s->steer ? q->alpha : 0.0;
-    out->n_steered = q->st.n_steered;
-    out->valid = 1;
+    return follower_begin(&((struct skipkv *)self)->f, seq, sv, e);
 }
 
 static void skipkv_end(void *self, int seq)
 {
-    struct skipkv *s = self;
-    struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (!q) return;
-    struct policy_trace_stats st = {0};
-    sent_tracker_compare(&q->tr); /* the trace's last sentences count in its statistics */
-    fill_stats(s, q, &st);
-    struct sent_info *v = NULL;
-    struct eb_err e;
-    int n = 0, lost = q->failed || sent_tracker_export(&q->tr, q->n_prompt, &v, &n, &e);
-    trace_stats_table_put(&s->done, seq, &st, v, n, lost);
-    seq_table_drop(&s->seqs, seq, skv_seq_free);
+    follower_end(&((struct skipkv *)self)->f, seq);
 }
 
 static int skipkv_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct skipkv *s = self;
-    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    struct follow_seq *q;
+    if (follower_live(&s->f, seq, &q, e)) return -1;
     if (!q) return 0;
-    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
     /* The forward that raised the step flag ends: its rows are in, its
      * sampled token not yet labelled (the released code labels a token in
      * the forward that processes it). */
     if (sv->selects_next) {
-        if (s->steer) q->alpha = steering_alpha(s->alpha0, s->gamma, q->tr.n_check);
+        if (s->f.o.steer) q->alpha = steering_alpha(s->f.o.alpha0, s->gamma, q->tr.n_check);
         if (s->sentence) sent_tracker_compare(&q->tr);
     }
-    if (sent_tracker_tokens(&q->tr, &sv->token, 1, e) ||
-        (s->steer && steer_seq_push(&q->st, sv->token, e))) {
-        q->failed = 1;
-        return -1;
-    }
-    return 0;
+    return follower_push(&s->f, q, sv->token, e);
 }
 
 static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, int dim,
                                  struct eb_err *e)
 {
     struct skipkv *s = self;
-    struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (!q) return 0;
-    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
-    if (sent_tracker_rows(&q->tr, rows, n, dim, e)) {
+    struct follow_seq *q;
+    if (follower_live(&s->f, seq, &q, e)) return -1;
+    if (q && sent_tracker_rows(&q->tr, rows, n, dim, e)) {
         q->failed = 1;
         return -1;
     }
@@ -267,63 +206,32 @@ static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, 
 static int skipkv_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
                         int n_rows, int dim, struct eb_err *e)
 {
-    struct skipkv *s = self;
-    if (!s->steer) return 0;
-    struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (!q) return eb_fail(e, "policy skipkv: steer for unknown sequence %d", seq);
-    return steerer_apply(&s->sr, &q->st, layer, be, hidden, n_rows, dim, q->alpha, e);
+    return follower_steer(&((struct skipkv *)self)->f, seq, layer, be, hidden, n_rows, dim, e);
 }
 
 static int skipkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                          struct keep_set *out, struct eb_err *e)
 {
     struct skipkv *s = self;
-    struct skv_seq *q = seq_table_get(&s->seqs, seq);
+    struct follow_seq *q;
+    if (follower_live(&s->f, seq, &q, e)) return -1;
     if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
-    if (q->failed) return eb_fail(e, "sequence %d: its sentence tracker failed earlier", seq);
-    int w = s->imp.window, step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
+    s->cur = q;
+    s->step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
     /* at prefill the released layers hold no removal ranges yet */
-    int penalize = s->sentence && !cv->at_prefill;
-    for (int l = 0; l < cv->n_layer; l++)
-        for (int h = 0; h < cv->n_kv; h++) {
-            int len = cache_view_len(cv, l, h), n_cand = len - w;
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (len < budget) continue;
-            if (rkv_importance(&s->sc, &s->buf, cv, l, h, &s->imp, len, e)) return -1;
-            if (s->lambda < 1.0) {
-                if (score_redundancy(&s->buf, cv, l, h, s->threshold, 1, s->sc.red, e)) return -1;
-                rkv_mix(s->sc.z, s->sc.red, n_cand, s->lambda, SCORE_F32);
-            }
-            if (penalize) {
-                const int *pos = cv->pos + ((size_t)l * cv->n_kv + h) * cv->capacity;
-                sent_tracker_penalize(&q->tr, pos, n_cand, len, s->sc.z, step);
-            }
-            if (rkv_keep(&s->buf, s->sc.z, cv, l, h, budget, w, s->pads, s->order, out, e)) return -1;
-        }
-    return 0;
+    s->penalize = s->sentence && !cv->at_prefill;
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
 static int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
 {
-    const struct skipkv *s = self;
-    memset(out, 0, sizeof *out);
-    const struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (q) {
-        fill_stats(s, q, out);
-        return 0;
-    }
-    return trace_stats_table_get(&s->done, seq, out);
+    return follower_trace_stats(&((const struct skipkv *)self)->f, seq, out);
 }
 
 static int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
                                   struct eb_err *e)
 {
-    const struct skipkv *s = self;
-    *out = NULL;
-    *n = 0;
-    const struct skv_seq *q = seq_table_get(&s->seqs, seq);
-    if (q) return sent_tracker_export(&q->tr, q->n_prompt, out, n, e);
-    return trace_stats_table_sentences(&s->done, seq, out, n, e);
+    return follower_trace_sentences(&((const struct skipkv *)self)->f, seq, out, n, e);
 }
 
 const struct policy_ops skipkv_ops = {

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "policies.h"
-#include "score.h"
+#include "select.h"
 
 const struct param_def snapkv_params[] = {
     {"window", PARAM_INT, 32, 1, 4096, NULL, "observation queries; the last window slots are kept"},
@@ -42,13 +42,17 @@ const struct param_def snapkv_params[] = {
 
 struct snapkv {
     struct importance_opts imp;
-    enum pad_policy pads;
-    enum keep_order order;
-    enum score_dtype dtype;
-    struct score_buf buf;
-    double *z;
-    int z_cap;
+    struct scorer sc;
+    struct selector sel;
 };
+
+static int snapkv_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                        int n_cand, double *z, struct eb_err *e)
+{
+    (void)seq;
+    struct snapkv *s = self;
+    return score_importance(&s->sel.buf, cv, layer, kv_head, &s->imp, n_cand, z, e);
+}
 
 static int snapkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
@@ -60,7 +64,7 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
     if (compat && policy_param_int(p, "schedule") == 0)
         return eb_fail(e, "compat=released reproduces R-KV's step counter: it needs "
                           "schedule=divide (snapkv-decode)");
-    struct snapkv *s = eb_calloc(1, sizeof *s, e);
+    struct snapkv *s = *self = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
     s->imp = (struct importance_opts){
         .window = policy_param_int(p, "window"),
@@ -69,58 +73,33 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
         .kernel = kernel,
         .pool = policy_param_int(p, "pool") == 0 ? SCORE_POOL_MAX : SCORE_POOL_AVG,
     };
-    s->pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
-    s->order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
-    s->dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
+    s->sc = (struct scorer){
+        .score = snapkv_score, .use_pads = 1, .pad_score = PAD_SCORE,
+        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+        .dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32,
+    };
     *info = (struct policy_info){
-        .needs = POLICY_NEED_RECENT_Q,
-        .q_window = s->imp.window,
-        .window = s->imp.window,
+        .needs = POLICY_NEED_RECENT_Q, .q_window = s->imp.window, .window = s->imp.window,
         .schedule = policy_param_int(p, "schedule") == 0 ? POLICY_PREFILL_ONLY : POLICY_DIVIDE,
         .divide_length = policy_param_int(p, "divide_length"),
         /* compat=released: R-KV's modeling.py never resets `self.length` */
-        .divide_carry_flag = compat,
-        .divide_carry_count = compat,
+        .divide_carry_flag = compat, .divide_carry_count = compat,
     };
-    *self = s;
     return 0;
 }
 
 static void snapkv_destroy(void *self)
 {
-    struct snapkv *s = self;
-    if (!s) return;
-    score_buf_free(&s->buf);
-    free(s->z);
-    free(s);
+    if (self) selector_free(&((struct snapkv *)self)->sel);
+    free(self);
 }
 
 static int snapkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                          struct keep_set *out, struct eb_err *e)
 {
-    (void)seq;
     struct snapkv *s = self;
-    int w = s->imp.window;
-    for (int l = 0; l < cv->n_layer; l++)
-        for (int h = 0; h < cv->n_kv; h++) {
-            int len = cache_view_len(cv, l, h);
-            out->n_keep[l * cv->n_kv + h] = -1;
-            if (len < budget) continue;
-            if (len > s->z_cap) {
-                double *z = realloc(s->z, (size_t)len * sizeof *z);
-                if (!z) return eb_fail(e, "out of memory");
-                s->z = z;
-                s->z_cap = len;
-            }
-            if (score_importance(&s->buf, cv, l, h, &s->imp, len - w, s->z, e)) return -1;
-            score_round(s->z, len - w, s->dtype);
-            score_apply_pads(s->z, len - w, cache_view_pad(cv, l, h), s->pads, PAD_SCORE);
-            int n = score_keep_topk_window(&s->buf, s->z, len - w, len, budget - w,
-                                           s->order, keep_set_head(out, l, h), e);
-            if (n < 0) return -1;
-            out->n_keep[l * cv->n_kv + h] = n;
-        }
-    return 0;
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->imp.window, out, e);
 }
 
 const struct policy_ops snapkv_ops = {

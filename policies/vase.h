@@ -8,10 +8,6 @@
 
 #include "../util/err.h"
 
-/* Average pooling with an odd kernel, stride 1 and kernel/2 zero padding
- * that counts in the mean (PyTorch AvgPool1d's default).  out != in. */
-void vase_avg_pool(const double *in, int n, int kernel, double *out);
-
 /* One kv head's candidates, in cache-slot order. */
 struct vase_attnv_in {
     int n;                      /* candidates */

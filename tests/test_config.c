@@ -144,7 +144,7 @@ static void test_sweep_counts(void)
     for (int i = 0; i < s.n; i++) {
         const struct point *p = &s.pts[i];
         CHECK(p->index == i);
-        if (!strcmp(p->policy->name, "fullkv")) { fullkv++; CHECK(p->budget == POINT_NO_BUDGET); }
+        if (!strcmp(p->policy->name, "fullkv")) { fullkv++; CHECK(p->budget == POLICY_NO_BUDGET); }
         if (p->batch_size == 1 && p->batching != BATCHING_RAGGED) bs1_grouped++;
         if (p->budget == 32) { budget32++; CHECK(!strcmp(p->policy->name, "streamingllm")); }
         CHECK_STR(p->model_id, "nosuch-model@absent");

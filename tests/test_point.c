@@ -72,7 +72,7 @@ static void test_typed_fields(void)
         CHECK_STR(p->family, gsm ? "gsm8k" : "math");
         if (!strcmp(p->policy->name, "fullkv")) {
             n_full++;
-            CHECK(p->budget == POINT_NO_BUDGET);
+            CHECK(p->budget == POLICY_NO_BUDGET);
         } else if (p->policy == rkv) {
             n_rkv++;
             CHECK(p->budget == 64 || p->budget == 128);

@@ -1,4 +1,4 @@
-/* test_policy_defaults.c - per-model policy defaults (harness/exp/policy_defaults.h):
+/* test_policy_defaults.c - per-model policy defaults (policies/policy_defaults.h):
  * lookup by model, dataset family and budget, user and preset keys winning,
  * the typo guard, and the shipped policies/policy_defaults.json. */
 #include "test.h"
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
 
 #define ENV "EVICTBENCH_POLICY_DEFAULTS"
 

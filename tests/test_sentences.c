@@ -92,29 +92,32 @@ static void test_representations_and_marks(void)
     CHECK(sent_tracker_repr(&t, 3) == NULL);
     CHECK(sent_tracker_rows(&t, rows[7], 1, DIM, &e) == 0);
     CHECK(sent_tracker_repr(&t, 3) != NULL);
-    /* one-token sentences are never represented in the released code
-     * (start_idx >= end_idx): S3 is not compared, S0 stays the only mark */
-    CHECK(sent_tracker_compare(&t) == 0);
-    CHECK(t.s[0].redundant && !t.s[1].redundant && !t.s[2].redundant && !t.s[3].redundant);
+    /* released skipkv compares one-token sentences too (issue 27): S3 =
+     * (3, 1, 0, 0) marks S0 again and, new, S2 (both lambda 1) */
+    CHECK(sent_tracker_compare(&t) == 1);
+    CHECK(t.s[0].redundant && !t.s[1].redundant && t.s[2].redundant && !t.s[3].redundant);
+    CHECK_NEAR(t.s[2].lambda, 1.0, 1e-6);
     CHECK(t.s[3].compared);
     struct sent_stats ss;
     sent_tracker_stats(&t, &ss);
-    CHECK(ss.n_sentences == 4 && ss.n_pairs == 3 && ss.n_pairs_above == 1 && ss.n_redundant == 1);
+    CHECK(ss.n_sentences == 4 && ss.n_pairs == 6 && ss.n_pairs_above == 3 && ss.n_redundant == 2);
     CHECK_NEAR(ss.pss_max, 1.0, 1e-6);
-    CHECK(ss.pss_mean > 0.3 && ss.pss_mean < 0.34); /* (0 + 1 + 0) / 3 */
-    /* the penalty reaches exactly the cached slots inside S0 = [0, 2] */
+    CHECK(ss.pss_mean > 0.49 && ss.pss_mean < 0.51); /* (0 + 1 + 0 + 1 + 0 + 1) / 6 */
+    /* the penalty reaches exactly the cached slots inside S0 = [0, 2] and S2 = [5, 6] */
     int pos[] = {0, 2, 3, 5, 6};
     double z[5] = {0};
-    CHECK(sent_tracker_penalize(&t, pos, 5, 5, z, 9) == 2);
+    CHECK(sent_tracker_penalize(&t, pos, 5, 5, z, 9) == 4);
     CHECK_NEAR(z[0], -t.s[0].lambda, 1e-12);
     CHECK_NEAR(z[1], -t.s[0].lambda, 1e-12);
-    CHECK(z[2] == 0 && z[3] == 0 && z[4] == 0);
+    CHECK(z[2] == 0);
+    CHECK_NEAR(z[3], -t.s[2].lambda, 1e-12);
+    CHECK_NEAR(z[4], -t.s[2].lambda, 1e-12);
     /* released SkipKV: a sentence with a single surviving slot in the head is
      * not penalised; slots in the window count as survivors but take no penalty */
-    int one[] = {0, 3, 5, 6};
-    double z1[4] = {0};
-    CHECK(sent_tracker_penalize(&t, one, 4, 4, z1, 9) == 0);
-    CHECK(z1[0] == 0 && z1[1] == 0 && z1[2] == 0 && z1[3] == 0);
+    int one[] = {0, 3, 5};
+    double z1[3] = {0};
+    CHECK(sent_tracker_penalize(&t, one, 3, 3, z1, 9) == 0);
+    CHECK(z1[0] == 0 && z1[1] == 0 && z1[2] == 0);
     int win[] = {0, 3, 5, 2}; /* S0's slot 3 (position 2) is in the window */
     double z2[4] = {0};
     CHECK(sent_tracker_penalize(&t, win, 3, 4, z2, 9) == 1);
@@ -122,8 +125,8 @@ static void test_representations_and_marks(void)
     /* any slot order */
     int shuffled[] = {6, 3, 0, 5, 2};
     double z3[5] = {0};
-    CHECK(sent_tracker_penalize(&t, shuffled, 5, 5, z3, 9) == 2);
-    CHECK(z3[0] == 0 && z3[1] == 0 && z3[2] < 0 && z3[3] == 0 && z3[4] < 0);
+    CHECK(sent_tracker_penalize(&t, shuffled, 5, 5, z3, 9) == 4);
+    CHECK(z3[0] < 0 && z3[1] == 0 && z3[2] < 0 && z3[3] < 0 && z3[4] < 0);
     CHECK(sent_tracker_rows(&t, rows[0], 1, DIM + 1, &e) != 0); /* wrong width */
     sent_tracker_free(&t);
     sent_tokens_free(&st);

@@ -69,7 +69,7 @@ static const char *point_state(struct store *st, const struct point *p, struct e
     r.data_offset = p->data_offset;
     r.data_limit = p->data_limit >= 0 ? p->data_limit : STORE_NONE;
     r.policy = p->policy->name;
-    r.budget = p->budget != POINT_NO_BUDGET ? p->budget : STORE_NONE;
+    r.budget = point_store_budget(p);
     r.batch_size = p->batch_size;
     r.batching = batching_name(p->batching);
     int done = store_run_done(st, p->run_key, e);

@@ -259,7 +259,7 @@ static int run_point_of(const struct run_cli *a, const struct exp_config *cfg, s
     p->model = cfg->models[0];
     p->data_offset = (int)a->offset;
     p->data_limit = (int)a->limit;
-    p->budget = policy_spec_keeps_all(a->policy) ? POINT_NO_BUDGET : (int)a->budget;
+    p->budget = policy_spec_keeps_all(a->policy) ? POLICY_NO_BUDGET : (int)a->budget;
     p->batch_size = (int)a->batch;
     p->batching = BATCHING_RAGGED;
     if (a->batching && batching_parse(a->batching, &p->batching))

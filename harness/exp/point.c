@@ -8,25 +8,13 @@
 #include <cjson/cJSON.h>
 
 #include "harness/exp/code_hash.h"
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
+#include "harness/store/store.h"
+#include "policies/schedule.h"
 
 const char *point_grader(const struct point *p)
 {
     return p->data && p->data->grader ? p->data->grader : "math";
-}
-
-/* Choice i of "a|b|c" into buf. */
-static const char *choice_at(const char *choices, int i, char *buf, size_t cap)
-{
-    const char *s = choices;
-    for (int k = 0; k < i && s; k++) {
-        s = strchr(s, '|');
-        if (s) s++;
-    }
-    if (!s) return "";
-    size_t n = strcspn(s, "|");
-    snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), s);
-    return buf;
 }
 
 /* Parameter i of p as a JSON value of its type. */
@@ -34,16 +22,23 @@ static cJSON *param_value(const struct policy_params *p, int i)
 {
     const struct param_def *d = &p->defs[i];
     char cb[64];
-    if (d->type == PARAM_CHOICE) return cJSON_CreateString(choice_at(d->choices, (int)p->val[i], cb, sizeof cb));
+    if (d->type == PARAM_CHOICE)
+        return cJSON_CreateString(policy_choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
     if (d->type == PARAM_BOOL) return cJSON_CreateBool(p->val[i] != 0);
     return cJSON_CreateNumber(p->val[i]);
 }
 
-static int param_index(const struct policy_params *p, const char *key)
+/* The budget, checked once, where the point is built (so `exp --dry-run` and
+ * config validation catch a bad one): policies/schedule.h. */
+static int check_budget(const struct point *p, struct eb_err *e)
 {
-    for (int i = 0; i < p->n; i++)
-        if (!strcmp(p->defs[i].key, key)) return i;
-    return -1;
+    return policy_budget_check(p->policy->ops, &p->params, policy_keeps_all(p->policy, &p->params),
+                               -1, p->budget, e);
+}
+
+int point_store_budget(const struct point *p)
+{
+    return p->budget != POLICY_NO_BUDGET ? p->budget : STORE_NONE;
 }
 
 int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
@@ -65,7 +60,7 @@ int point_set_policy(struct point *p, const char *name, const cJSON *params, str
     rc = cJSON_AddStringToObject(o, "name", name) ? policy_parse_json(o, &p->policy, &p->params, e)
                                                   : eb_fail(e, "out of memory");
     cJSON_Delete(o);
-    return rc;
+    return rc ? rc : check_budget(p, e);
 }
 
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
@@ -80,7 +75,7 @@ int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
         size_t n = strcspn(kv, "="), len = strcspn(kv, ",");
         char key[64];
         snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), kv);
-        int i = param_index(&p->params, key);
+        int i = policy_param_index(&p->params, key);
         cJSON_DeleteItemFromObjectCaseSensitive(o, key);
         if (i >= 0) cJSON_AddItemToObject(o, key, param_value(&p->params, i));
         kv += len + (kv[len] == ',');
@@ -90,7 +85,7 @@ int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
     free(p->params_json);
     p->params_json = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
-    return p->params_json ? 0 : eb_fail(e, "out of memory");
+    return p->params_json ? check_budget(p, e) : eb_fail(e, "out of memory");
 }
 
 /* Every resolved parameter as a JSON object: what the run key hashes. */

@@ -22,8 +22,9 @@
 #include "model/model.h"
 #include "policies/registry.h"
 
-/* The one "no budget" value (FullKV; and the policies that never evict). */
-enum { POINT_NO_BUDGET = 0 };
+/* The one "no budget" value (FullKV; and the policies that never evict) is
+ * POLICY_NO_BUDGET (policies/policy.h), from config to point to run key;
+ * point_store_budget turns it into the store's NULL. */
 
 struct point {
     int index;                       /* 0-based position in the sweep */
@@ -63,6 +64,8 @@ int point_set_policy(struct point *p, const char *name, const cJSON *params, str
 /* The same from a command-line spec NAME[:key=value,...] (`run --policy`),
  * parsed by the registry (policy_parse), no JSON in between. */
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e);
+/* The budget as the store records it: STORE_NONE for POLICY_NO_BUDGET. */
+int point_store_budget(const struct point *p);
 
 /* p->run_key: the hash of the point's typed fields, the config's template,
  * sampling and limits, the slice's content hash and the code hash. */

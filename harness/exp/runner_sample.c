@@ -241,7 +241,7 @@ void run_record_of_point(struct run_record *run, const struct runner *r,
     run->data_offset = pt->data_offset;
     run->data_limit = pt->data_limit >= 0 ? pt->data_limit : STORE_NONE;
     run->policy = pt->policy->name;
-    run->budget = pt->budget != POINT_NO_BUDGET ? pt->budget : STORE_NONE;
+    run->budget = point_store_budget(pt);
     run->batch_size = pt->batch_size;
     run->batching = batching_name(pt->batching);
     run->sampling_json = pt->sampling_json;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness/exp/device.h"
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "model/unicode.h"
 #include "policies/steering.h"
@@ -252,9 +252,10 @@ int policy_target_open(const struct policy_target *t, const struct policy_reques
     pm.steer_vector = rq->steer_vector;
     if (steering_model_identity(t->cfg, out->identity, sizeof out->identity, e)) return -1;
     pm.model_identity = out->identity;
+    /* The budget is checked once on each path: by the glue with a model,
+     * here without one. */
     if (policy_instantiate(rq->entry, rq->params, &pm, &out->pol, e) ||
-        policy_check_budget(out->pol, out->budget, e) ||
-        (t->m && session_policy_glue(out, t->m, e))) {
+        (t->m ? session_policy_glue(out, t->m, e) : policy_check_budget(out->pol, out->budget, e))) {
         session_policy_close(out);
         return -1;
     }

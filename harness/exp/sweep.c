@@ -8,7 +8,7 @@
 #include "datasets/dataset.h"
 #include "model/modelfile.h"
 #include "harness/exp/code_hash.h"
-#include "harness/exp/policy_defaults.h"
+#include "policies/policy_defaults.h"
 #include "policies/registry.h"
 #include "util/sha256.h"
 #include "harness/exp/sweep.h"
@@ -277,7 +277,7 @@ static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, in
     for (int bs = 0; bs < cfg->n_batch_sizes; bs++) {
         struct point p;
         if (start_point(&p, cfg, m, ds, dname, dhash, e)) { point_free(&p); return -1; }
-        p.budget = keeps_all ? POINT_NO_BUDGET : (int)budgets[b];
+        p.budget = keeps_all ? POLICY_NO_BUDGET : (int)budgets[b];
         p.batch_size = cfg->batch_sizes[bs];
         /* One sequence per batch has no pads and nothing to refill: every
          * mode is the same run, recorded as ragged. */
@@ -360,7 +360,7 @@ void sweep_point_label(const struct point *p, char *buf, size_t cap)
     } else {
         snprintf(ds, sizeof ds, "%.100s", p->dataset);
     }
-    if (p->budget != POINT_NO_BUDGET) snprintf(bud, sizeof bud, " B=%d", p->budget);
+    if (p->budget != POLICY_NO_BUDGET) snprintf(bud, sizeof bud, " B=%d", p->budget);
     else bud[0] = '\0';
     snprintf(buf, cap, "%.100s %s %.60s%.200s%s bs=%d %s", p->model, ds, p->policy->name,
              strcmp(p->params_json, "{}") ? p->params_json : "", bud, p->batch_size,

@@ -13,7 +13,7 @@ numpy float64, independently of the C code.
     sentence is an ordinary token, an unterminated tail is no sentence) and
     the Check / Others labels;
   - sentence representations (mean of the hidden rows over the span, then
-    v / (|v| + 1e-8)), PSS lambda_ij at two compression steps (each newly
+    v / (|v| + 1e-8)), one-token sentences included, PSS lambda_ij at two compression steps (each newly
     complete sentence against every earlier one; the earlier sentence of a
     pair above tau is marked, for good, the later pair's lambda wins),
     evaluated in the forward before the compressing one, as the released
@@ -89,9 +89,11 @@ def segment(tokens, delim, check, n_prompt=0):
 def reprs(sents, hidden, n_rows):
     out = []
     for b, e, _ in sents:
-        # released extract_sentence_representations: one-token sentences
-        # (start_idx >= end_idx) get no representation, so are never compared
-        if e >= n_rows or b == e:
+        # released extract_sentence_representations (modeling_nhid.py @ 4492840)
+        # skips only incomplete ranges: one-token sentences (b == e) get a
+        # representation and are compared like any other (the start_idx >=
+        # end_idx test is in cal_sentence_similarity_pair, off the skipkv path)
+        if e >= n_rows:
             out.append(None)
             continue
         v = hidden[b:e + 1].astype(np.float64).mean(axis=0)
@@ -145,6 +147,7 @@ def run(rng, sets):
     # released timing compares it only at the next compression
     steps = [66, N]
     marks = {}                               # sentence index -> lambda
+    by_one_token = set()                     # (marked, marker) with a one-token marker
     compared = set()
     comps = []
     for n_tok in steps:
@@ -161,13 +164,13 @@ def run(rng, sets):
             if i in compared or rep[i] is None:
                 continue
             for j in range(i):
-                if rep[j] is None:        # a one-token sentence
-                    continue
                 lam = float(rep[i] @ rep[j])
                 if abs(lam - TAU) < TAU_GUARD:
                     raise Ambiguous("lambda at tau")
                 if lam > TAU:
                     marks[j] = lam
+                    if sents[i][0] == sents[i][1]:
+                        by_one_token.add((j, i))
             compared.add(i)
         n_check = sum(1 for i in closed if sents[i][2])
         # the cache of every (layer, kv head): the window plus a random subset
@@ -210,6 +213,10 @@ def run(rng, sets):
     return {
         "tokens": tokens, "n_prompt": n_prompt, "hidden": hidden.ravel().tolist(),
         "sentences": [[b, e, int(lab)] for b, e, lab in sents], "compressions": comps,
+        # pairs where a later one-token sentence (a delimiter after a
+        # delimiter) marked an earlier sentence: [marked b, e, marker b, e]
+        "one_token_marks": sorted([sents[j][0], sents[j][1], sents[i][0], sents[i][1]]
+                                  for j, i in by_one_token),
     }
 
 
@@ -232,6 +239,8 @@ def main():
     n_red = [len(c["redundant"]) for c in case["compressions"]]
     if n_red[0] == 0 or n_red[1] <= n_red[0]:
         raise SystemExit("the draw marks no sentence at one of the steps: %r" % n_red)
+    if not case["one_token_marks"]:
+        raise SystemExit("no one-token sentence marks an earlier sentence in the draw")
     out = {
         "about": "tools/golden/skipkv_ref.py; specs/policies.md 7.1-7.4",
         "dim": DIM, "n_layer": N_LAYER, "n_head": N_HEAD, "n_kv": N_KV, "head_dim": HEAD_DIM,
@@ -242,8 +251,8 @@ def main():
     path = os.path.join(args.out, "golden.json")
     with open(path, "w") as f:
         json.dump(out, f, separators=(",", ":"))
-    print("wrote %s: %d tokens, %d sentences, redundant per step %r" % (
-        path, len(case["tokens"]), len(case["sentences"]), n_red))
+    print("wrote %s: %d tokens, %d sentences, redundant per step %r, one-token marks %r" % (
+        path, len(case["tokens"]), len(case["sentences"]), n_red, case["one_token_marks"]))
 
 
 if __name__ == "__main__":

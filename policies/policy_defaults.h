@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "util/err.h"
+#include "../util/err.h"
 
 /* params_json (a JSON object; NULL or "" is {}) of policy on model/dataset
  * at budget, with the defaults added for the keys it does not set.  dataset

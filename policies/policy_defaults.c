@@ -1,11 +1,11 @@
 /* policy_defaults.c - per-model policy parameters from
  * policies/policy_defaults.json (see policy_defaults.h).
  *
- * The file is read and checked whole on every lookup: it is small, and a
- * sweep looks up once per point.  Checking every key against the policies'
- * parameter tables when it loads catches a typo ("tua") instead of silently
- * ignoring it. */
-#include "harness/exp/policy_defaults.h"
+ * The file is read and checked whole once per process (again only when its
+ * path, size or modification time changes).  Checking every key against the
+ * policies' parameter tables when it loads catches a typo ("tua") instead of
+ * silently ignoring it. */
+#include "policy_defaults.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -16,10 +16,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "model/hfconfig.h"
-#include "model/modelfile.h"
-#include "policies/registry.h"
-#include "util/repo_file.h"
+#include <sys/stat.h>
+
+#include "../model/hfconfig.h"
+#include "../model/modelfile.h"
+#include "../util/repo_file.h"
+#include "registry.h"
 
 #define DEFAULTS_REL "policies/policy_defaults.json"
 
@@ -256,18 +258,43 @@ static int check_root(struct defaults *d, struct eb_err *e)
     return 0;
 }
 
-/* 1: no file; 0: loaded and checked; -1: error. */
-static int defaults_load(struct defaults *d, struct eb_err *e)
+/* The file loaded and checked, kept for the process with what identifies
+ * its version (path, size, modification time). */
+static struct {
+    struct defaults d;
+    off_t size;
+    struct timespec mtime;
+} loaded;
+
+static int same_version(const char *path, const struct stat *st)
 {
-    memset(d, 0, sizeof *d);
-    if (policy_defaults_path(d->path, sizeof d->path)) return 1;
-    d->root = hf_json_load(d->path, e);
-    if (!d->root) return -1;
-    if (check_root(d, e)) {
-        cJSON_Delete(d->root);
-        d->root = NULL;
+    return loaded.d.root && !strcmp(loaded.d.path, path) && loaded.size == st->st_size &&
+           loaded.mtime.tv_sec == st->st_mtim.tv_sec &&
+           loaded.mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* *d: the file, loaded and checked once per version.  1: no file; 0: loaded
+ * (d is the process's copy: do not free it); -1: error. */
+static int defaults_load(const struct defaults **d, struct eb_err *e)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (policy_defaults_path(path, sizeof path)) return 1;
+    if (stat(path, &st) != 0) return eb_fail(e, "%s: cannot stat it", path);
+    *d = &loaded.d;
+    if (same_version(path, &st)) return 0;
+    cJSON_Delete(loaded.d.root);
+    memset(&loaded, 0, sizeof loaded);
+    snprintf(loaded.d.path, sizeof loaded.d.path, "%s", path);
+    loaded.d.root = hf_json_load(path, e);
+    if (!loaded.d.root) return -1;
+    if (check_root(&loaded.d, e)) {
+        cJSON_Delete(loaded.d.root);
+        loaded.d.root = NULL;
         return -1;
     }
+    loaded.size = st.st_size;
+    loaded.mtime = st.st_mtim;
     return 0;
 }
 
@@ -379,7 +406,7 @@ static int defaults_for(const struct policy_entry *en, const char *model, const 
     *added = cJSON_CreateObject();
     if (!*added) return eb_fail(e, "out of memory");
     if (!model) return 0;
-    struct defaults d;
+    const struct defaults *d = NULL;
     int rc = defaults_load(&d, e);
     if (rc) {
         if (rc > 0) return 0;
@@ -388,8 +415,8 @@ static int defaults_for(const struct policy_entry *en, const char *model, const 
         return -1;
     }
     int applies = 0;
-    for (int i = 0; i < d.n_bases; i++) applies |= d.bases[i]->ops == en->ops;
-    const cJSON *models = cJSON_GetObjectItemCaseSensitive(d.root, "models");
+    for (int i = 0; i < d->n_bases; i++) applies |= d->bases[i]->ops == en->ops;
+    const cJSON *models = cJSON_GetObjectItemCaseSensitive(d->root, "models");
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(models, model);
     if (!m) {
         char key[256];
@@ -411,7 +438,6 @@ static int defaults_for(const struct policy_entry *en, const char *model, const 
         }
     }
     cJSON_Delete(acc);
-    cJSON_Delete(d.root);
     if (rc) {
         cJSON_Delete(*added);
         *added = NULL;

@@ -1,0 +1,29 @@
+/* tova.c - TOVA (Oren et al., 2024): the last query's attention, averaged
+ * over all heads, one set per layer; the newest slot is always kept.
+ * NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05:
+ * kvpress/presses/tova_press.py (softmax over all keys, mean over heads, the
+ * last key padded with max + 1), snapkv_press.py (compute_window_attention,
+ * window 1), scorer_press.py (topk), decoding_press.py (divide_length). */
+#include "policies.h"
+#include "select.h"
+
+static int tova_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                      int n_cand, double *z, struct eb_err *e)
+{
+    (void)seq;
+    struct scored_policy *s = self;
+    return score_last_query_attn(&s->sel.buf, cv, layer, kv_head, n_cand, z, e);
+}
+
+static const struct scorer tova_scorer = {.score = tova_score, .per_layer = 1,
+    .order = KEEP_BY_POSITION, .use_pads = 1, .pads = PAD_EVICT_FIRST, .pad_score = PAD_SCORE};
+
+static int tova_create(const struct policy_params *p, const struct policy_model *m, void **self,
+                       struct policy_info *info, struct eb_err *e)
+{
+    (void)m;
+    return scored_policy_create(&tova_scorer, 1, POLICY_NEED_RECENT_Q, p, self, info, e);
+}
+
+const struct policy_ops tova_ops = {.name = "tova", .create = tova_create,
+    .destroy = scored_policy_destroy, .select = scored_policy_select};

@@ -1,0 +1,123 @@
+/* test_kvpress.c - KNorm and TOVA against tools/golden/kvpress_ref.py (a numpy
+ * transcription of NVIDIA/kvpress @ 8bb29b9): the exact keep-set of every
+ * (layer, kv head), heads under the budget left whole; plus the registry rows. */
+#include "kernels/backend.h"
+#include "policies/registry.h"
+#include "test.h"
+#include "test_util.h"
+
+enum { CAP = 64 };
+
+static cJSON *golden;
+
+static float *floats(const cJSON *a, int *n)
+{
+    *n = cJSON_GetArraySize(a);
+    float *v = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *v);
+    for (int i = 0; i < *n; i++) v[i] = (float)cJSON_GetArrayItem(a, i)->valuedouble;
+    return v;
+}
+
+/* One case: its cache through the CPU backend, the policy's select, the keep-sets. */
+static void run_case(const cJSON *c, struct backend *be, int n_layer, int n_head, int n_kv,
+                     int hd)
+{
+    const char *name = cJSON_GetObjectItem(c, "policy")->valuestring;
+    int budget = json_int(c, "budget");
+    struct policy_model m = {.n_layer = n_layer, .n_head = n_head, .n_kv = n_kv, .head_dim = hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(policy_create(name, &m, &p, &e) == 0, "%s", e.msg);
+    if (!p) return;
+    int len[8], pos[8 * CAP], n_keep[8], idx[8 * CAP];
+    float *kbuf[4], *qbuf[4];
+    const cJSON *layers = cJSON_GetObjectItem(c, "layers");
+    for (int l = 0; l < n_layer; l++) {
+        const cJSON *L = cJSON_GetArrayItem(layers, l);
+        int nq, nk;
+        float *q = floats(cJSON_GetObjectItem(L, "q"), &nq);
+        qbuf[l] = be->alloc(be, (size_t)nq);
+        be->upload(be, qbuf[l], q, (size_t)nq);
+        free(q);
+        kbuf[l] = be->alloc(be, (size_t)n_kv * CAP * hd);
+        for (int h = 0; h < n_kv; h++) {
+            float *k = floats(cJSON_GetObjectItem(cJSON_GetArrayItem(
+                                  cJSON_GetObjectItem(L, "heads"), h), "k"), &nk);
+            len[l * n_kv + h] = nk / hd;
+            for (int j = 0; j < CAP; j++) pos[(l * n_kv + h) * CAP + j] = j;
+            be->upload(be, kbuf[l] + (size_t)h * CAP * hd, k, (size_t)nk);
+            free(k);
+        }
+    }
+    struct cache_view cv = {.be = be, .n_layer = n_layer, .n_head = n_head, .n_kv = n_kv,
+                            .head_dim = hd, .capacity = CAP, .len = len, .pos = pos,
+                            .k = kbuf, .q = qbuf, .n_q = 1, .next_pos = CAP};
+    struct keep_set ks = {n_layer, n_kv, CAP, n_keep, idx};
+    int rc = p->ops->select(p->self, 0, &cv, budget, &ks, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    for (int l = 0; rc == 0 && l < n_layer; l++)
+        for (int h = 0; h < n_kv; h++) {
+            const cJSON *want = cJSON_GetObjectItem(
+                cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(layers, l), "heads"), h),
+                "keep");
+            int nw, got = n_keep[l * n_kv + h], same;
+            int *w = cJSON_IsArray(want) ? json_ints(want, &nw) : NULL;
+            if (!w) {
+                same = got == -1;
+            } else {
+                same = got == nw;
+                for (int i = 0; same && i < nw; i++) same = keep_set_head(&ks, l, h)[i] == w[i];
+            }
+            CHECK_MSG(same, "%s budget %d layer %d head %d: keep-set differs", name, budget, l, h);
+            free(w);
+        }
+    for (int l = 0; l < n_layer; l++) {
+        be->free(be, kbuf[l]);
+        be->free(be, qbuf[l]);
+    }
+    policy_free(p);
+}
+
+static void test_golden(void)
+{
+    if (!golden) SKIP("tests/fixtures/policies/kvpress.json missing or not JSON");
+    int n_layer = json_int(golden, "n_layer"), n_head = json_int(golden, "n_head");
+    int n_kv = json_int(golden, "n_kv"), hd = json_int(golden, "head_dim"), n = 0;
+    struct backend *be = backend_cpu_create(1);
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(golden, "cases")) {
+        run_case(c, be, n_layer, n_head, n_kv, hd);
+        n++;
+    }
+    CHECK(n == 12);
+    be->destroy(be);
+}
+
+static void test_registry(void)
+{
+    const char *names[] = {"knorm", "tova"};
+    for (int i = 0; i < 2; i++) {
+        const struct policy_entry *en = policy_registry_find(names[i]);
+        CHECK(en && !en->keeps_all);
+        struct policy_model m = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 4};
+        struct policy *p = NULL;
+        struct eb_err e = {0};
+        CHECK(policy_create(names[i], &m, &p, &e) == 0);
+        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
+        CHECK(p && p->info.window == i); /* knorm: no window; tova: the newest slot */
+        policy_free(p);
+    }
+    struct eb_err e = {0};
+    struct policy *p = NULL;
+    CHECK(policy_create("knorm:window=3", &(struct policy_model){1, 2, 1, 4, 0, 0, 0, 0, 0},
+                        &p, &e) != 0); /* no such parameter */
+}
+
+int main(void)
+{
+    golden = read_json("tests/fixtures/policies/kvpress.json");
+    RUN(test_golden);
+    RUN(test_registry);
+    cJSON_Delete(golden);
+    return test_summary("kvpress");
+}
