@@ -8,8 +8,10 @@
 #   make bench-peer  ours vs llama.cpp's llama-bench (built once into build-peer/ from
 #                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
 #                  the first time): prefill 512, decode batch 1 and batch 16 on the same
-#                  GGUFs [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
+#                  GGUFs, and decode at depth 4096/8192 [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
 #   make bench-qmatmul  the quantized matmul alone, in CPU time (the 1.5B's shapes)
+#   make bench-long  decode speed vs context (1k-16k) and the largest batch under a KV
+#                  cap, FullKV against policies, into the bench table of DB (slow)
 #   make cuda      build the CUDA backend (nvcc + cuBLAS) ./evictbench-cuda, gpu_check
 
 CC      ?= cc
@@ -34,7 +36,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-peer bench-qmatmul clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
+.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
 
 all: evictbench
 
@@ -86,6 +88,20 @@ bench-qmatmul: $(BUILD)/tools/bench_qmatmul
 BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,skipkv,seal,vase-attnv,vase-dkv,rpc,beaconkv,knorm,tova
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
+
+# What eviction buys (README): decode tokens/s at 1k-16k contexts, batch 1 and
+# 8, f32 and f16 KV, FullKV against R-KV, SnapKV (decode) and StreamingLLM at
+# 1,024; then the largest batch whose K+V fits the A100-40GB-scaled cap
+# (10 FullKV sequences of 8,192 tokens) for FullKV, R-KV and SkipKV at 512.
+# Rows go to the bench table of DB; make tables / make plots render them.
+BENCH_LONG_MODEL ?= qwen2.5-coder-0.5b
+BENCH_LONG_CAP ?= 1006632960
+bench-long: evictbench
+	./evictbench bench --contexts 1024,2048,4096,8192,16384 --model $(BENCH_LONG_MODEL) \
+		--batches 1,8 --kv-types f32,f16 --new 16 --fill-len 64 --db $(DB)
+	./evictbench bench --max-batch --max-kv-bytes $(BENCH_LONG_CAP) --model $(BENCH_LONG_MODEL) \
+		--kv-types f16 --policies rkv,skipkv-sent --budgets 512 --gen-len 8128 --fill-len 64 \
+		--new 8 --db $(DB)
 
 # Same GGUF, same threads, medians of REPS runs; see tools/bench_peer.sh.
 PEER_MODELS ?=

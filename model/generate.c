@@ -50,11 +50,17 @@ static int pads_of(const struct gen_options *opt, int req)
     return opt->n_pad ? opt->n_pad[req] : 0;
 }
 
+/* Slots a request's cache holds once its prompt is in (gen_options.fill_to). */
+static int prompt_slots(const struct gen_options *opt, const struct gen_request *r)
+{
+    return opt->fill_to > r->n_prompt ? opt->fill_to : r->n_prompt;
+}
+
 /* Pads take negative positions: only the real tokens use up the context. */
 int generate_max_new(const struct model_config *c, const struct gen_options *opt,
                      const struct gen_request *r, int n_pad)
 {
-    int room = ctx_len(c, opt) - (r->n_prompt - n_pad);
+    int room = ctx_len(c, opt) - (prompt_slots(opt, r) - n_pad);
     return r->max_new < room ? r->max_new : room;
 }
 
@@ -63,10 +69,11 @@ int generate_cache_slots(const struct model_config *c, const struct gen_options 
                          const struct gen_request *r, int n_pad)
 {
     int mx = generate_max_new(c, opt, r, n_pad);
-    int full = r->n_prompt + (mx > 0 ? mx : 0);
+    int n_in = prompt_slots(opt, r);
+    int full = n_in + (mx > 0 ? mx : 0);
     int limit = opt->hooks ? opt->hooks->kv_slot_limit : 0;
     if (limit <= 0) return full > 0 ? full : 1;
-    int capped = r->n_prompt + 1 > limit ? r->n_prompt + 1 : limit;
+    int capped = n_in + 1 > limit ? n_in + 1 : limit;
     return capped < full ? capped : full;
 }
 
@@ -134,9 +141,11 @@ int generate_check(const struct model_config *c, size_t weight_bytes, int weight
         if (r->max_new < 1)
             return eb_fail(e, "generate: max new tokens must be >= 1 (prompt %d asks for %d)", i,
                            r->max_new);
-        if (r->n_prompt - n_pad >= ctx)
+        if (prompt_slots(opt, r) - n_pad >= ctx)
             return eb_fail(e, "generate: prompt %d has %d tokens; the context of %d leaves no room "
-                              "to generate", i, r->n_prompt - n_pad, ctx);
+                              "to generate", i, prompt_slots(opt, r) - n_pad, ctx);
+        if (opt->fill_to > r->n_prompt && n_pad > 0)
+            return eb_fail(e, "generate: a filled context cannot have left pads (prompt %d)", i);
         for (int t = 0; t < r->n_prompt; t++)
             if (r->prompt[t] < 0 || r->prompt[t] >= c->n_vocab)
                 return eb_fail(e, "generate: prompt %d has token id %d outside [0, %d)", i,
@@ -343,6 +352,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
                 if (seqs[q].logits == FWD_LOGITS_NONE) continue;
                 s->state = SLOT_DECODE;
                 res->ttft_s = clock_now_s() - t0;
+                if (opt->fill_to > 0 && kvcache_fill_repeat(s->cache, opt->fill_to, e)) goto out;
             }
             int row = seqs[q].logit_row0, tok;
             if (!in_backend)

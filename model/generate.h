@@ -89,6 +89,12 @@ struct gen_options {
      * left_pad field and pad flags; the pad rows of a forward are
      * fwd_seq.n_pad. */
     const int *n_pad;
+    /* > 0 (benchmarks): once a request's prompt is in, its cache is extended
+     * to fill_to slots by repeating the prompt's K/V (kvcache_fill_repeat)
+     * before the first token's hooks run, so decode (and a policy's first
+     * selection) sees a fill_to-slot context without a fill_to-token prefill.
+     * The context check and the cache size count fill_to as the prompt. */
+    int fill_to;
 };
 
 struct gen_stats {

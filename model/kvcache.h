@@ -146,6 +146,12 @@ const float *kvcache_rows_f32(struct kvcache *c, int which, int layer, int kv_he
 int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
                         struct eb_err *e);
 
+/* Extend every head from its length L (all equal, no left pads) to n_slots
+ * by repeating its L rows in order (kvcache_fill.c): the added slots take
+ * positions next_pos.. and next_pos advances past them.  Long-context
+ * benchmarks reach a context this way after a short real prefill. */
+int kvcache_fill_repeat(struct kvcache *c, int n_slots, struct eb_err *e);
+
 /* Query ring: keep the last w queries (rows of q_dim = n_head * head_dim) per layer. */
 int kvcache_qring_enable(struct kvcache *c, int window, int q_dim, struct eb_err *e);
 /* Record n new queries (backend rows [n][q_dim]) of one layer; call per layer, then

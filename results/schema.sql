@@ -1,4 +1,4 @@
--- evictbench results database, schema version 5.
+-- evictbench results database, schema version 6.
 --
 -- harness/store/ creates it (from the identical copy in harness/store/schema_sql.c;
 -- tests/test_store.c checks the two agree) and is the only code that writes it.
@@ -389,4 +389,93 @@ WHERE in_prompt = 0
 GROUP BY model, dataset, policy, budget, correct
 ORDER BY model, dataset, policy, budget, correct;
 
-PRAGMA user_version = 5;
+-- ---- Added in schema version 6 (the bench table).  harness/store/ migrates
+-- an older database by running this part of the file (up to the PRAGMA). ----
+
+-- `evictbench bench --contexts` and `--max-batch` points, one row each
+-- (harness/exp/bench_long.c, bench_maxbatch.c).  kind: 'context' (decode at a
+-- context length) or 'max_batch' (the largest batch under kv_cap_bytes).
+-- fill: how the context was reached, e.g. 'repeat:gsm8k:256' (the K/V of a
+-- 256-token real prefill of GSM8K text, repeated to `context` slots) or
+-- 'prefill' (the whole context prefilled).  status 'oom': the point did not
+-- fit (est_bytes says how much it needed); its measurements are NULL.
+-- decode_tok_s counts forward passes only; compress_first_ms is one
+-- sequence's first compression (the policy's scoring over the whole
+-- context), compress_ms_per_step the policy's time per later decode step.
+CREATE TABLE bench (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    kind TEXT NOT NULL CHECK (kind IN ('context', 'max_batch')),
+    model TEXT NOT NULL,
+    device TEXT NOT NULL,
+    threads INTEGER NOT NULL,
+    kv_type TEXT NOT NULL,
+    policy TEXT NOT NULL,
+    budget INTEGER,
+    context INTEGER NOT NULL,
+    fill TEXT NOT NULL,
+    batch_size INTEGER NOT NULL,
+    n_new INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ok', 'oom')),
+    error TEXT,
+    est_bytes INTEGER,
+    kv_cap_bytes INTEGER,
+    decode_tok_s REAL,
+    decode_step_ms REAL,
+    prefill_tokens INTEGER,
+    prefill_s REAL,
+    compress_first_ms REAL,
+    compress_ms_per_step REAL,
+    compressions INTEGER,
+    kv_bytes INTEGER,
+    peak_rss_mb REAL,
+    code_version TEXT
+);
+
+-- The latest row of every bench point (a rerun replaces the older row here),
+-- the same key's FullKV row beside it: speedup = decode_tok_s / FullKV's at
+-- the same context, batch and KV type; compress_in_fullkv_steps = the first
+-- compression (one sequence, over the whole context) in FullKV decode steps.
+CREATE VIEW v_bench_context AS
+SELECT b.model, b.device, b.threads, b.kv_type, b.fill, b.n_new, b.batch_size, b.context,
+       b.policy, b.budget, b.status, b.est_bytes, b.decode_tok_s, b.decode_step_ms,
+       b.prefill_tokens, b.prefill_s, b.compress_first_ms, b.compress_ms_per_step,
+       b.compressions, b.kv_bytes, b.peak_rss_mb,
+       f.decode_tok_s AS fullkv_tok_s, f.decode_step_ms AS fullkv_step_ms,
+       f.kv_bytes AS fullkv_kv_bytes,
+       b.decode_tok_s / f.decode_tok_s AS speedup,
+       b.compress_first_ms / f.decode_step_ms AS compress_in_fullkv_steps
+FROM bench b
+LEFT JOIN bench f ON f.id = (
+    SELECT MAX(y.id) FROM bench y
+    WHERE y.kind = 'context' AND y.policy = 'fullkv' AND y.status = 'ok'
+      AND y.model = b.model AND y.device = b.device AND y.threads = b.threads
+      AND y.kv_type = b.kv_type AND y.fill = b.fill AND y.n_new = b.n_new
+      AND y.batch_size = b.batch_size AND y.context = b.context)
+WHERE b.kind = 'context' AND b.id = (
+    SELECT MAX(x.id) FROM bench x
+    WHERE x.kind = 'context' AND x.model = b.model AND x.device = b.device
+      AND x.threads = b.threads AND x.kv_type = b.kv_type AND x.fill = b.fill
+      AND x.n_new = b.n_new AND x.batch_size = b.batch_size AND x.context = b.context
+      AND x.policy = b.policy AND x.budget IS b.budget);
+
+-- The largest-batch sweep: the latest row per batch, with the largest batch
+-- that fitted under the cap (max_ok_batch_size) for its policy and budget.
+CREATE VIEW v_bench_max_batch AS
+SELECT b.model, b.device, b.threads, b.kv_type, b.fill, b.n_new, b.kv_cap_bytes, b.policy,
+       b.budget, b.batch_size, b.context, b.status, b.est_bytes, b.decode_tok_s,
+       b.decode_step_ms, b.kv_bytes, b.peak_rss_mb,
+       (SELECT MAX(y.batch_size) FROM bench y
+        WHERE y.kind = 'max_batch' AND y.status = 'ok' AND y.model = b.model
+          AND y.device = b.device AND y.threads = b.threads AND y.kv_type = b.kv_type
+          AND y.fill = b.fill AND y.kv_cap_bytes = b.kv_cap_bytes AND y.policy = b.policy
+          AND y.budget IS b.budget) AS max_ok_batch_size
+FROM bench b
+WHERE b.kind = 'max_batch' AND b.id = (
+    SELECT MAX(x.id) FROM bench x
+    WHERE x.kind = 'max_batch' AND x.model = b.model AND x.device = b.device
+      AND x.threads = b.threads AND x.kv_type = b.kv_type AND x.fill = b.fill
+      AND x.n_new = b.n_new AND x.kv_cap_bytes = b.kv_cap_bytes AND x.policy = b.policy
+      AND x.budget IS b.budget AND x.batch_size = b.batch_size);
+
+PRAGMA user_version = 6;

@@ -207,3 +207,16 @@ widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
 for r in [head] + rows:
     print("  ".join(v.ljust(w) if c < 1 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths))))
 EOF
+
+# --- decode at depth vs llama-bench -d (a separate table; tools/bench_peer_depth.sh) ---
+# On the Qwen2.5-Coder GGUFs given (the default set's 0.5B and 1.5B); DEPTHS="" skips it.
+DEPTH_MODELS=
+for m in "$@"; do
+    case $(basename "$m") in qwen2.5-coder-*) DEPTH_MODELS="$DEPTH_MODELS $m";; esac
+done
+if [ -n "${DEPTHS-4096 8192}" ] && [ -n "$DEPTH_MODELS" ]; then
+    echo
+    # shellcheck disable=SC2086 # the model list splits on spaces
+    LLAMA_BENCH=$LLAMA_BENCH EVICTBENCH=$EVICTBENCH THREADS=$THREADS REPS=$REPS \
+        DEPTHS="${DEPTHS-4096 8192}" tools/bench_peer_depth.sh $DEPTH_MODELS
+fi

@@ -33,7 +33,10 @@ static void print_help(void)
            "  --kv-type T          KV cache element type: f32, f16, bf16 or auto (default:\n"
            "                       f32 on the CPU, bf16 on a GPU); shown in every row\n"
            "  --decode-prompt N    prompt tokens of each decode sequence (default 32): the\n"
-           "                       context decode attends over\n");
+           "                       context decode attends over\n\n"
+           "bench --contexts LIST and bench --max-batch --max-kv-bytes N: decode speed against\n"
+           "context length and the largest batch under a KV cap, FullKV against policies, into\n"
+           "the bench table of --db (see evictbench bench --contexts 1 --help).\n");
 }
 
 static double peak_rss_mb(void)
@@ -245,6 +248,9 @@ static int runtime_table(const struct bench_cli *a, struct session *s, struct eb
 
 int cmd_bench(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--contexts") || !strcmp(argv[i], "--max-batch"))
+            return cmd_bench_long(argc, argv);
     struct bench_cli a;
     int prc = parse_bench_args(argc, argv, &a);
     if (prc) return prc == 1 ? 0 : 2;

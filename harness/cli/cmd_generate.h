@@ -6,5 +6,7 @@
 
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* bench --contexts / --max-batch (cmd_bench_long.c). */
+int cmd_bench_long(int argc, char **argv);
 
 #endif

@@ -8,43 +8,17 @@
 
 #include "model/generate.h"
 #include "policies/registry.h"
+#include "harness/exp/bench_point.h"
 #include "harness/exp/policy_glue.h"
 #include "util/clock.h"
 
 enum { MAX_ITEMS = 32 };
-
-/* Split a comma-separated list in place; returns the count or -1. */
-static int split(char *s, char **items, int max)
-{
-    int n = 0;
-    for (char *p = s; p && *p;) {
-        char *c = strchr(p, ',');
-        if (c) *c = '\0';
-        if (*p == '\0' || n == max) return -1;
-        items[n++] = p;
-        p = c ? c + 1 : NULL;
-    }
-    return n;
-}
 
 struct row {
     double tok_s, policy_ms, policy_pct;
     long compressions;
     size_t peak_kv;
 };
-
-/* spec (with the model's defaults from policies/policy_defaults.json, no
- * dataset; explicit parameters win) opened for the session's model at budget. */
-static int open_spec(struct session *s, const char *spec, int budget, struct session_policy *sp,
-                     struct eb_err *e)
-{
-    const struct policy_entry *entry;
-    struct policy_params params;
-    if (session_policy_resolve(spec, s->model_name, NULL, budget, 0, &entry, &params, e))
-        return -1;
-    struct policy_request rq = {entry, &params, budget, NULL, 1};
-    return session_policy_open(s, &rq, sp, e);
-}
 
 static int run_one(struct session *s, const int *prompt, int prompt_len, int n_new,
                    const char *spec, int budget, enum kv_type kv, struct row *r, struct eb_err *e)
@@ -54,7 +28,7 @@ static int run_one(struct session *s, const int *prompt, int prompt_len, int n_n
                               .sampling = sampler_params_greedy()};
     struct gen_result res;
     struct gen_stats st;
-    if (open_spec(s, spec, budget, &sp, e)) return -1;
+    if (bench_open_policy(s, spec, budget, &sp, e)) return -1;
     struct session_gen_opts so = {.ignore_eos = 1, .n_ctx = prompt_len + n_new + 1, .policy = &sp,
                                   .kv_type = kv};
     double t0 = clock_now_s();
@@ -83,7 +57,7 @@ static int check_all(struct session *s, char **pol, int np, const int *bv, int n
     for (int i = 0; i < np; i++)
         for (int j = 0; j < nb; j++) {
             struct session_policy sp;
-            if (open_spec(s, pol[i], bv[j], &sp, e)) return -1;
+            if (bench_open_policy(s, pol[i], bv[j], &sp, e)) return -1;
             evicts[i] = sp.pol->info.schedule != POLICY_NEVER;
             session_policy_close(&sp);
         }
@@ -101,7 +75,7 @@ int bench_policies_for(struct session *s, const char *policies, const char *budg
         eb_fail(e, "bench: out of memory");
         goto out;
     }
-    int np = split(pl, pol, MAX_ITEMS), nb = split(bl, bud, MAX_ITEMS);
+    int np = bench_split(pl, pol, MAX_ITEMS), nb = bench_split(bl, bud, MAX_ITEMS);
     if (np < 1) { eb_fail(e, "bench: bad policy list '%s'", policies); goto out; }
     if (nb < 1) { eb_fail(e, "bench: bad budget list '%s'", budgets); goto out; }
     for (int i = 0; i < nb; i++) {

@@ -145,6 +145,7 @@ void session_gen_options(const struct session *s, const struct session_gen_opts 
     opt->n_vocab_valid = s->tok ? tokenizer_n_vocab(s->tok) : 0;
     opt->mem_limit = s->o.mem_limit;
     opt->kv_type = o->kv_type;
+    opt->fill_to = o->fill_to;
     if (o->policy && o->policy->glue) {
         session_policy_hooks(o->policy, o->hooks, hooks);
         opt->hooks = hooks;

@@ -142,6 +142,7 @@ struct session_gen_opts {
     struct session_policy *policy;       /* NULL: FullKV */
     struct session_teacher *teacher;     /* NULL: free-running generation */
     enum kv_type kv_type;                /* KV cache element type (0: f32) */
+    int fill_to;                         /* > 0: gen_options.fill_to (long-context bench) */
 };
 
 /* The generate() options of o (hooks written into *hooks, which must outlive them). */

@@ -45,5 +45,8 @@ int str_same(const char *a, const char *b);
 
 extern const struct figure plot_figures[];
 extern const int plot_n_figures;
+/* The long-context benchmark figures (bench_figures.c), drawn after plot_figures. */
+extern const struct figure bench_figures[];
+extern const int bench_n_figures;
 
 #endif

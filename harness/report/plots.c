@@ -382,6 +382,7 @@ int plots_make(struct store *s, const struct plots_options *o, struct eb_err *e)
     }
     int rc = 0;
     for (int i = 0; rc == 0 && i < plot_n_figures; i++) rc = make_figure(s, &c, &plot_figures[i], o, data_dir, e);
+    for (int i = 0; rc == 0 && i < bench_n_figures; i++) rc = make_figure(s, &c, &bench_figures[i], o, data_dir, e);
     view_rows_free(&c.fullkv);
     view_rows_free(&c.runs);
     return rc;

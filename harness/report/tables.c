@@ -573,6 +573,7 @@ int tables_make(struct store *s, const struct tables_options *o, struct eb_err *
     }
     int rc = 0;
     for (int i = 0; rc == 0 && i < N_TABLES; i++) rc = make_table(s, &tables[i], &x, o, e);
+    if (rc == 0) rc = bench_tables_make(s, o, e);
     view_rows_free(&x.pss);
     view_rows_free(&x.fid);
     return rc;

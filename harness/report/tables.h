@@ -38,7 +38,10 @@ struct tables_options {
 /* Names of the tables (file stems), in order; NULL past the end. */
 const char *tables_name(int i);
 
-/* Write every table that has rows as <out_dir>/<name>.md and .tex. */
+/* Write every table that has rows as <out_dir>/<name>.md and .tex (the
+ * bench tables too). */
 int tables_make(struct store *s, const struct tables_options *o, struct eb_err *e);
+/* bench_context and bench_max_batch from the bench views (bench_tables.c). */
+int bench_tables_make(struct store *s, const struct tables_options *o, struct eb_err *e);
 
 #endif

@@ -20,8 +20,11 @@
  * runs.kv_type, version 4 redefined v_fullkv_ref (fullkv-pss counts),
  * v_throughput_by_batch and v_kv_by_budget (one line per kv_type).  An older
  * database is migrated when opened for writing (store_open) and read as it is
- * by store_open_readonly.  Version 5 added the retention table (a CREATE). */
-#define STORE_SCHEMA_VERSION 5
+ * by store_open_readonly.  Version 5 added the retention table (a CREATE);
+ * version 6 (STORE_BENCH_VERSION) the bench table (its own migration step,
+ * harness/store/bench_store.c). */
+#define STORE_BENCH_VERSION 6
+#define STORE_SCHEMA_VERSION 6
 #define STORE_NONE (-1)
 
 /* results/schema.sql, byte for byte (harness/store/schema_sql.c). */
@@ -184,5 +187,21 @@ typedef int (*store_row_fn)(void *ctx, int ncols, const char *const *names,
                             const char *const *values);
 int store_query(struct store *s, const char *sql, store_row_fn fn, void *ctx,
                 struct eb_err *e);
+
+/* One row of the bench table (results/schema.sql documents the columns).
+ * Optional fields: STORE_NONE / NAN as above; an 'oom' row has only the
+ * identifying fields, error and est_bytes. */
+struct bench_record {
+    const char *kind;           /* "context" | "max_batch" */
+    const char *model, *device, *kv_type, *policy, *fill, *status, *error, *code_version;
+    int64_t threads, budget, context, batch_size, n_new;
+    int64_t est_bytes, kv_cap_bytes, prefill_tokens, compressions, kv_bytes;
+    double decode_tok_s, decode_step_ms, prefill_s, compress_first_ms, compress_ms_per_step;
+    double peak_rss_mb;
+};
+void bench_record_init(struct bench_record *r);
+int store_write_bench(struct store *s, const struct bench_record *r, struct eb_err *e);
+/* The version-5 step: the bench table, when missing (bench_store.c). */
+int store_migrate_bench(struct store *s, struct eb_err *e);
 
 #endif

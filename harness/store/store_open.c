@@ -191,7 +191,8 @@ static int run_schema_part(struct store *s, const char *from_mark, const char *t
 
 static int migrate_1_to_2(struct store *s, struct eb_err *e)
 {
-    return run_schema_part(s, SCHEMA_V2_MARK, "PRAGMA user_version", 2, e);
+    /* the bench part after it is its own step (store_migrate_bench) */
+    return run_schema_part(s, SCHEMA_V2_MARK, STORE_BENCH_MARK, 2, e);
 }
 
 /* Version 2 -> 3: runs.kv_type, as the schema defines it (every older run
@@ -269,7 +270,8 @@ static int ensure_schema(struct store *s, struct eb_err *e)
     } else if ((version == 1 && migrate_1_to_2(s, e) != 0) ||
                (version <= 2 && migrate_2_to_3(s, e) != 0) ||
                (version <= 3 && migrate_3_to_4(s, e) != 0) ||
-               (version <= 4 && migrate_4_to_5(s, e) != 0)) {
+               (version <= 4 && migrate_4_to_5(s, e) != 0) ||
+               (version < STORE_BENCH_VERSION && store_migrate_bench(s, e) != 0)) {
         goto fail;
     }
     if (exec(s, STORE_CLAIMS_SQL, "creating the claims table", e) != 0) goto fail;

@@ -32,4 +32,7 @@ int insert_retention(struct store *s, const char *k, int64_t run_id,
     "CREATE TABLE IF NOT EXISTS claims (run_key TEXT PRIMARY KEY, owner TEXT NOT NULL, " \
     "expires_at REAL NOT NULL)"
 
+/* Where the bench part of results/schema.sql starts (store_migrate_bench). */
+#define STORE_BENCH_MARK "-- ---- Added in schema version 6 (the bench table)."
+
 #endif

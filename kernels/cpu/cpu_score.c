@@ -2,9 +2,10 @@
  * attention importance, 1-D pooling and key-key redundancy, for one kv head.
  *
  * Logits and cosines are f32 dot products through OpenBLAS (single-threaded,
- * see cpu_gemm.c); softmax sums and means accumulate in double so the scores
- * do not depend on the cache length's rounding.  Every result is independent
- * of the thread count. */
+ * see cpu_gemm.c; the work is split across our threads instead); softmax sums
+ * and means accumulate in double so the scores do not depend on the cache
+ * length's rounding (the per-key norms and dots in double too, in SIMD
+ * lanes).  Every result is independent of the thread count. */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <cblas.h>
@@ -13,49 +14,53 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Softmax of s[0..n) over the entries not masked by pad (probability 0 there),
- * added times `weight` into acc[0..n_acc). */
-static void softmax_accumulate(const float *s, int n, const unsigned char *pad, double *acc,
-                               int n_acc, double weight)
+enum { SCORE_COLS = 2048 }; /* keys per GEMM task: a block of K stays in cache */
+
+/* Row i's exponentials, ex[j] = exp(s[j] - max) over the visible, unmasked
+ * keys (0 elsewhere), and their sum (0: nothing visible). */
+static double softmax_row(const float *s, int n, int n_out, const unsigned char *pad, double *ex)
 {
     float max = -INFINITY;
     for (int j = 0; j < n; j++)
         if (!(pad && pad[j]) && s[j] > max) max = s[j];
-    if (max == -INFINITY) return; /* nothing visible */
+    memset(ex, 0, (size_t)n_out * sizeof *ex);
+    if (max == -INFINITY) return 0.0;
     double sum = 0.0;
     for (int j = 0; j < n; j++)
-        if (!(pad && pad[j])) sum += exp((double)s[j] - max);
-    int m = n < n_acc ? n : n_acc;
-    for (int j = 0; j < m; j++)
-        if (!(pad && pad[j])) acc[j] += weight * exp((double)s[j] - max) / sum;
+        if (!(pad && pad[j])) {
+            double x = exp((double)s[j] - max);
+            sum += x;
+            if (j < n_out) ex[j] = x;
+        }
+    return sum;
 }
 
-int cpu_window_scores(struct backend *be, const struct window_score_args *a)
+/* The group's queries as one [group * n_q][hd] matrix, query head g's rows first. */
+static void gather_queries(const struct window_score_args *a, int group, float *qa)
 {
-    (void)be;
-    if (!a->out || !a->q || !a->k || a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0 ||
-        a->kv_head < 0 || a->kv_head >= a->n_kv || a->head_dim < 1 || a->n_q < 1 || a->len < 1 ||
-        a->n_cand < 1 || a->n_cand > a->len)
-        return -1;
-    /* One thread pool, ours (see cpu_gemm.c). */
-    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-    int group = a->n_head / a->n_kv, hd = a->head_dim, qstride = a->n_head * hd;
-    int cols = a->softmax_all ? a->len : a->n_cand;
+    int hd = a->head_dim, qstride = a->n_head * hd;
+    for (int g = 0; g < group; g++)
+        for (int i = 0; i < a->n_q; i++)
+            memcpy(qa + ((size_t)g * a->n_q + i) * hd,
+                   a->q + (size_t)i * qstride + (size_t)(a->kv_head * group + g) * hd,
+                   (size_t)hd * sizeof *qa);
+}
+
+/* Every query row of the group against every key: one GEMM per block of
+ * keys, so each key is read once for the whole group, blocks split across
+ * the threads.  Then the group pooled into plane 0. */
+static void group_logits(const struct window_score_args *a, int group, int cols, const float *qa,
+                         float *logits, int nt)
+{
+    int rows = group * a->n_q, hd = a->head_dim, n_blk = (cols + SCORE_COLS - 1) / SCORE_COLS;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (n_blk > 1)
+    for (int b = 0; b < n_blk; b++) {
+        int c0 = b * SCORE_COLS, w = cols - c0 < SCORE_COLS ? cols - c0 : SCORE_COLS;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, a->scale, qa, hd,
+                    a->k + (size_t)c0 * hd, hd, 0.0f, logits + c0, cols);
+    }
     size_t plane = (size_t)a->n_q * cols;
-    float *logits = malloc((size_t)group * plane * sizeof *logits);
-    double *acc = calloc((size_t)a->n_cand, sizeof *acc);
-    if (!logits || !acc) {
-        free(logits);
-        free(acc);
-        return -1;
-    }
-    /* One GEMM per query head of the group: [n_q][hd] x [cols][hd]^T. */
-    for (int g = 0; g < group; g++) {
-        const float *qg = a->q + (size_t)(a->kv_head * group + g) * hd;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_q, cols, hd, a->scale, qg,
-                    qstride, a->k, hd, 0.0f, logits + g * plane, cols);
-    }
-    /* Pool the group into plane 0. */
+    #pragma omp parallel for num_threads(nt) schedule(static) if (plane * group >= CPU_PARALLEL_MIN)
     for (size_t t = 0; t < plane; t++) {
         float v = logits[t];
         for (int g = 1; g < group; g++) {
@@ -65,6 +70,29 @@ int cpu_window_scores(struct backend *be, const struct window_score_args *a)
         }
         logits[t] = a->gqa == SCORE_GQA_MAX ? v : v / (float)group;
     }
+}
+
+int cpu_window_scores(struct backend *be, const struct window_score_args *a)
+{
+    if (!a->out || !a->q || !a->k || a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0 ||
+        a->kv_head < 0 || a->kv_head >= a->n_kv || a->head_dim < 1 || a->n_q < 1 || a->len < 1 ||
+        a->n_cand < 1 || a->n_cand > a->len)
+        return -1;
+    /* One thread pool, ours (see cpu_gemm.c). */
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+    int group = a->n_head / a->n_kv, nt = cpu_threads(be), nc = a->n_cand;
+    int cols = a->softmax_all ? a->len : a->n_cand;
+    size_t plane = (size_t)a->n_q * cols;
+    float *qa = malloc((size_t)group * a->n_q * a->head_dim * sizeof *qa);
+    float *logits = malloc((size_t)group * plane * sizeof *logits);
+    double *ex = malloc((size_t)a->n_q * nc * sizeof *ex), *sum = malloc((size_t)a->n_q * sizeof *sum);
+    if (!qa || !logits || !ex || !sum) {
+        free(qa), free(logits), free(ex), free(sum);
+        return -1;
+    }
+    gather_queries(a, group, qa);
+    group_logits(a, group, cols, qa, logits, nt);
+    #pragma omp parallel for num_threads(nt) schedule(static) if (plane >= CPU_PARALLEL_MIN)
     for (int i = 0; i < a->n_q; i++) {
         int visible = cols;
         if (a->softmax_all) {
@@ -72,12 +100,17 @@ int cpu_window_scores(struct backend *be, const struct window_score_args *a)
             if (visible < 0) visible = 0;
             if (visible > cols) visible = cols;
         }
-        softmax_accumulate(logits + (size_t)i * cols, visible, a->pad, acc, a->n_cand,
-                           1.0 / a->n_q);
+        sum[i] = softmax_row(logits + (size_t)i * cols, visible, nc, a->pad, ex + (size_t)i * nc);
     }
-    for (int j = 0; j < a->n_cand; j++) a->out[j] = (float)acc[j];
-    free(logits);
-    free(acc);
+    /* The mean over rows, each row's share added in row order as before. */
+    #pragma omp parallel for num_threads(nt) schedule(static) if (plane >= CPU_PARALLEL_MIN)
+    for (int j = 0; j < nc; j++) {
+        double acc = 0.0;
+        for (int i = 0; i < a->n_q; i++)
+            if (sum[i] > 0) acc += 1.0 / a->n_q * ex[(size_t)i * nc + j] / sum[i];
+        a->out[j] = (float)acc;
+    }
+    free(qa), free(logits), free(ex), free(sum);
     return 0;
 }
 
@@ -104,8 +137,9 @@ int cpu_pool1d(struct backend *be, float *out, const float *in, int n, int kerne
 }
 
 enum {
-    RED_ROWS = 64,  /* rows of the cosine matrix per task */
-    RED_COLS = 256  /* columns computed at a time, from the most recent key down */
+    RED_ROWS = 64,        /* rows of the cosine matrix per task */
+    RED_COLS_FIRST = 32,  /* columns of the first block, from the most recent key down */
+    RED_COLS = 512        /* the most columns of a later block (each doubles the last) */
 };
 
 /* The cosine matrix is never formed whole.  It is symmetric with a zero
@@ -114,7 +148,8 @@ enum {
  * largest j with C[i][j] > threshold: a block of rows is multiplied (GEMM)
  * against blocks of columns from the most recent key down, and stops as soon
  * as every row of the block has its match; only keys like no other cost a
- * full row. */
+ * full row.  Most keys have a similar key among the last few, so the first
+ * block is small and later ones grow. */
 int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
 {
     if (!a->out || !a->k || a->len < 1 || a->head_dim < 1) return -1;
@@ -129,6 +164,9 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
     int rc = -1;
     if (!kn || !sum || !col || !zeroed || !jstar || !scratch) goto out;
 
+    /* Rows are independent except for S, summed in row order (as one thread would). */
+    int big = (size_t)n * hd >= CPU_PARALLEL_MIN;
+    #pragma omp parallel for num_threads(nt) schedule(static) if (big)
     for (int i = 0; i < n; i++) {
         const float *k = a->k + (size_t)i * hd;
         float *d = kn + (size_t)i * hd;
@@ -137,16 +175,18 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
             continue;
         }
         double ss = 0.0;
+        #pragma omp simd reduction(+ : ss)
         for (int t = 0; t < hd; t++) ss += (double)k[t] * k[t];
         float inv = (float)(1.0 / (sqrt(ss) + 1e-8));
-        for (int t = 0; t < hd; t++) {
-            d[t] = k[t] * inv;
-            sum[t] += d[t];
-        }
+        for (int t = 0; t < hd; t++) d[t] = k[t] * inv;
     }
+    for (int i = 0; i < n; i++)
+        for (int t = 0; t < hd; t++) sum[t] += kn[(size_t)i * hd + t];
+    #pragma omp parallel for num_threads(nt) schedule(static) if (big)
     for (int i = 0; i < n; i++) {
         const float *ki = kn + (size_t)i * hd;
         double self = 0.0, dot = 0.0;
+        #pragma omp simd reduction(+ : self, dot)
         for (int t = 0; t < hd; t++) {
             self += (double)ki[t] * ki[t];
             dot += (double)ki[t] * sum[t];
@@ -160,8 +200,9 @@ int cpu_key_redundancy(struct backend *be, const struct redundancy_args *a)
     for (int b = 0; b < n_blocks; b++) {
         int i0 = b * RED_ROWS, rows = n - i0 < RED_ROWS ? n - i0 : RED_ROWS, left = rows;
         float *c = scratch + (size_t)omp_get_thread_num() * RED_ROWS * RED_COLS;
-        for (int e = n; e > 0 && left > 0; e -= RED_COLS) {
-            int s = e - RED_COLS > 0 ? e - RED_COLS : 0, w = e - s;
+        for (int e = n, span = RED_COLS_FIRST; e > 0 && left > 0;
+             e -= span, span = 2 * span < RED_COLS ? 2 * span : RED_COLS) {
+            int s = e - span > 0 ? e - span : 0, w = e - s;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, w, hd, 1.0f,
                         kn + (size_t)i0 * hd, hd, kn + (size_t)s * hd, hd, 0.0f, c, w);
             for (int r = 0; r < rows; r++) {
