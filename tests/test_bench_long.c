@@ -183,7 +183,7 @@ static void test_bench_migration(void)
     snprintf(path, sizeof path, "%s/old.db", dir);
     CHECK_MSG(store_open(path, &s, &e) == 0, "%s", e.msg);
     CHECK(store_query(s, "DROP VIEW v_bench_context; DROP VIEW v_bench_max_batch; "
-                         "DROP TABLE bench; PRAGMA user_version = 4", NULL, NULL, &e) == 0);
+                         "DROP TABLE bench; PRAGMA user_version = 5", NULL, NULL, &e) == 0);
     store_close(s);
     CHECK_MSG(store_open(path, &s, &e) == 0, "%s", e.msg);
     CHECK(q_num(s, "PRAGMA user_version") == STORE_SCHEMA_VERSION);
