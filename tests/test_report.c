@@ -203,7 +203,8 @@ static void test_older_schema(void)
     struct eb_err e = {0};
     CHECK(store_open(old_db, &st, &e) == 0);
     if (!st) return;
-    CHECK(store_query(st, "DROP TABLE retention; PRAGMA user_version = 4", NULL, NULL, &e) == 0);
+    CHECK(store_query(st, "DROP VIEW v_bench_context; DROP VIEW v_bench_max_batch; DROP TABLE bench; "
+                          "DROP TABLE retention; PRAGMA user_version = 4", NULL, NULL, &e) == 0);
     store_close(st);
     char out[300], path[400];
     struct report_summary sum;
@@ -221,7 +222,9 @@ static void test_older_schema(void)
     CHECK(make_report(old_db, out, 0, &sum) == 0 && sum.n_retention == 0);
     snprintf(path, sizeof path, "%s/index.html", out);
     page = slurp(path);
-    CHECK(page && strstr(page, "(schema version 5)"));
+    char now[40];
+    snprintf(now, sizeof now, "(schema version %d)", STORE_SCHEMA_VERSION);
+    CHECK(page && strstr(page, now));
     free(page);
 }
 

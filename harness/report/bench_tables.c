@@ -151,6 +151,12 @@ static int same_panel(const struct view_rows *t, const struct bench_table *d, in
 static int make_one(struct store *s, const struct bench_table *d, const struct tables_options *o,
                     struct eb_err *e)
 {
+    int exists = view_exists(s, d->view, e);
+    if (exists < 0) return eb_wrap(e, d->name);
+    if (!exists) {
+        if (o->note) o->note(o->ctx, TABLES_SKIPPED, d->name, "skipped: the database predates the bench table");
+        return 0;
+    }
     struct view_rows t;
     if (view_rows_load(s, d->sql, &t, e)) return eb_wrap(e, d->name);
     if (t.nrows == 0) {

@@ -307,6 +307,13 @@ static int make_figure(struct store *s, const struct fig_ctx *c, const struct fi
         free(sql.p);
         return eb_fail(e, "out of memory");
     }
+    int exists = view_exists(s, fig->view, e);
+    if (exists != 1) {
+        free(sql.p);
+        if (exists < 0) return eb_wrap(e, fig->name);
+        note(o, PLOTS_SKIPPED, fig->name, "skipped: the database predates its view (older schema)");
+        return 0;
+    }
     struct view_rows t;
     int rc = view_rows_load(s, sql.p, &t, e);
     free(sql.p);

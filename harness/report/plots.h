@@ -32,6 +32,8 @@ struct view_rows {
 
 int view_rows_load(struct store *s, const char *sql, struct view_rows *out, struct eb_err *e);
 void view_rows_free(struct view_rows *t);
+/* 1: the database has the table or view `name`; 0: not (an older schema); -1: error. */
+int view_exists(struct store *s, const char *name, struct eb_err *e);
 /* Column index by name, -1 when absent. */
 int view_col(const struct view_rows *t, const char *name);
 /* Cell text; NULL for SQL NULL or an index out of range. */

@@ -64,6 +64,19 @@ int view_rows_load(struct store *s, const char *sql, struct view_rows *out, stru
     return 0;
 }
 
+/* 1 when the database has a table or view `name`, 0 when not (an older
+ * schema read as it is), -1 on error. */
+int view_exists(struct store *s, const char *name, struct eb_err *e)
+{
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE name = '%s'", name);
+    struct view_rows t;
+    if (view_rows_load(s, sql, &t, e)) return -1;
+    int found = t.nrows > 0;
+    view_rows_free(&t);
+    return found;
+}
+
 void view_rows_free(struct view_rows *t)
 {
     if (!t) return;
