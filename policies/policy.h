@@ -177,10 +177,21 @@ struct param_def {
 
 enum { POLICY_MAX_PARAMS = 24 };
 
+/* Where a resolved value came from (policies/param_parse.h): the table's
+ * default, the registry entry's preset, the user (config or spec), or the
+ * per-model defaults file (policies/policy_defaults.h). */
+enum param_from { PARAM_FROM_TABLE, PARAM_FROM_PRESET, PARAM_FROM_USER, PARAM_FROM_DEFAULTS };
+
+/* A policy's parameters, typed and resolved once (registry.h): every
+ * parameter of its entry, in table order (the entry's own table, then its
+ * shared one), which is the order run keys hash them in. */
 struct policy_params {
-    const struct param_def *defs;
     int n;
-    double val[POLICY_MAX_PARAMS];
+    const struct param_def *def[POLICY_MAX_PARAMS];
+    double val[POLICY_MAX_PARAMS];   /* an int, a 0/1 bool or a choice index is a whole double */
+    unsigned char from[POLICY_MAX_PARAMS];   /* enum param_from */
+    unsigned char given[POLICY_MAX_PARAMS];  /* user and per-model values: 1 + the order they
+                                                came in (what a run stores); else 0 */
 };
 
 struct policy_trace_stats;   /* steering.h */
@@ -221,6 +232,10 @@ struct policy_ops {
      * policy_budget_check (schedule.h) calls it, when a point or a policy is
      * built; 0, or -1 with e set. */
     int (*check_budget)(const struct policy_params *p, int budget, struct eb_err *e);
+    /* Optional: a parameter table shared with other policies (e.g. the
+     * selector's options, select_params.h) whose parameters follow those of
+     * the registry row's own table. */
+    const struct param_def *shared_params;
 };
 
 /* The budget of a policy that evicts nothing (policy_keeps_all), from config

@@ -3,15 +3,18 @@
  * policies/policy_defaults.json (its "_doc" has the format and the
  * provenance of every number) holds the SEAL/SkipKV settings the papers'
  * scripts use per model, dataset and budget: tau, alpha0, gamma, layer.  The
- * harness adds them to a policy's parameters before the policy is built;
+ * harness adds them to a policy's parameters when it resolves them;
  * anything the user sets explicitly wins, and so does a preset's own
  * setting.  A key is added only where the policy's parameter table has it.
  *
  * The file: $EVICTBENCH_POLICY_DEFAULTS when set, else
  * policies/policy_defaults.json under the current directory, the running
- * binary's directory or its parent.  No file means no defaults; a malformed
- * one (bad JSON, an unknown key, a value the policy rejects) is an error
- * naming the file and the JSON path. */
+ * binary's directory or its parent; read and checked once per process
+ * (policy_defaults_file.c).  No file means no defaults; a malformed one (bad
+ * JSON, an unknown key, a value the policy rejects) is an error naming the
+ * file and the JSON path.  The registry applies the defaults when it
+ * resolves a policy for a run (policy_resolve, registry.h): this file's
+ * values go through the same parser as the user's. */
 #ifndef EB_POLICY_DEFAULTS_H
 #define EB_POLICY_DEFAULTS_H
 
@@ -19,20 +22,15 @@
 #include <stdint.h>
 
 #include "../util/err.h"
+#include "registry.h"
 
-/* params_json (a JSON object; NULL or "" is {}) of policy on model/dataset
- * at budget, with the defaults added for the keys it does not set.  dataset
- * NULL: model-level defaults only; budget <= 0: no per-budget defaults.
- * *out_json is malloc'd (the caller frees); an unknown policy or model gives
- * the input unchanged. */
-int policy_defaults_apply_json(const char *policy, const char *model, const char *dataset,
-                               int64_t budget, const char *params_json, char **out_json,
-                               struct eb_err *e);
-
-/* The same for a spec NAME[:key=value,...]: the defaults are appended as
- * key=value items. */
-int policy_defaults_apply_spec(const char *spec, const char *model, const char *dataset,
-                               int64_t budget, char **out_spec, struct eb_err *e);
+/* Fill p, entry en's parameters with the user's values already in, with
+ * the defaults of model on dataset at budget for the keys en has that
+ * neither the user nor en's preset sets (p->from, PARAM_FROM_DEFAULTS).
+ * model NULL, no file, or an unknown model: p unchanged; dataset NULL:
+ * model-level defaults only; budget <= 0: no per-budget defaults. */
+int policy_defaults_fill(const struct policy_entry *en, const char *model, const char *dataset,
+                         int64_t budget, struct policy_params *p, struct eb_err *e);
 
 /* The dataset family a name belongs to ("math", "aime", "gsm8k", "code"), or
  * NULL. */

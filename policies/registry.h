@@ -6,9 +6,18 @@
  * Every parameter has a type, a range and a default from
  * ../shared/specs/policies.md; an unknown key or a bad value is an error that
  * lists the valid keys.  Presets (e.g. snapkv-decode, rkv-code) are registry
- * entries that share a policy's code and change its defaults. */
+ * entries that share a policy's code and change its defaults.
+ *
+ * Both forms resolve once, at the edge, into a struct policy_params: the
+ * table defaults, the preset, the user's values and, where a run's model is
+ * known, the per-model defaults (policy_defaults.h), each value parsed once
+ * by param_parse.h.  The files: registry.c (the table, lookups, instances),
+ * policy_spec.c (resolving a spec or a JSON object), policy_format.c (a
+ * resolved policy as text or JSON), param_parse.c (the values). */
 #ifndef EB_POLICY_REGISTRY_H
 #define EB_POLICY_REGISTRY_H
+
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -48,6 +57,10 @@ struct policy_entry {
 /* All entries, in a stable order. */
 const struct policy_entry *policy_registry(int *n);
 const struct policy_entry *policy_registry_find(const char *name);
+/* The entry named by the len bytes at name, or NULL (with e: set to a message
+ * listing the known names). */
+const struct policy_entry *policy_registry_find_n(const char *name, size_t len,
+                                                  struct eb_err *e);
 /* 1 if the entry NAME of a spec NAME[:key=value,...] evicts nothing (takes no
  * budget); 0 for any other name. */
 int policy_spec_keeps_all(const char *spec);
@@ -59,8 +72,27 @@ int policy_keeps_all(const struct policy_entry *entry, const struct policy_param
  * (NULL: "?") is returned as it is. */
 const char *policy_display_name(const char *name);
 
-/* Parse NAME[:key=value,...] into its entry and resolved parameters.  Needs
- * no model, so configs can be checked before anything loads. */
+/* Where a policy runs, for its per-model defaults (policy_defaults.h):
+ * model NULL: none; dataset NULL: the model's own only; budget <= 0: no
+ * per-budget ones. */
+struct policy_where {
+    const char *model;
+    const char *dataset;
+    int64_t budget;
+};
+
+/* Resolve NAME[:key=value,...] into its entry and typed parameters, the
+ * per-model defaults of `at` (NULL: none) filled in where neither the user
+ * nor the preset sets a key.  Needs no model file, so configs can be checked
+ * before anything loads. */
+int policy_resolve(const char *spec, const struct policy_where *at,
+                   const struct policy_entry **entry, struct policy_params *out, struct eb_err *e);
+/* The same for entry `name` with params, a JSON object of parameters (inline,
+ * or under "params"; NULL: none), as a config gives them. */
+int policy_resolve_named(const char *name, const cJSON *params, const struct policy_where *at,
+                         const struct policy_entry **entry, struct policy_params *out,
+                         struct eb_err *e);
+/* policy_resolve without per-model defaults. */
 int policy_parse(const char *spec, const struct policy_entry **entry, struct policy_params *out,
                  struct eb_err *e);
 /* The same from JSON: a string (parsed as above) or an object with "name"
@@ -78,5 +110,10 @@ int policy_create(const char *spec, const struct policy_model *m, struct policy 
 /* "name:key=value,..." with every parameter, choices by name. */
 void policy_params_format(const struct policy_entry *entry, const struct policy_params *p,
                           char *buf, size_t size);
+/* The parameters as a JSON object, values typed (a choice by name, a bool as
+ * a bool): given_only 0, every one in table order (what a run key hashes);
+ * 1, those the user or the per-model defaults gave, in that order (what a run
+ * stores).  NULL when out of memory. */
+cJSON *policy_params_json(const struct policy_params *p, int given_only);
 
 #endif

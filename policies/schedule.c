@@ -22,7 +22,7 @@ int policy_budget_check(const struct policy_ops *ops, const struct policy_params
     if (window >= 0 && budget <= window)
         return eb_fail(e, "budget %d must exceed the %d slots policy %s always keeps (window)",
                        budget, window, name);
-    if (ops && ops->check_budget && params && params->defs &&
+    if (ops && ops->check_budget && params && params->n > 0 &&
         ops->check_budget(params, budget, e))
         return eb_wrap(e, name);
     return 0;

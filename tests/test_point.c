@@ -81,7 +81,7 @@ static void test_typed_fields(void)
             /* every other parameter is the registry's default, typed */
             CHECK(p->params.n == rkv_def.n);
             for (int k = 0; k < p->params.n; k++)
-                if (strcmp(p->params.defs[k].key, "lambda"))
+                if (strcmp(p->params.def[k]->key, "lambda"))
                     CHECK(p->params.val[k] == rkv_def.val[k]);
         } else {
             n_skip++;

@@ -8,24 +8,12 @@
 #include <cjson/cJSON.h>
 
 #include "harness/exp/code_hash.h"
-#include "policies/policy_defaults.h"
 #include "harness/store/store.h"
 #include "policies/schedule.h"
 
 const char *point_grader(const struct point *p)
 {
     return p->data && p->data->grader ? p->data->grader : "math";
-}
-
-/* Parameter i of p as a JSON value of its type. */
-static cJSON *param_value(const struct policy_params *p, int i)
-{
-    const struct param_def *d = &p->defs[i];
-    char cb[64];
-    if (d->type == PARAM_CHOICE)
-        return cJSON_CreateString(policy_choice_name(d->choices, (int)p->val[i], cb, sizeof cb));
-    if (d->type == PARAM_BOOL) return cJSON_CreateBool(p->val[i] != 0);
-    return cJSON_CreateNumber(p->val[i]);
 }
 
 /* The budget, checked once, where the point is built (so `exp --dry-run` and
@@ -41,59 +29,35 @@ int point_store_budget(const struct point *p)
     return p->budget != POLICY_NO_BUDGET ? p->budget : STORE_NONE;
 }
 
-int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
+/* params_json, what the run stores: the values the config or spec and the
+ * per-model defaults gave, typed, in that order; then the budget check. */
+static int finish_policy(struct point *p, struct eb_err *e)
 {
-    char *in = params ? cJSON_PrintUnformatted(params) : strdup("{}");
-    if (!in) return eb_fail(e, "out of memory");
-    free(p->params_json);
-    p->params_json = NULL;
-    int rc = policy_defaults_apply_json(name, p->model, p->dataset, p->budget, in,
-                                        &p->params_json, e);
-    free(in);
-    if (rc) return -1;
-    cJSON *o = cJSON_Parse(p->params_json);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return eb_fail(e, "policy parameters are not a JSON object");
-    }
-    cJSON_DeleteItemFromObjectCaseSensitive(o, "name");
-    rc = cJSON_AddStringToObject(o, "name", name) ? policy_parse_json(o, &p->policy, &p->params, e)
-                                                  : eb_fail(e, "out of memory");
-    cJSON_Delete(o);
-    return rc ? rc : check_budget(p, e);
-}
-
-int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
-{
-    char *full = NULL;
-    if (policy_defaults_apply_spec(spec, p->model, p->dataset, p->budget, &full, e)) return -1;
-    int rc = policy_parse(full, &p->policy, &p->params, e);
-    /* params_json: the keys the spec (with its defaults) sets, typed by the registry */
-    cJSON *o = rc ? NULL : cJSON_CreateObject();
-    const char *colon = full ? strchr(full, ':') : NULL;
-    for (const char *kv = colon ? colon + 1 : NULL; o && kv && *kv;) {
-        size_t n = strcspn(kv, "="), len = strcspn(kv, ",");
-        char key[64];
-        snprintf(key, sizeof key, "%.*s", (int)(n < sizeof key ? n : sizeof key - 1), kv);
-        int i = policy_param_index(&p->params, key);
-        cJSON_DeleteItemFromObjectCaseSensitive(o, key);
-        if (i >= 0) cJSON_AddItemToObject(o, key, param_value(&p->params, i));
-        kv += len + (kv[len] == ',');
-    }
-    free(full);
-    if (rc) return -1;
+    cJSON *o = policy_params_json(&p->params, 1);
     free(p->params_json);
     p->params_json = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return p->params_json ? check_budget(p, e) : eb_fail(e, "out of memory");
 }
 
-/* Every resolved parameter as a JSON object: what the run key hashes. */
+int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
+{
+    struct policy_where at = {p->model, p->dataset, p->budget};
+    if (policy_resolve_named(name, params, &at, &p->policy, &p->params, e)) return -1;
+    return finish_policy(p, e);
+}
+
+int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
+{
+    struct policy_where at = {p->model, p->dataset, p->budget};
+    if (policy_resolve(spec, &at, &p->policy, &p->params, e)) return -1;
+    return finish_policy(p, e);
+}
+
+/* Every resolved parameter, typed, in table order: what the run key hashes. */
 static char *typed_params_json(const struct point *p)
 {
-    cJSON *o = cJSON_CreateObject();
-    for (int i = 0; o && i < p->params.n; i++)
-        cJSON_AddItemToObject(o, p->params.defs[i].key, param_value(&p->params, i));
+    cJSON *o = policy_params_json(&p->params, 0);
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
     cJSON_Delete(o);
     return s;

@@ -56,13 +56,14 @@ struct point {
 const char *point_grader(const struct point *p);
 
 /* Resolve policy name + params (a JSON object of the config's values, NULL:
- * {}) for p's model, dataset and budget: the per-model defaults added
- * (policies/policy_defaults.json), then parsed once by the registry into
- * p->policy and p->params; p->params_json keeps the JSON text. */
+ * {}) for p's model, dataset and budget into p->policy and p->params, once,
+ * by the registry (policy_resolve_named: the per-model defaults of
+ * policies/policy_defaults.json filled in), and check the budget.
+ * p->params_json: the given values, typed (policy_params_json). */
 int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e);
 
 /* The same from a command-line spec NAME[:key=value,...] (`run --policy`),
- * parsed by the registry (policy_parse), no JSON in between. */
+ * by policy_resolve: the same point as the config's. */
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e);
 /* The budget as the store records it: STORE_NONE for POLICY_NO_BUDGET. */
 int point_store_budget(const struct point *p);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "harness/exp/device.h"
-#include "policies/policy_defaults.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "model/unicode.h"
 #include "policies/steering.h"
@@ -225,13 +224,8 @@ int session_policy_resolve(const char *spec, const char *model, const char *data
                            int budget, int no_defaults, const struct policy_entry **entry,
                            struct policy_params *params, struct eb_err *e)
 {
-    char *full = NULL;
-    if (no_defaults) full = strdup(spec);
-    else if (policy_defaults_apply_spec(spec, model, dataset, budget, &full, e)) return -1;
-    if (!full) return eb_fail(e, "out of memory");
-    int rc = policy_parse(full, entry, params, e);
-    free(full);
-    return rc;
+    struct policy_where at = {model, dataset, budget};
+    return policy_resolve(spec, no_defaults ? NULL : &at, entry, params, e);
 }
 
 int policy_target_open(const struct policy_target *t, const struct policy_request *rq,
