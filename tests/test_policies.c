@@ -506,6 +506,29 @@ static void test_registry(void)
         CHECK_MSG(policy_parse_json(j, &en, &pp, &e) == -1, "%s accepted", bad[i]);
         cJSON_Delete(j);
     }
+    /* One parser: a value refused in a spec is refused in JSON with the same
+     * message, and an accepted one means the same. */
+    const char *same[][2] = {
+        {"rkv:window=8.5", "{\"name\": \"rkv\", \"window\": 8.5}"},
+        {"rkv:lambda=1.5", "{\"name\": \"rkv\", \"lambda\": 1.5}"},
+        {"rkv:gqa=min", "{\"name\": \"rkv\", \"gqa\": \"min\"}"},
+        {"rkv:rkv_batch0_bug=2", "{\"name\": \"rkv\", \"rkv_batch0_bug\": 2}"},
+        {"rkv:gqa=1", "{\"name\": \"rkv\", \"gqa\": 1}"},
+        {"rkv:lamda=0.1", "{\"name\": \"rkv\", \"lamda\": 0.1}"},
+        {"rkv:window=8,window=4", "{\"name\": \"rkv\", \"window\": 8, \"params\": {\"window\": 4}}"},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        struct eb_err e2 = {0};
+        j = cJSON_Parse(same[i][1]);
+        CHECK(policy_parse(same[i][0], &en, &pp, &e) == -1 &&
+              policy_parse_json(j, &en, &pp, &e2) == -1);
+        CHECK_MSG(!strcmp(e.msg, e2.msg), "'%s' vs '%s'", e.msg, e2.msg);
+        cJSON_Delete(j);
+    }
+    j = cJSON_Parse("{\"name\": \"rkv\", \"window\": 16, \"rkv_batch0_bug\": true, \"gqa\": \"mean\"}");
+    CHECK(policy_parse("rkv:window=16,rkv_batch0_bug=1,gqa=mean", &en, &again, &e) == 0 &&
+          policy_parse_json(j, &en, &pp, &e) == 0 && !memcmp(pp.val, again.val, sizeof pp.val));
+    cJSON_Delete(j);
 
     /* The baseline entries instantiate with their defaults (others, such as
      * the steering policies, also need a tokenizer); bad values are refused. */

@@ -1,6 +1,8 @@
-/* test_policy_defaults.c - per-model policy defaults (policies/policy_defaults.h):
+/* test_policy_defaults.c - per-model policy defaults (policies/policy_defaults.h)
+ * as the registry resolves them into typed parameters (policy_resolve*):
  * lookup by model, dataset family and budget, user and preset keys winning,
- * the typo guard, and the shipped policies/policy_defaults.json. */
+ * the typo guard, the file read once per process, and the shipped
+ * policies/policy_defaults.json. */
 #include "test.h"
 #include "test_util.h"
 
@@ -8,19 +10,20 @@
 #include <unistd.h>
 
 #include "policies/policy_defaults.h"
+#include "policies/registry.h"
 
 #define ENV "EVICTBENCH_POLICY_DEFAULTS"
 
 static char tmp_path[64];
 
-/* A defaults file holding json, named by the environment variable. */
+/* A defaults file holding json, named by the environment variable: a new
+ * file each time, as the process reads a file once. */
 static void use_defaults(const char *json)
 {
-    if (!tmp_path[0]) {
-        snprintf(tmp_path, sizeof tmp_path, "/tmp/eb_policy_defaults_XXXXXX");
-        int fd = mkstemp(tmp_path);
-        if (fd >= 0) close(fd);
-    }
+    if (tmp_path[0]) unlink(tmp_path);
+    snprintf(tmp_path, sizeof tmp_path, "/tmp/eb_policy_defaults_XXXXXX");
+    int fd = mkstemp(tmp_path);
+    if (fd >= 0) close(fd);
     FILE *f = fopen(tmp_path, "wb");
     if (f) {
         fputs(json, f);
@@ -37,20 +40,39 @@ static const char *TEST_FILE =
     "  \"gsm8k\": {\"tau\": 0.5},"
     "  \"code\": {\"tau\": 0.6}}}}";
 
-/* The parameters policy gets on model/dataset/budget from user params_json;
- * NULL on error (message printed). */
+/* The values policy gets on model/dataset/budget from user params_json
+ * (given_only: the user's and the defaults', as a run stores them); NULL on
+ * error (message printed). */
 static cJSON *resolve(const char *policy, const char *model, const char *dataset,
                       int64_t budget, const char *params_json)
 {
-    char *out = NULL;
     struct eb_err e = {0};
-    if (policy_defaults_apply_json(policy, model, dataset, budget, params_json, &out, &e)) {
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct policy_where at = {model, dataset, budget};
+    cJSON *user = cJSON_Parse(params_json);
+    int rc = policy_resolve_named(policy, user, &at, &en, &pp, &e);
+    cJSON_Delete(user);
+    if (rc) {
         fprintf(stderr, "  %s\n", e.msg);
         return NULL;
     }
-    cJSON *j = cJSON_Parse(out);
-    free(out);
-    return j;
+    return policy_params_json(&pp, 1);
+}
+
+/* The same for a spec, as JSON text (malloc'd), or the error message. */
+static char *resolve_spec(const char *spec, const char *model, const char *dataset,
+                          int64_t budget)
+{
+    struct eb_err e = {0};
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct policy_where at = {model, dataset, budget};
+    if (policy_resolve(spec, &at, &en, &pp, &e)) return strdup(e.msg);
+    cJSON *j = policy_params_json(&pp, 1);
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return s;
 }
 
 static double num(const cJSON *o, const char *key)
@@ -97,7 +119,7 @@ static void test_user_wins(void)
     cJSON_Delete(j);
     /* keys under "params" count as set too */
     j = resolve("skipkv", "m-test", "math500", 200, "{\"params\": {\"tau\": 0.7}}");
-    CHECK(j && !has(j, "tau") && num(j, "layer") == 7);
+    CHECK(j && num(j, "tau") == 0.7 && num(j, "layer") == 7);
     CHECK(parses("skipkv", j));
     cJSON_Delete(j);
 }
@@ -183,17 +205,30 @@ static void test_policy_tables(void)
     j = resolve("seal-static", "m-test", "aime24", 200, "{}");
     CHECK(j && !has(j, "gamma") && num(j, "layer") == 9);
     cJSON_Delete(j);
-    /* other policies, unknown names and unknown models: unchanged */
-    const char *unchanged[][2] = {{"rkv", "m-test"}, {"fullkv", "m-test"}, {"nope", "m-test"},
+    /* other policies and unknown models: nothing added */
+    const char *unchanged[][2] = {{"rkv", "m-test"}, {"fullkv", "m-test"},
                                   {"skipkv", "other-model"}, {"skipkv", NULL}};
     for (size_t i = 0; i < sizeof unchanged / sizeof unchanged[0]; i++) {
-        char *out = NULL;
-        struct eb_err e = {0};
-        CHECK(policy_defaults_apply_json(unchanged[i][0], unchanged[i][1], "math500", 200,
-                                         "{\"x\":1}", &out, &e) == 0);
-        CHECK_STR(out, "{\"x\":1}");
-        free(out);
+        j = resolve(unchanged[i][0], unchanged[i][1], "math500", 200, "{}");
+        CHECK_MSG(j && cJSON_GetArraySize(j) == 0, "%s on %s", unchanged[i][0],
+                  unchanged[i][1] ? unchanged[i][1] : "(none)");
+        cJSON_Delete(j);
     }
+    /* an unknown name is the registry's error, defaults or not */
+    CHECK(resolve("nope", "m-test", "math500", 200, "{}") == NULL);
+    /* where each value came from */
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct eb_err e = {0};
+    struct policy_where at = {"m-test", "aime24", 200};
+    CHECK(policy_resolve("seal-static:tau=0.5", &at, &en, &pp, &e) == 0);
+    CHECK(pp.from[policy_param_index(&pp, "tau")] == PARAM_FROM_USER);
+    CHECK(pp.from[policy_param_index(&pp, "gamma")] == PARAM_FROM_PRESET);
+    CHECK(pp.from[policy_param_index(&pp, "layer")] == PARAM_FROM_DEFAULTS);
+    CHECK(pp.from[policy_param_index(&pp, "lambda")] == PARAM_FROM_TABLE);
+    CHECK(pp.given[policy_param_index(&pp, "tau")] == 1 &&
+          pp.given[policy_param_index(&pp, "layer")] == 2 &&
+          pp.given[policy_param_index(&pp, "gamma")] == 0);
 }
 
 static void test_model_key(void)
@@ -220,45 +255,69 @@ static void test_model_key(void)
 static void test_spec(void)
 {
     use_defaults(TEST_FILE);
-    char *out = NULL;
-    struct eb_err e = {0};
-    CHECK(policy_defaults_apply_spec("skipkv:tau=0.5", "m-test", "math500", 200, &out, &e) == 0);
-    CHECK_STR(out, "skipkv:tau=0.5,layer=7,split=pairs,alpha0=-1");
-    const struct policy_entry *en;
-    struct policy_params pp;
-    CHECK_MSG(out && policy_parse(out, &en, &pp, &e) == 0, "%s", e.msg);
-    CHECK(out && policy_param(&pp, "tau") == 0.5 && policy_param_int(&pp, "layer") == 7 &&
-          policy_param_int(&pp, "split") == 1 && policy_param(&pp, "alpha0") == -1.0);
-    free(out);
-    CHECK(policy_defaults_apply_spec("seal", "m-test", NULL, 0, &out, &e) == 0);
-    CHECK_STR(out, "seal:layer=7,split=pairs");
-    free(out);
-    CHECK(policy_defaults_apply_spec("seal:layer=4", "m-test", NULL, 0, &out, &e) == 0);
-    CHECK_STR(out, "seal:layer=4,split=pairs");
-    free(out);
-    CHECK(policy_defaults_apply_spec("skipkv", "m-test", "aime24", 120, &out, &e) == 0);
-    CHECK_STR(out, "skipkv:layer=9,split=pairs,gamma=0.05");
-    free(out);
-    /* unknown names and other policies pass through for policy_parse to judge */
-    const char *same[] = {"lru", "rkv:lamda=0.1", "fullkv", "seal:"};
-    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
-        CHECK(policy_defaults_apply_spec(same[i], "m-test", NULL, 64, &out, &e) == 0);
-        CHECK_STR(out, same[i]);
+    const char *cases[][4] = {
+        /* spec, dataset, budget, the values given (user's, then defaults') */
+        {"skipkv:tau=0.5", "math500", "200", "{\"tau\":0.5,\"layer\":7,\"split\":\"pairs\",\"alpha0\":-1}"},
+        {"seal", NULL, "0", "{\"layer\":7,\"split\":\"pairs\"}"},
+        {"seal:layer=4", NULL, "0", "{\"layer\":4,\"split\":\"pairs\"}"},
+        {"skipkv", "aime24", "120", "{\"layer\":9,\"split\":\"pairs\",\"gamma\":0.05}"},
+        {"fullkv", NULL, "64", "{}"},
+        /* errors are the registry's, with or without defaults */
+        {"lru", NULL, "64", "policy: unknown policy 'lru' (known: fullkv, "},
+        {"rkv:lamda=0.1", NULL, "64", "policy rkv: unknown parameter 'lamda' (valid: lambda, "},
+        {"seal:", NULL, "64", "policy seal: nothing after ':'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = resolve_spec(cases[i][0], "m-test", cases[i][1], atoi(cases[i][2]));
+        CHECK_MSG(out && !strncmp(out, cases[i][3], strlen(cases[i][3])), "%s: %s",
+                  cases[i][0], out ? out : "(null)");
         free(out);
-        out = NULL;
     }
+    /* the spec and the config form resolve to the same values */
+    const struct policy_entry *en;
+    struct policy_params a, b;
+    struct eb_err e = {0};
+    struct policy_where at = {"m-test", "math500", 200};
+    cJSON *o = cJSON_Parse("{\"tau\": 0.5}");
+    CHECK(policy_resolve("skipkv:tau=0.5", &at, &en, &a, &e) == 0 &&
+          policy_resolve_named("skipkv", o, &at, &en, &b, &e) == 0 &&
+          !memcmp(a.val, b.val, sizeof a.val) && !memcmp(a.given, b.given, sizeof a.given));
+    cJSON_Delete(o);
+}
+
+/* The file is read once per process: rewriting it in place changes nothing
+ * for this process; another file (EVICTBENCH_POLICY_DEFAULTS) is read. */
+static void test_read_once(void)
+{
+    use_defaults(TEST_FILE);
+    cJSON *j = resolve("seal", "m-test", NULL, 0, "{}");
+    CHECK(j && num(j, "layer") == 7);
+    cJSON_Delete(j);
+    FILE *f = fopen(tmp_path, "wb");
+    if (f) {
+        fputs("{\"policies\": [\"seal\"], \"models\": {\"m-test\": {\"layer\": 8}}}", f);
+        fclose(f);
+    }
+    j = resolve("seal", "m-test", NULL, 0, "{}");
+    CHECK(j && num(j, "layer") == 7);
+    cJSON_Delete(j);
+    use_defaults("{\"policies\": [\"seal\"], \"models\": {\"m-test\": {\"layer\": 8}}}");
+    j = resolve("seal", "m-test", NULL, 0, "{}");
+    CHECK(j && num(j, "layer") == 8);
+    cJSON_Delete(j);
 }
 
 /* A bad file fails with its path and the JSON path of what is wrong. */
 static void expect_error(const char *json, const char *want)
 {
     use_defaults(json);
-    char *out = NULL;
+    const struct policy_entry *en;
+    struct policy_params pp;
     struct eb_err e = {0};
-    int rc = policy_defaults_apply_json("rkv", "m-test", "math500", 200, "{}", &out, &e);
+    struct policy_where at = {"m-test", "math500", 200};
+    int rc = policy_resolve("rkv", &at, &en, &pp, &e);
     CHECK_MSG(rc == -1 && strstr(e.msg, tmp_path) && strstr(e.msg, want),
               "want an error with '%s', got rc %d: %s", want, rc, e.msg);
-    free(out);
 }
 
 static void test_malformed(void)
@@ -287,16 +346,15 @@ static void test_malformed(void)
 static void test_missing_file(void)
 {
     setenv(ENV, "/nonexistent/policy_defaults.json", 1);
-    char *out = NULL;
-    struct eb_err e = {0};
-    CHECK(policy_defaults_apply_json("skipkv", "deepseek-r1-distill-qwen-7b", "math500", 768,
-                                     "{\"lambda\":0.2}", &out, &e) == 0);
-    CHECK_STR(out, "{\"lambda\":0.2}");
-    free(out);
-    CHECK(policy_defaults_apply_spec("skipkv", "deepseek-r1-distill-qwen-7b", NULL, 768, &out,
-                                     &e) == 0);
-    CHECK_STR(out, "skipkv");
-    free(out);
+    cJSON *j = resolve("skipkv", "deepseek-r1-distill-qwen-7b", "math500", 768,
+                       "{\"lambda\":0.2}");
+    char *s = j ? cJSON_PrintUnformatted(j) : NULL;
+    CHECK_STR(s, "{\"lambda\":0.2}");
+    free(s);
+    cJSON_Delete(j);
+    s = resolve_spec("skipkv", "deepseek-r1-distill-qwen-7b", NULL, 768);
+    CHECK_STR(s, "{}");
+    free(s);
     char path[256];
     CHECK(policy_defaults_path(path, sizeof path) == -1);
 }
@@ -371,6 +429,7 @@ int main(void)
     RUN(test_policy_tables);
     RUN(test_model_key);
     RUN(test_spec);
+    RUN(test_read_once);
     RUN(test_malformed);
     RUN(test_missing_file);
     RUN(test_shipped);
