@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "policies.h"
-#include "select.h"
+#include "select_params.h"
 
 /* ---- h2o (accumulated) ---- */
 
@@ -203,12 +203,8 @@ static int h2o_rkv_create(const struct policy_params *p, const struct policy_mod
         .kernel = 1,
         .pool = SCORE_POOL_MAX,
     };
-    s->sc = (struct scorer){
-        .score = h2o_rkv_score, .per_layer = 1, .use_pads = 1, .pad_score = PAD_SCORE,
-        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
-        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
-        .dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32,
-    };
+    select_params_scorer(p, h2o_rkv_score, &s->sc);
+    s->sc.per_layer = 1;
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = 1, .window = 1,
                                  .schedule = POLICY_DIVIDE,
                                  .divide_length = policy_param_int(p, "divide_length"),

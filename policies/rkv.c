@@ -17,7 +17,7 @@
 #include "rkv.h"
 
 #include "policies.h"
-#include "select.h"
+#include "select_params.h"
 
 const struct param_def rkv_params[] = {
     {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy"},
@@ -30,15 +30,7 @@ const struct param_def rkv_params[] = {
      "reference quirk: a key with no similar key zeroes column 0 of its row"},
     {"rkv_batch0_bug", PARAM_BOOL, 0, 0, 1, NULL,
      "reuse the first live sequence's redundancy for every sequence (released code's bug)"},
-    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
-    {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
-     "kept slots in top-k score order (released code) or by position"},
-    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
-     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
-    {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
-     "released: the step counter runs on across samples as in R-KV's modeling.py (a later "
-     "prompt is compressed at prefill only if the count left is divisible)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},  /* then the selector's: select_params.h */
 };
 
 /* A sequence's last redundancy vectors (kept for rkv_batch0_bug only). */
@@ -122,28 +114,15 @@ static int rkv_create(const struct policy_params *p, const struct policy_model *
     if (rkv_opts_from_params(p, policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
                              dtype, &o, e))
         return -1;
+    if (select_params_info(p, o.imp.window, POLICY_DIVIDE, info, e)) return -1;
     struct rkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
     s->o = o;
     s->threshold = (float)policy_param(p, "threshold");
     s->quirk = policy_param_int(p, "no_match_zero_col0");
     s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
-    s->sc = (struct scorer){
-        .score = rkv_scorer, .use_pads = 1, .pad_score = PAD_SCORE, .dtype = dtype,
-        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
-        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
-    };
+    select_params_scorer(p, rkv_scorer, &s->sc);
     s->m = *m;
-    *info = (struct policy_info){
-        .needs = POLICY_NEED_RECENT_Q,
-        .q_window = o.imp.window,
-        .window = o.imp.window,
-        .schedule = POLICY_DIVIDE,
-        .divide_length = policy_param_int(p, "divide_length"),
-        /* compat=released: modeling.py's `self.length` is never reset */
-        .divide_carry_flag = policy_param_int(p, "compat") == 1,
-        .divide_carry_count = policy_param_int(p, "compat") == 1,
-    };
     *self = s;
     return 0;
 }
@@ -246,4 +225,5 @@ const struct policy_ops rkv_ops = {
     .begin_sequence = rkv_begin,
     .end_sequence = rkv_end,
     .select = rkv_select,
+    .shared_params = select_params,
 };
