@@ -8,8 +8,9 @@
  * weight mode.  Nothing downstream re-parses them: the runner opens the
  * policy from point.policy + point.params, and the run key hashes these
  * fields (point_run_key) plus the dataset slice's content hash and the code
- * hash.  params_json is the same parameters as JSON text, kept only to be
- * stored (runs.params_json, for SQL) and shown in labels. */
+ * hash.  params_json is the values the config (or spec) and the per-model
+ * defaults gave, typed, as JSON text written once from point.params, kept
+ * only to be stored (runs.params_json, for SQL) and shown in labels. */
 #ifndef EB_POINT_H
 #define EB_POINT_H
 
