@@ -118,6 +118,10 @@ struct attn_args {
 
 struct kv_table; /* backend private */
 
+/* kv_table_bind's result when memory (host or device) ran out: the caller
+ * reports an out-of-memory (EB_ERR_NOMEM, a point's 'oom'), not a failure. */
+enum { KV_TABLE_NOMEM = -2 };
+
 /* A sequence's cache, as kv_table_bind reads it (host struct; buffers are
  * backend memory, lengths and flags host memory, copied by the call). */
 struct kv_seq_desc {
@@ -310,7 +314,9 @@ struct backend {
     struct kv_table *(*kv_table_create)(struct backend *be, int max_seqs, int n_layer, int n_kv,
                                         int n_head, int head_dim);
     void (*kv_table_free)(struct backend *be, struct kv_table *t);
-    /* Slot `slot` now describes d (pointers, lengths, pad flags copied). */
+    /* Slot `slot` now describes d (pointers, lengths, pad flags copied).
+     * KV_TABLE_NOMEM when memory for it ran out, -1 on bad arguments or any
+     * other failure; after either, bind the slot again before a step uses it. */
     int (*kv_table_bind)(struct backend *be, struct kv_table *t, int slot,
                          const struct kv_seq_desc *d);
     /* The slots of the next forward pass, in batch order (rows ascend with
@@ -349,7 +355,9 @@ unsigned long long backend_count_calls(const struct backend *be);
 
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.
  * Quantized matmul picks AVX-512 / AVX2 / scalar kernels from CPUID;
- * EVICTBENCH_CPU_SIMD=scalar (or avx2) in the environment caps the choice. */
+ * EVICTBENCH_CPU_SIMD=scalar (or avx2) in the environment caps the choice.
+ * For tests, EVICTBENCH_CPU_FAIL_BIND=N (N >= 1) makes the backend's Nth
+ * kv_table_bind fail as if its allocation failed (KV_TABLE_NOMEM). */
 struct backend *backend_cpu_create(int n_threads);
 
 #endif

@@ -206,7 +206,11 @@ static int sync_slots(struct forward *f, const struct fwd_batch *b, struct eb_er
         struct kv_seq_desc d;
         kvcache_describe(kc, &d);
         f->bound[s] = NULL;
-        if (be->kv_table_bind(be, f->tab, s, &d))
+        int rc = be->kv_table_bind(be, f->tab, s, &d);
+        if (rc == KV_TABLE_NOMEM)
+            return eb_fail_nomem(e, "forward: out of memory binding the cache of sequence %d "
+                                    "to the %s backend's KV table", b->seqs[s].id, be->name);
+        if (rc)
             return eb_fail(e, "forward: the %s backend cannot hold the cache of sequence %d",
                            be->name, b->seqs[s].id);
         f->bound[s] = kc;

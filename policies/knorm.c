@@ -1,7 +1,9 @@
 /* knorm.c - KNorm (Devoto et al., 2024): keep the keys of lowest L2 norm, no
  * window.  NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05:
  * kvpress/presses/knorm_press.py (score = -|k|), scorer_press.py (topk),
- * decoding_press.py (every compression_interval steps: divide_length). */
+ * decoding_press.py (DecodingPress: no compression at the prompt; every
+ * compression_interval-th decoding forward, here divide_length, compresses
+ * to target_size, here the budget: divide_decode_only). */
 #include "policies.h"
 #include "select.h"
 
@@ -22,7 +24,9 @@ static int knorm_create(const struct policy_params *p, const struct policy_model
                         struct policy_info *info, struct eb_err *e)
 {
     (void)m;
-    return scored_policy_create(&knorm_scorer, 0, 0, p, self, info, e);
+    if (scored_policy_create(&knorm_scorer, 0, 0, p, self, info, e)) return -1;
+    info->divide_decode_only = 1;
+    return 0;
 }
 
 const struct policy_ops knorm_ops = {.name = "knorm", .create = knorm_create,

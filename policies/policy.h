@@ -52,6 +52,10 @@ struct policy_info {
     int divide_carry_flag;   /* a prefill selects only if the previous sequence's last
                                 forward left the count divisible (the first one always) */
     int divide_carry_count;  /* the count runs on across sequences instead of restarting */
+    /* POLICY_DIVIDE as kvpress's DecodingPress counts (knorm, tova): the
+     * prompt's forward never selects, and every divide_length-th forward after
+     * it does (the count starts at the prompt's end; policies/schedule.h). */
+    int divide_decode_only;
 };
 
 struct tokenizer;

@@ -71,6 +71,7 @@ void sched_run_init(struct sched_run *r, const struct policy_info *in)
     if (in->schedule == POLICY_DIVIDE) {
         r->carry_flag = in->divide_carry_flag || in->divide_carry_count;
         r->carry_count = in->divide_carry_count;
+        r->decode_only = in->divide_decode_only;
     }
 }
 
@@ -82,7 +83,7 @@ int sched_begin(struct sched_run *r, struct sched_seq *s, const char *policy, st
                           "to the next, as the released scripts run them (eval_batch_size 1); "
                           "run one sequence at a time (batch size 1)", policy);
     s->count0 = r->carry_count ? r->count : 0;
-    s->prefill_selects = !r->carry_flag || r->n_begun == 0 || r->flag;
+    s->prefill_selects = !r->decode_only && (!r->carry_flag || r->n_begun == 0 || r->flag);
     s->live = 1;
     r->n_begun++;
     r->n_live++;
@@ -92,7 +93,9 @@ int sched_begin(struct sched_run *r, struct sched_seq *s, const char *policy, st
 int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, int at_prefill)
 {
     s->processed = processed;
+    if (at_prefill) s->prompt_processed = processed;
     if (at_prefill && r->info.schedule == POLICY_DIVIDE) return s->prefill_selects;
+    if (r->decode_only) return (processed - s->prompt_processed) % r->divide == 0;
     return policy_compresses_at(&r->info, at_prefill, s->count0 + processed);
 }
 
@@ -100,6 +103,11 @@ int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, lon
 {
     switch (r->info.schedule) {
     case POLICY_DIVIDE:
+        if (r->decode_only) {
+            /* called before sched_step at the prompt's forward: then it is this one */
+            long prompt = s->prompt_processed > 0 ? s->prompt_processed : processed;
+            return (processed + 1 - prompt) % r->divide == 0;
+        }
         return (s->count0 + processed) % r->divide == 0;
     case POLICY_EVERY_STEP:
         return 1;
@@ -120,5 +128,5 @@ void sched_end(struct sched_run *r, struct sched_seq *s)
 
 int sched_slot_limit(const struct sched_run *r, int budget)
 {
-    return r->carry_flag ? 0 : policy_slot_limit(&r->info, budget);
+    return r->carry_flag || r->decode_only ? 0 : policy_slot_limit(&r->info, budget);
 }

@@ -27,7 +27,8 @@ int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
  * at_prefill: that forward was the prompt's.  POLICY_DIVIDE follows the
  * reference: it sets its flag when the token count is divisible by
  * divide_length and compresses in the next forward, the one that processed
- * token n_seen = count + 1. */
+ * token n_seen = count + 1.  (divide_decode_only counts from the prompt's
+ * end, which this cannot know: sched_step applies it.) */
 int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_seen);
 
 /* Most slots a head can hold once the prompt is in, for a budget: each
@@ -50,13 +51,17 @@ int policy_slot_limit(const struct policy_info *in, int budget);
  * modeling.py never resets `self.length`; SkipKV's reset_for_new_sample
  * does, but not the flag).  Carrying needs the sequences one after another,
  * as the released scripts run them with eval_batch_size 1: a sequence that
- * begins while another is live is an error.  The glue (harness/exp) holds
- * these structs; the functions are plain arithmetic on them. */
+ * begins while another is live is an error.  With divide_decode_only
+ * (kvpress's DecodingPress: decoding_press.py forward_hook) the prompt's
+ * forward neither selects nor counts, and the forward that ends decoding step
+ * m (m = tokens processed since the prompt) selects when m is a multiple of
+ * divide_length.  The glue (harness/exp) holds these structs; the functions
+ * are plain arithmetic on them. */
 
 /* Across the sequences of one policy instance. */
 struct sched_run {
     struct policy_info info;
-    int divide, carry_flag, carry_count;
+    int divide, carry_flag, carry_count, decode_only;
     long count;              /* carry_count: tokens processed by the finished sequences */
     int flag;                /* carry_flag: the last finished sequence left the count divisible */
     int n_begun, n_live;
@@ -66,6 +71,7 @@ struct sched_run {
 struct sched_seq {
     long count0;             /* the count when it began (0 unless carry_count) */
     long processed;          /* tokens its forwards processed so far, left pads included */
+    long prompt_processed;   /* of them, by the prompt's forward (decode_only) */
     int prefill_selects;
     int live;
 };
@@ -81,8 +87,8 @@ int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, i
 int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, long processed);
 /* The sequence finished. */
 void sched_end(struct sched_run *r, struct sched_seq *s);
-/* policy_slot_limit for this run: no bound where a carried flag may leave a
- * prompt uncompressed. */
+/* policy_slot_limit for this run: no bound where a carried flag or
+ * decode_only may leave a prompt uncompressed. */
 int sched_slot_limit(const struct sched_run *r, int budget);
 
 #endif

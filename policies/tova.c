@@ -3,7 +3,10 @@
  * NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05:
  * kvpress/presses/tova_press.py (softmax over all keys, mean over heads, the
  * last key padded with max + 1), snapkv_press.py (compute_window_attention,
- * window 1), scorer_press.py (topk), decoding_press.py (divide_length). */
+ * window 1: the current token's query), scorer_press.py (topk),
+ * decoding_press.py (DecodingPress: no compression at the prompt; every
+ * compression_interval-th decoding forward, here divide_length:
+ * divide_decode_only). */
 #include "policies.h"
 #include "select.h"
 
@@ -22,7 +25,9 @@ static int tova_create(const struct policy_params *p, const struct policy_model 
                        struct policy_info *info, struct eb_err *e)
 {
     (void)m;
-    return scored_policy_create(&tova_scorer, 1, POLICY_NEED_RECENT_Q, p, self, info, e);
+    if (scored_policy_create(&tova_scorer, 1, POLICY_NEED_RECENT_Q, p, self, info, e)) return -1;
+    info->divide_decode_only = 1;
+    return 0;
 }
 
 const struct policy_ops tova_ops = {.name = "tova", .create = tova_create,

@@ -10,7 +10,8 @@
  *   swiglu, add  |y - ref| <= 1e-5 * (1 + |ref|)
  *   embed/gather exact
  *   attention    |out - ref| <= 1e-5 (values in [-1, 1]); probs within 1e-6,
- *                exactly 0 where masked, and summing to 1 within 1e-5 */
+ *                exactly 0 where masked, and summing to 1 within 1e-5; a NaN
+ *                (or +inf) logit gives a NaN row, as torch's softmax */
 #include "test.h"
 
 #include "kernels/backend.h"
@@ -475,6 +476,144 @@ static void test_attention_mask(void)
     check_attention_masked(2, 1, 16, 6, CAP, len1, 1, mask1);
 }
 
+/* ---- NaN: the reference softmax (torch) propagates it ---- */
+
+/* One attention call on host arrays through the global backend: out[qn]
+ * and probs[n_head * n_new * cap] (malloc'd). */
+static void run_attention(const float *q, const float *k, const float *v, const int *kv_len,
+                          const unsigned char *mask, int n_head, int n_kv, int hd, int n_new,
+                          int cap, float **out, float **probs)
+{
+    size_t qn = (size_t)n_new * n_head * hd, cn = (size_t)n_kv * cap * hd;
+    size_t pn = (size_t)n_head * n_new * cap;
+    float *dq = to_be(q, qn), *dk = to_be(k, cn), *dv = to_be(v, cn);
+    float *dout = be->alloc(be, qn), *dp = be->alloc(be, pn);
+    struct attn_args a = {
+        .out = dout, .q = dq, .k_cache = dk, .v_cache = dv, .cap = cap, .n_head = n_head,
+        .n_kv = n_kv, .head_dim = hd, .n_new = n_new, .kv_len = kv_len,
+        .scale = 1.0f / sqrtf((float)hd), .probs = dp, .slot_mask = mask,
+    };
+    be->attention(be, &a);
+    *out = from_be(dout, qn);
+    *probs = from_be(dp, pn);
+    be->free(be, dq);
+    be->free(be, dk);
+    be->free(be, dv);
+    be->free(be, dout);
+    be->free(be, dp);
+}
+
+/* Rows of (query t, head h): nan_row[t * n_head + h] says whether torch's
+ * softmax makes it NaN.  A NaN row: every output NaN, its visible unmasked
+ * probabilities NaN and the rest 0.  Any other row: bit for bit the clean
+ * run's (the poison changes nothing it does not reach).  Counts mismatches. */
+static int nan_rows_ok(const float *out, const float *probs, const float *out0,
+                       const float *probs0, const char *nan_row, const int *kv_len,
+                       const unsigned char *mask, int n_head, int n_kv, int hd, int n_new,
+                       int cap)
+{
+    int bad = 0;
+    for (int t = 0; t < n_new; t++)
+        for (int h = 0; h < n_head; h++) {
+            int g = h / (n_head / n_kv), n_vis = kv_len[g] - n_new + t + 1;
+            const float *o = out + ((size_t)t * n_head + h) * hd;
+            const float *o0 = out0 + ((size_t)t * n_head + h) * hd;
+            const float *p = probs + ((size_t)h * n_new + t) * cap;
+            const float *p0 = probs0 + ((size_t)h * n_new + t) * cap;
+            if (!nan_row[t * n_head + h]) {
+                bad += memcmp(o, o0, (size_t)hd * sizeof *o) != 0;
+                bad += memcmp(p, p0, (size_t)cap * sizeof *p) != 0;
+                continue;
+            }
+            for (int d = 0; d < hd; d++) bad += !isnan(o[d]);
+            for (int j = 0; j < cap; j++) {
+                int live = j < n_vis && !(mask && mask[(size_t)g * cap + j]);
+                bad += live ? !isnan(p[j]) : p[j] != 0.0f;
+            }
+        }
+    return bad;
+}
+
+/* A NaN in q or k, or a +inf in q, among the keys a query row sees, makes
+ * that row NaN (torch: softmax over a NaN logit, or exp(inf - inf)); masked
+ * slots take no part even when NaN, and a row that sees only masked slots
+ * still outputs zeros.  Three blocks of keys (the merge of partials), one
+ * thread and three (blocks split over threads), AVX2 and scalar. */
+static void test_attention_nan(void)
+{
+    enum { NH = 4, NKV = 2, HD = 32, NN = 3, CAP = 300 };
+    int kv_len[NKV] = {CAP, 260};
+    size_t qn = (size_t)NN * NH * HD, cn = (size_t)NKV * CAP * HD;
+    float *q0 = rand_host(qn, 1.0), *k0 = rand_host(cn, 1.0), *v = rand_host(cn, 1.0);
+    float *q = malloc(qn * sizeof *q), *k = malloc(cn * sizeof *k);
+    unsigned char mask[NKV * CAP] = {0};
+    mask[10] = 1;                           /* kv head 0, slot 10: masked, its key NaN below */
+    memcpy(q, q0, qn * sizeof *q);
+    memcpy(k, k0, cn * sizeof *k);
+    q[((size_t)1 * NH + 0) * HD + 5] = NAN;         /* query 1, head 0 */
+    q[((size_t)0 * NH + 1) * HD + 7] = INFINITY;    /* query 0, head 1: +inf logits */
+    k[((size_t)0 * CAP + 10) * HD + 2] = NAN;       /* masked: no effect */
+    k[((size_t)0 * CAP + 299) * HD + 3] = NAN;      /* kv head 0's last slot: query 2 only */
+    k[((size_t)1 * CAP + 200) * HD + 0] = NAN;      /* kv head 1, second block: every query */
+    char nan_row[NN * NH] = {0};
+    nan_row[1 * NH + 0] = nan_row[0 * NH + 1] = 1;
+    nan_row[2 * NH + 0] = nan_row[2 * NH + 1] = 1;
+    for (int t = 0; t < NN; t++) nan_row[t * NH + 2] = nan_row[t * NH + 3] = 1;
+
+    /* prefill of 8 where kv head 0's first 4 slots are masked NaN keys: its
+     * queries 0..3 see only them (zeros), the later ones are clean */
+    enum { PN = 8 };
+    int plen[1] = {PN};
+    float *pq = rand_host((size_t)PN * 2 * HD, 1.0), *pk0 = rand_host((size_t)PN * HD, 1.0);
+    float *pv = rand_host((size_t)PN * HD, 1.0), *pk = malloc((size_t)PN * HD * sizeof *pk);
+    unsigned char pmask[PN] = {1, 1, 1, 1, 0, 0, 0, 0};
+    memcpy(pk, pk0, (size_t)PN * HD * sizeof *pk);
+    for (int j = 0; j < 4; j++) pk[(size_t)j * HD + 1] = NAN;
+    char none[PN * 2] = {0};
+
+    struct backend *saved = be;
+    const char *simd[2] = {NULL, "scalar"};
+    for (int si = 0; si < 2; si++)
+        for (int nt = 1; nt <= 3; nt += 2) {
+            if (simd[si]) setenv("EVICTBENCH_CPU_SIMD", simd[si], 1);
+            be = backend_cpu_create(nt);
+            if (simd[si]) unsetenv("EVICTBENCH_CPU_SIMD");
+            CHECK(be != NULL);
+            if (!be) break;
+            float *o0, *p0, *o, *p;
+            run_attention(q0, k0, v, kv_len, mask, NH, NKV, HD, NN, CAP, &o0, &p0);
+            run_attention(q, k, v, kv_len, mask, NH, NKV, HD, NN, CAP, &o, &p);
+            int bad = nan_rows_ok(o, p, o0, p0, nan_row, kv_len, mask, NH, NKV, HD, NN, CAP);
+            CHECK_MSG(bad == 0, "%s, %d threads: %d values wrong", simd[si] ? simd[si] : "auto",
+                      nt, bad);
+            free(o0);
+            free(p0);
+            free(o);
+            free(p);
+            run_attention(pq, pk0, pv, plen, pmask, 2, 1, HD, PN, PN, &o0, &p0);
+            run_attention(pq, pk, pv, plen, pmask, 2, 1, HD, PN, PN, &o, &p);
+            bad = nan_rows_ok(o, p, o0, p0, none, plen, pmask, 2, 1, HD, PN, PN);
+            for (size_t i = 0; i < (size_t)4 * 2 * HD; i++) bad += o[i] != 0.0f;
+            CHECK_MSG(bad == 0, "%s, %d threads: masked NaN keys: %d values wrong",
+                      simd[si] ? simd[si] : "auto", nt, bad);
+            free(o0);
+            free(p0);
+            free(o);
+            free(p);
+            be->destroy(be);
+        }
+    be = saved;
+    free(q0);
+    free(k0);
+    free(v);
+    free(q);
+    free(k);
+    free(pq);
+    free(pk0);
+    free(pv);
+    free(pk);
+}
+
 /* The output must not depend on whether probabilities are requested, nor on
  * the thread count (each (head, query) is computed by one thread, in order). */
 static void test_attention_deterministic(void)
@@ -539,6 +678,7 @@ int main(void)
     RUN(test_attention_prefill);
     RUN(test_attention_mask);
     RUN(test_attention_deterministic);
+    RUN(test_attention_nan);
     be->destroy(be);
     return test_summary("kernels");
 }

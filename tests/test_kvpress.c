@@ -1,10 +1,23 @@
 /* test_kvpress.c - KNorm and TOVA against tools/golden/kvpress_ref.py (a numpy
- * transcription of NVIDIA/kvpress @ 8bb29b9): the exact keep-set of every
- * (layer, kv head), heads under the budget left whole; plus the registry rows. */
+ * transcription of NVIDIA/kvpress @ 8bb29b9):
+ *   - one select: the exact keep-set of every (layer, kv head), heads under
+ *     the budget left whole;
+ *   - whole generations on DecodingPress's schedule (no compression at the
+ *     prompt, then every interval-th decoding forward), replayed through the
+ *     glue's schedule by tests/replay.h: the cache after every compression,
+ *     slot for slot (ours in position order; the sets are kvpress's, whose
+ *     cache is in top-k order), GQA, and a case of exactly equal scores at
+ *     the top-k cut;
+ *   - the registry rows. */
 #include "kernels/backend.h"
 #include "policies/registry.h"
 #include "test.h"
 #include "test_util.h"
+
+#include "replay.h"
+
+#define GEN_JSON FIXTURE("policies/kvpress_gen.json")
+#define GEN_BIN FIXTURE("policies/kvpress_gen.bin")
 
 enum { CAP = 64 };
 
@@ -93,6 +106,70 @@ static void test_golden(void)
     be->destroy(be);
 }
 
+/* One run of kvpress_gen.json: the policy with the set's interval as its
+ * divide_length, one sequence, every compression compared. */
+static void run_generation(struct backend *be, const cJSON *set, const cJSON *run,
+                           const float *blob, int *n_steps, int *n_heads, int *n_skipped)
+{
+    struct replay_ctx r = {
+        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
+        .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"),
+        .nkv = json_int(set, "n_kv"), .hd = json_int(set, "head_dim"),
+        .total = json_int(set, "total"), .prompt = json_int(set, "prompt"),
+        .budget = json_int(set, "budget"),
+    };
+    r.q = blob + json_int(set, "q");
+    r.k = blob + json_int(set, "k");
+    char spec[96];
+    snprintf(spec, sizeof spec, "%s:divide_length=%d",
+             cJSON_GetObjectItem(run, "policy")->valuestring, json_int(set, "interval"));
+    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(policy_create(spec, &pm, &p, &e) == 0, "%s: %s", spec, e.msg);
+    if (!p) return;
+    struct sched_run sr;
+    sched_run_init(&sr, &p->info);
+    int next = 0;
+    replay_sequence(p, &sr, &r, spec, -1, &next, n_heads, n_skipped);
+    CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s (set %d): %d of %d compressions matched",
+              spec, json_int(set, "id"), next, cJSON_GetArraySize(r.steps));
+    *n_steps += next;
+    policy_free(p);
+}
+
+static void test_whole_generations(void)
+{
+    long n_blob = 0;
+    cJSON *doc = read_json(GEN_JSON);
+    float *blob = doc ? replay_read_floats(GEN_BIN, &n_blob) : NULL;
+    if (!doc || !blob) {
+        cJSON_Delete(doc);
+        free(blob);
+        SKIP("%s or %s missing (tools/golden/kvpress_ref.py)", GEN_JSON, GEN_BIN);
+    }
+    CHECK(n_blob == json_int(doc, "n_floats"));
+    struct backend *be = backend_cpu_create(1);
+    const cJSON *sets = cJSON_GetObjectItem(doc, "sets"), *run;
+    int n_runs = 0, n_steps = 0, n_heads = 0, n_skipped = 0, n_ties = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(doc, "runs")) {
+        const cJSON *set = cJSON_GetArrayItem(sets, json_int(run, "set"));
+        int before = n_steps;
+        run_generation(be, set, run, blob, &n_steps, &n_heads, &n_skipped);
+        CHECK(n_steps - before >= 5);
+        n_ties += json_int(run, "tie_cuts");
+        n_runs++;
+    }
+    CHECK(n_runs == 10);
+    CHECK(n_skipped == n_runs); /* DecodingPress never compresses the prompt */
+    CHECK(n_ties > 0);
+    printf("  %d runs, %d compressions, %d (layer, kv head) caches compared, %d top-k cuts "
+           "between equal scores\n", n_runs, n_steps, n_heads, n_ties);
+    be->destroy(be);
+    cJSON_Delete(doc);
+    free(blob);
+}
+
 static void test_registry(void)
 {
     const char *names[] = {"knorm", "tova"};
@@ -105,6 +182,28 @@ static void test_registry(void)
         CHECK(policy_create(names[i], &m, &p, &e) == 0);
         CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
         CHECK(p && p->info.window == i); /* knorm: no window; tova: the newest slot */
+        CHECK(p && p->info.divide_decode_only);
+        if (p) {
+            /* DecodingPress: a 300-token prompt stays whole; decoding forwards
+             * 128, 256 (tokens 428, 556) select; no slot bound */
+            struct sched_run sr;
+            struct sched_seq ss;
+            sched_run_init(&sr, &p->info);
+            CHECK(sched_begin(&sr, &ss, names[i], &e) == 0);
+            CHECK(sched_selects_next(&sr, &ss, 300) == 0);
+            CHECK(sched_step(&sr, &ss, 300, 1) == 0);
+            int n_sel = 0;
+            for (long t = 301; t <= 600; t++) {
+                CHECK(sched_selects_next(&sr, &ss, t - 1) == sched_step(&sr, &ss, t, 0));
+                if (sched_step(&sr, &ss, t, 0)) {
+                    CHECK(t == 428 || t == 556);
+                    n_sel++;
+                }
+            }
+            CHECK(n_sel == 2);
+            CHECK(sched_slot_limit(&sr, 64) == 0);
+            sched_end(&sr, &ss);
+        }
         policy_free(p);
     }
     struct eb_err e = {0};
@@ -117,6 +216,7 @@ int main(void)
 {
     golden = read_json("tests/fixtures/policies/kvpress.json");
     RUN(test_golden);
+    RUN(test_whole_generations);
     RUN(test_registry);
     cJSON_Delete(golden);
     return test_summary("kvpress");

@@ -5,12 +5,12 @@
  * its keep-set; after every compression the original positions held by
  * every (layer, kv head) must equal the reference's, slot for slot, so both
  * the kept set and the cache order (R-KV, SnapKV and H2O leave the cache in
- * top-k score order) are checked over >= 8 compressions. */
+ * top-k score order) are checked over >= 8 compressions.  The driver is
+ * tests/replay.h (shared with test_kvpress.c). */
 #include "test.h"
 #include "test_util.h"
 
-#include "policies/schedule.h"
-#include "model/kvcache.h"
+#include "replay.h"
 
 #define FIX_JSON FIXTURE("policies/released.json")
 #define FIX_BIN FIXTURE("policies/released.bin")
@@ -19,173 +19,41 @@
 
 static struct backend *be;
 
-static float *read_floats(const char *path, long *n)
+/* The run's policy with the reference's divide length given explicitly. */
+static struct policy *open_policy(const char *base, int divide, const struct replay_ctx *r,
+                                  char *spec, size_t n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    float *v = bytes > 0 ? malloc((size_t)bytes) : NULL;
-    if (v && fread(v, 1, (size_t)bytes, f) != (size_t)bytes) {
-        free(v);
-        v = NULL;
-    }
-    fclose(f);
-    *n = bytes / 4;
-    return v;
-}
-
-/* Positions held by (l, h) equal the JSON list, in order. */
-static int same_held(const struct kvcache *c, int l, int h, const cJSON *want, char *why,
-                     size_t wn)
-{
-    int n;
-    int *w = json_ints(want, &n);
-    const int *pos = kvcache_positions(c, l, h);
-    int len = kvcache_len(c, l, h), ok = len == n;
-    if (!ok) snprintf(why, wn, "holds %d slots, expected %d", len, n);
-    for (int i = 0; ok && i < n; i++)
-        if (pos[i] != w[i]) {
-            snprintf(why, wn, "slot %d holds position %d, expected %d", i, pos[i], w[i]);
-            ok = 0;
-        }
-    free(w);
-    return ok;
-}
-
-struct run_ctx {
-    const cJSON *set, *steps;
-    const float *q, *k;      /* [n_layer][total][n_head or n_kv][hd] */
-    int nl, nh, nkv, hd, total, prompt, budget, divide;
-};
-
-/* Feed tokens [from, to) into every layer: keys (also as values) and queries. */
-static int feed(struct kvcache *c, const struct run_ctx *r, float *kdev, float *qdev, int from,
-                int to, struct eb_err *e)
-{
-    int n = to - from;
-    for (int l = 0; l < r->nl; l++) {
-        const float *kl = r->k + ((size_t)l * r->total + from) * r->nkv * r->hd;
-        const float *ql = r->q + ((size_t)l * r->total + from) * r->nh * r->hd;
-        be->upload(be, kdev, kl, (size_t)n * r->nkv * r->hd);
-        be->upload(be, qdev, ql, (size_t)n * r->nh * r->hd);
-        if (kvcache_append(c, l, kdev, kdev, n, e)) return -1;
-        kvcache_qring_push(c, l, qdev, n);
-    }
-    kvcache_advance(c, n);
-    kvcache_qring_advance(c, n);
-    return 0;
-}
-
-/* One selection (as harness/policy_glue.c runs it) and its compaction;
- * *changed: some head got a keep-set. */
-static int select_compact(struct policy *p, struct kvcache *c, const struct run_ctx *r,
-                          float **qbuf, struct keep_set *ks, int at_prefill, int *changed,
-                          struct eb_err *e)
-{
-    struct cache_view cv = {
-        .be = be, .n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv, .head_dim = r->hd,
-        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL,
-        .k = (float *const *)c->k, .v = (float *const *)c->v, .next_pos = c->next_pos, .at_prefill = at_prefill,
-    };
-    for (int l = 0; l < r->nl; l++) cv.n_q = kvcache_qring_gather(c, l, qbuf[l]);
-    cv.q = qbuf;
-    keep_set_none(ks);
-    if (p->ops->select(p->self, 0, &cv, r->budget, ks, e)) return -1;
-    *changed = 0;
-    for (int l = 0; l < r->nl; l++)
-        for (int h = 0; h < r->nkv; h++) {
-            int n = ks->n_keep[l * r->nkv + h];
-            if (n < 0) continue;
-            *changed = 1;
-            if (kvcache_compact(c, l, h, keep_set_head(ks, l, h), n, e) < 0) return -1;
-        }
-    return 0;
-}
-
-/* Compare the cache with expected step *next (if its position matches). */
-static void check_step(const struct kvcache *c, const struct run_ctx *r, const char *spec, int at,
-                       int *next, int *n_heads)
-{
-    const cJSON *st = cJSON_GetArrayItem(r->steps, *next);
-    CHECK_MSG(st && json_int(st, "at") == at, "%s (set %d): compression after position %d, "
-              "reference expects %d", spec, json_int(r->set, "id"), at, st ? json_int(st, "at") : -2);
-    if (!st || json_int(st, "at") != at) return;
-    const cJSON *held = cJSON_GetObjectItem(st, "held");
-    for (int l = 0; l < r->nl; l++)
-        for (int h = 0; h < r->nkv; h++) {
-            char why[160] = "";
-            int ok = same_held(c, l, h, cJSON_GetArrayItem(cJSON_GetArrayItem(held, l), h), why,
-                               sizeof why);
-            CHECK_MSG(ok, "%s (set %d, %d/%d heads, B=%d), compression %d (position %d), layer "
-                          "%d kv head %d: %s", spec, json_int(r->set, "id"), r->nh, r->nkv,
-                      r->budget, *next, at, l, h, why);
-            (*n_heads)++;
-        }
-    (*next)++;
+    snprintf(spec, n, "%s%sdivide_length=%d", base, strchr(base, ':') ? "," : ":", divide);
+    struct policy_model pm = {.n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv,
+                              .head_dim = r->hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    if (policy_create(spec, &pm, &p, &e)) CHECK_MSG(0, "%s: %s", spec, e.msg);
+    return p;
 }
 
 static void run_one(const cJSON *set, const cJSON *run, const float *blob, int *n_steps,
                     int *n_heads)
 {
-    struct run_ctx r = {
-        .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
+    struct replay_ctx r = {
+        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
         .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"), .nkv = json_int(set, "n_kv"),
         .hd = json_int(set, "head_dim"), .total = json_int(set, "total"),
         .prompt = json_int(set, "prompt"), .budget = json_int(set, "budget"),
-        .divide = json_int(set, "divide"),
     };
     r.q = blob + json_int(set, "q");
     r.k = blob + json_int(set, "k");
-    const char *base = cJSON_GetObjectItem(run, "policy")->valuestring;
     char spec[160];
-    /* the reference's divide length, given explicitly */
-    snprintf(spec, sizeof spec, "%s%sdivide_length=%d", base, strchr(base, ':') ? "," : ":",
-             r.divide);
-    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
-    struct policy *p = NULL;
-    struct kvcache *c = NULL;
-    struct eb_err e = {0};
-    struct keep_set ks = {0};
-    float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
-    if (policy_create(spec, &pm, &p, &e)) {
-        CHECK_MSG(0, "%s: %s", spec, e.msg);
-        return;
-    }
-    int ok = kvcache_create(be, r.nl, r.nkv, r.hd, r.total, KV_F32, &c, &e) == 0 &&
-             kvcache_qring_enable(c, p->info.q_window, r.nh * r.hd, &e) == 0;
-    CHECK_MSG(ok, "%s: %s", spec, e.msg);
-    ks = (struct keep_set){.n_layer = r.nl, .n_kv = r.nkv, .stride = r.total};
-    ks.n_keep = malloc((size_t)r.nl * r.nkv * sizeof *ks.n_keep);
-    ks.idx = malloc((size_t)r.nl * r.nkv * r.total * sizeof *ks.idx);
-    kdev = be->alloc(be, (size_t)r.total * r.nkv * r.hd);
-    qdev = be->alloc(be, (size_t)r.total * r.nh * r.hd);
-    for (int l = 0; l < r.nl && l < 8; l++) qbuf[l] = be->alloc(be, (size_t)p->info.q_window * r.nh * r.hd);
-    struct seq_view sv = {.n_prompt = r.prompt, .capacity = r.total};
-    if (ok && p->ops->begin_sequence) ok = p->ops->begin_sequence(p->self, 0, &sv, &e) == 0;
-    int next = 0, changed = 0;
-    if (ok) ok = feed(c, &r, kdev, qdev, 0, r.prompt, &e) == 0 &&
-                 select_compact(p, c, &r, qbuf, &ks, 1, &changed, &e) == 0;
-    if (ok && changed) check_step(c, &r, spec, -1, &next, n_heads);
-    for (int pos = r.prompt; ok && pos < r.total; pos++) {
-        ok = feed(c, &r, kdev, qdev, pos, pos + 1, &e) == 0;
-        if (!ok || p->info.schedule != POLICY_DIVIDE || pos % p->info.divide_length != 0) continue;
-        ok = select_compact(p, c, &r, qbuf, &ks, 0, &changed, &e) == 0;
-        if (ok && changed) check_step(c, &r, spec, pos, &next, n_heads);
-    }
-    CHECK_MSG(ok, "%s: %s", spec, e.msg);
+    struct policy *p = open_policy(cJSON_GetObjectItem(run, "policy")->valuestring,
+                                   json_int(set, "divide"), &r, spec, sizeof spec);
+    if (!p) return;
+    struct sched_run sr;
+    sched_run_init(&sr, &p->info);
+    int next = 0, skipped = 0;
+    replay_sequence(p, &sr, &r, spec, -1, &next, n_heads, &skipped);
     CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s (set %d): %d of %d compressions matched",
               spec, json_int(set, "id"), next, cJSON_GetArraySize(r.steps));
     *n_steps += next;
-    if (p->ops->end_sequence) p->ops->end_sequence(p->self, 0);
-    for (int l = 0; l < 8; l++)
-        if (qbuf[l]) be->free(be, qbuf[l]);
-    if (kdev) be->free(be, kdev);
-    if (qdev) be->free(be, qdev);
-    free(ks.n_keep);
-    free(ks.idx);
-    kvcache_free(c);
     policy_free(p);
 }
 
@@ -193,7 +61,7 @@ static void test_whole_generations(void)
 {
     long n_blob = 0;
     cJSON *doc = read_json(FIX_JSON);
-    float *blob = doc ? read_floats(FIX_BIN, &n_blob) : NULL;
+    float *blob = doc ? replay_read_floats(FIX_BIN, &n_blob) : NULL;
     if (!doc || !blob) {
         cJSON_Delete(doc);
         free(blob);
@@ -223,23 +91,16 @@ static void test_whole_generations(void)
 static void run_samples(const cJSON *doc, const cJSON *run, const float *blob, int *n_steps,
                         int *n_prefill_skipped)
 {
-    struct run_ctx r = {
-        .set = doc, .steps = cJSON_GetObjectItem(run, "steps"),
+    struct replay_ctx r = {
+        .be = be, .set = doc, .steps = cJSON_GetObjectItem(run, "steps"),
         .nl = json_int(doc, "n_layer"), .nh = json_int(doc, "n_head"),
         .nkv = json_int(doc, "n_kv"), .hd = json_int(doc, "head_dim"),
-        .budget = json_int(doc, "budget"), .divide = json_int(doc, "divide"),
+        .budget = json_int(doc, "budget"),
     };
     const char *base = cJSON_GetObjectItem(run, "policy")->valuestring;
     char spec[160];
-    snprintf(spec, sizeof spec, "%s%sdivide_length=%d", base, strchr(base, ':') ? "," : ":",
-             r.divide);
-    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
-    struct policy *p = NULL;
-    struct eb_err e = {0};
-    if (policy_create(spec, &pm, &p, &e)) {
-        CHECK_MSG(0, "%s: %s", spec, e.msg);
-        return;
-    }
+    struct policy *p = open_policy(base, json_int(doc, "divide"), &r, spec, sizeof spec);
+    if (!p) return;
     int compat = strstr(base, "compat=released") != NULL;
     CHECK_MSG(p->info.divide_carry_flag == compat, "%s: carry flag %d", spec,
               p->info.divide_carry_flag);
@@ -247,55 +108,14 @@ static void run_samples(const cJSON *doc, const cJSON *run, const float *blob, i
               spec, p->spec);
     struct sched_run sr;
     sched_run_init(&sr, &p->info);
-    int next = 0, ok = 1, n_layer = r.nl < 8 ? r.nl : 8;
+    int next = 0, si = 0;
     const cJSON *sample;
-    int si = 0;
     cJSON_ArrayForEach(sample, cJSON_GetObjectItem(doc, "samples")) {
         r.total = json_int(sample, "total");
         r.prompt = json_int(sample, "prompt");
         r.q = blob + json_int(sample, "q");
         r.k = blob + json_int(sample, "k");
-        struct kvcache *c = NULL;
-        struct keep_set ks = {.n_layer = r.nl, .n_kv = r.nkv, .stride = r.total};
-        float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
-        struct sched_seq ss;
-        ok = ok && kvcache_create(be, r.nl, r.nkv, r.hd, r.total, KV_F32, &c, &e) == 0 &&
-             kvcache_qring_enable(c, p->info.q_window, r.nh * r.hd, &e) == 0 &&
-             sched_begin(&sr, &ss, p->ops->name, &e) == 0;
-        ks.n_keep = malloc((size_t)r.nl * r.nkv * sizeof *ks.n_keep);
-        ks.idx = malloc((size_t)r.nl * r.nkv * r.total * sizeof *ks.idx);
-        kdev = be->alloc(be, (size_t)r.total * r.nkv * r.hd);
-        qdev = be->alloc(be, (size_t)r.total * r.nh * r.hd);
-        for (int l = 0; l < n_layer; l++)
-            qbuf[l] = be->alloc(be, (size_t)p->info.q_window * r.nh * r.hd);
-        struct seq_view sv = {.n_prompt = r.prompt, .capacity = r.total};
-        if (ok && p->ops->begin_sequence) ok = p->ops->begin_sequence(p->self, 0, &sv, &e) == 0;
-        for (int pos = r.prompt - 1; ok && pos < r.total; pos++) {
-            int at_prefill = pos == r.prompt - 1, changed = 0;
-            /* the prompt in one forward, then one token per forward */
-            ok = feed(c, &r, kdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
-            int wants = ok && sched_step(&sr, &ss, pos + 1, at_prefill);
-            if (at_prefill && !wants) (*n_prefill_skipped)++;
-            if (!wants) continue;
-            ok = select_compact(p, c, &r, qbuf, &ks, at_prefill, &changed, &e) == 0;
-            if (!ok || !changed) continue;
-            const cJSON *st = cJSON_GetArrayItem(r.steps, next);
-            int at = at_prefill ? -1 : pos;
-            CHECK_MSG(st && json_int(st, "sample") == si, "%s: a compression in sample %d "
-                      "(position %d), the reference's next is in sample %d", spec, si, at,
-                      st ? json_int(st, "sample") : -1);
-            if (st && json_int(st, "sample") == si) check_step(c, &r, spec, at, &next, n_steps);
-        }
-        CHECK_MSG(ok, "%s (sample %d): %s", spec, si, e.msg);
-        if (p->ops->end_sequence) p->ops->end_sequence(p->self, 0);
-        sched_end(&sr, &ss);
-        for (int l = 0; l < 8; l++)
-            if (qbuf[l]) be->free(be, qbuf[l]);
-        if (kdev) be->free(be, kdev);
-        if (qdev) be->free(be, qdev);
-        free(ks.n_keep);
-        free(ks.idx);
-        kvcache_free(c);
+        if (replay_sequence(p, &sr, &r, spec, si, &next, n_steps, n_prefill_skipped)) break;
         si++;
     }
     CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s: %d of %d compressions matched", spec,
@@ -307,7 +127,7 @@ static void test_samples_one_after_another(void)
 {
     long n_blob = 0;
     cJSON *doc = read_json(SEQ_JSON);
-    float *blob = doc ? read_floats(SEQ_BIN, &n_blob) : NULL;
+    float *blob = doc ? replay_read_floats(SEQ_BIN, &n_blob) : NULL;
     if (!doc || !blob) {
         cJSON_Delete(doc);
         free(blob);

@@ -1,8 +1,8 @@
 /* test_runner.c - the runner end to end on the tiny model fixtures (they have
  * no tokenizer, so prompts go in as token ids): runs and samples in the
  * database, accuracy consistent with the samples, batching modes giving the
- * same greedy traces, a rerun skipping everything, 'oom' points (max_kv_bytes
- * and the memory estimate), SIGINT-style stop, fidelity mode, no sentence
+ * same greedy traces, a rerun skipping everything, 'oom' points (max_kv_bytes,
+ * the memory estimate, an allocation failing at KV table bind), SIGINT-style stop, fidelity mode, no sentence
  * rows for policies without sentences; a version-1 database migrated; then
  * the same path from a dataset with SmolLM2 when its file is present, where
  * fullkv-pss writes one sentence row per sentence of each sample. */
@@ -240,6 +240,36 @@ static void test_oom(void)
     CHECK(store_open_readonly(db_path, &st, &e) == 0);
     if (!st) return;
     CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and error like '%estimated%'") == 1);
+    store_close(st);
+}
+
+/* An allocation failing when the backend's KV table binds a cache (the CPU
+ * backend's EVICTBENCH_CPU_FAIL_BIND: its second bind) is an 'oom' result as
+ * any other out-of-memory is: one run row, status oom, no samples (the first
+ * sequence had finished), and the next point runs. */
+static void test_oom_at_bind(void)
+{
+    make_items();
+    fresh_db();
+    struct sweep_summary sum;
+    setenv("EVICTBENCH_CPU_FAIL_BIND", "2", 1); /* read when the runner creates its backend */
+    int rc = sweep_tiny("{\"models\": \"" TINY "\", \"datasets\": \"synthetic:5\","
+                        " \"batch_sizes\": [1, 3], \"max_new_tokens\": 8}", NULL, &sum, NULL);
+    unsetenv("EVICTBENCH_CPU_FAIL_BIND");
+    CHECK(rc == 0);
+    CHECK_MSG(sum.oom == 1 && sum.ok == 1 && sum.errors == 0, "oom %d ok %d errors %d", sum.oom,
+              sum.ok, sum.errors);
+    struct store *st = NULL;
+    struct eb_err e = {0};
+    CHECK(store_open_readonly(db_path, &st, &e) == 0);
+    if (!st) return;
+    CHECK(store_query_number(st, "select count(*) from runs") == 2);
+    CHECK(store_query_number(st, "select count(*) from runs where status = 'oom' and n_samples = 0 "
+                "and error like '%out of memory binding the cache%'") == 1);
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id "
+                "where r.status = 'oom'") == 0);
+    CHECK(store_query_number(st, "select count(*) from samples s join runs r on r.id = s.run_id "
+                "where r.status = 'ok'") == 5);
     store_close(st);
 }
 
@@ -542,6 +572,7 @@ int main(void)
     }
     RUN(test_sweep_store_resume);
     RUN(test_oom);
+    RUN(test_oom_at_bind);
     RUN(test_stop_after_batch);
     RUN(test_fidelity);
     RUN(test_two_processes_split);

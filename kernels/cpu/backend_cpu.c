@@ -91,6 +91,8 @@ struct backend *backend_cpu_create(int n_threads)
     impl->panel_min_m = 33;
     const char *pm = getenv("EVICTBENCH_CPU_PANEL_M");
     if (pm && atoi(pm) > 0) impl->panel_min_m = atoi(pm);
+    const char *fb = getenv("EVICTBENCH_CPU_FAIL_BIND");
+    if (fb && atoi(fb) > 0) impl->fail_bind = atoi(fb);
     be->name = "cpu";
     be->impl = impl;
     be->alloc = cpu_alloc;

@@ -13,7 +13,10 @@
  * Both give the same numbers, so results do not depend on the batch, its
  * order or the thread count.  Caches of every kv_type are read in place,
  * through the row kernels of cpu_kv.c (f32 accumulation).  Masked (pad)
- * slots take no part; a query that sees only pads outputs zeros. */
+ * slots take no part; a query that sees only pads outputs zeros.  A NaN or
+ * +inf logit among a query head's visible keys makes its output and
+ * probabilities NaN, as torch's softmax does (a NaN partial stays NaN through
+ * the merge). */
 #include "kernels/cpu/cpu_ops.h"
 
 #include <math.h>
@@ -120,8 +123,22 @@ static void block_partial(const struct att_job *jb, const struct att_seq *s, int
         if (s->probs)
             memcpy(s->probs + ((size_t)(g * nr + r) * s->n_new + t) * s->cap + j0, sr,
                    (size_t)n * sizeof *sr);
+        /* The max skips NaN and the vector exp maps it to 0, so the max's
+         * loop also looks for one (free: the loop waits on the max's latency)
+         * and the block row is judged once, outside the dot and accumulate
+         * loops.  A NaN logit (or a +inf one: exp(inf - inf)) makes the row
+         * NaN, as torch's softmax does. */
         float m = -INFINITY;
-        for (int j = 0; j < n; j++) m = sr[j] > m ? sr[j] : m;
+        int nan = 0;
+        for (int j = 0; j < n; j++) {
+            m = sr[j] > m ? sr[j] : m;
+            nan |= sr[j] != sr[j];
+        }
+        if (nan || m == INFINITY) {
+            memset(sr, 0, (size_t)n * sizeof *sr);
+            part[r] = part[nr + r] = NAN;          /* merge and finish keep it NaN */
+            continue;
+        }
         if (m == -INFINITY) {
             memset(sr, 0, (size_t)n * sizeof *sr); /* no visible key: weights 0 */
             continue;
@@ -143,7 +160,11 @@ static void finish_unit(const struct att_job *jb, const struct att_seq *s, int g
         int h = g * nr + r;
         float *o = jb->out + (size_t)(s->row0 + t) * jb->n_head * hd + (size_t)h * hd;
         float l = acc[r] != -INFINITY ? acc[nr + r] : 0.0f;
-        for (int d = 0; d < hd; d++) o[d] = l > 0.0f ? ao[d] / l : 0.0f;
+        if (isnan(l)) {
+            for (int d = 0; d < hd; d++) o[d] = NAN; /* l <= 0 below would give zeros */
+        } else {
+            for (int d = 0; d < hd; d++) o[d] = l > 0.0f ? ao[d] / l : 0.0f;
+        }
         if (!s->probs) continue;
         float *p = s->probs + ((size_t)h * s->n_new + t) * s->cap;
         const unsigned char *mask = s->mask ? s->mask + (size_t)g * s->cap : NULL;

@@ -71,16 +71,22 @@ static int slot_pads(const struct kv_table *t, struct cpu_kv_slot *s)
     return s->pad ? 0 : -1;
 }
 
+/* EVICTBENCH_CPU_FAIL_BIND's countdown: 1 when this bind is the one to fail. */
+static int bind_fault_injected(struct backend *be)
+{
+    struct cpu_impl *im = be ? be->impl : NULL;
+    return im && im->fail_bind > 0 && --im->fail_bind == 0;
+}
+
 int cpu_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
                       const struct kv_seq_desc *d)
 {
-    (void)be;
     if (!t || !d || slot < 0 || slot >= t->max_seqs || d->cap < 1 || !d->k || !d->v ||
         !d->len || kv_type_bytes(d->kv_type) == 0 || (d->q_ring && d->q_window < 1))
         return -1;
     struct cpu_kv_slot *s = &t->slots[slot];
     s->bound = 0;
-    if (slot_arrays(t, s)) return -1;
+    if (bind_fault_injected(be) || slot_arrays(t, s)) return KV_TABLE_NOMEM;
     s->type = d->kv_type;
     s->cap = d->cap;
     s->q_window = d->q_ring ? d->q_window : 0;
@@ -93,7 +99,7 @@ int cpu_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
         s->len[i] = d->len[i];
     }
     if (d->pad) {
-        if (slot_pads(t, s)) return -1;
+        if (slot_pads(t, s)) return KV_TABLE_NOMEM;
         memcpy(s->pad, d->pad, n_heads * s->cap);
     } else if (s->pad) {
         memset(s->pad, 0, s->pad_bytes);

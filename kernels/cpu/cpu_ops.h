@@ -23,6 +23,8 @@ struct cpu_impl {
     float *att_scratch; /* attention: per-thread block scores and accumulators, then the
                            partial results of split units */
     size_t att_scratch_cap;
+    int fail_bind;      /* EVICTBENCH_CPU_FAIL_BIND (tests): kv_table_binds left until one
+                           fails as out of memory; 0: none does */
 };
 
 /* One bound slot of a KV table (cpu_kvtable.c): copies of what kv_table_bind

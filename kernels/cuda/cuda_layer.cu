@@ -262,15 +262,23 @@ static bool pad_room(struct backend *be, struct kv_table *t, int slot, size_t by
     return true;
 }
 
+/* A failed bind's result: KV_TABLE_NOMEM when the recorded fault is an
+ * out-of-memory (the pads' cudaMalloc, the staging ring, host memory), so
+ * model/forward.c reports it as one without asking the device. */
+static int bind_failed(struct backend *be)
+{
+    return impl_of(be)->fault.kind == CUDA_FAULT_OOM ? KV_TABLE_NOMEM : -1;
+}
+
 static int cuda_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
                               const struct kv_seq_desc *d)
 {
-    if (failed(be)) return -1;
+    if (failed(be)) return bind_failed(be);
     if (!t || slot < 0 || slot >= t->max_seqs || !desc_ok(t, d))
         return refuse(be, "kv table bind", "bad arguments");
     const int L = t->n_layer, nkv = t->n_kv;
     const size_t sl = (size_t)slot * L, pad_bytes = (size_t)L * nkv * d->cap;
-    if (!pad_room(be, t, slot, pad_bytes)) return -1;
+    if (!pad_room(be, t, slot, pad_bytes)) return bind_failed(be);
     slot_meta *m = &t->h_slot[slot];
     m->cap = d->cap;
     m->q_window = d->q_ring ? d->q_window : 1;
@@ -287,11 +295,11 @@ static int cuda_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
     t->h_aligned[slot] = aligned;
     size_t ptrs = (size_t)L * sizeof(void *), lens = (size_t)L * nkv * sizeof(int);
     size_t pads = d->pad ? pad_bytes : 0;
-    if (!stage_reserve(be, 3 * ptrs + lens + sizeof *m + pads, 6)) return -1;
+    if (!stage_reserve(be, 3 * ptrs + lens + sizeof *m + pads, 6)) return bind_failed(be);
     float **no_ring = NULL;
     if (!d->q_ring && !(no_ring = (float **)calloc((size_t)L, sizeof(float *)))) {
         cuda_fault_record(&impl_of(be)->fault, CUDA_FAULT_OOM, "cuda: kv table", "out of host memory");
-        return -1;
+        return bind_failed(be);
     }
     bool ok = put(be, t->d_k + sl, d->k, ptrs, "kv table bind") &&
               put(be, t->d_v + sl, d->v, ptrs, "kv table bind") &&
@@ -302,7 +310,7 @@ static int cuda_kv_table_bind(struct backend *be, struct kv_table *t, int slot,
               (d->pad ? put(be, m->pad, d->pad, pad_bytes, "kv table pads")
                       : cuda_ok(be, cudaMemsetAsync(m->pad, 0, pad_bytes, 0), "kv table pads"));
     free(no_ring);
-    return ok ? 0 : -1;
+    return ok ? 0 : bind_failed(be);
 }
 
 static int cuda_kv_table_step(struct backend *be, struct kv_table *t, int n_seq,

@@ -18,7 +18,31 @@ kvpress gathers the kept slots in topk order; ours stay in position order
 the lower slot first (policies/score.h); draws whose top-k boundary hinges on
 a gap below float rounding are redrawn (policies_ref.Ambiguous).
 
-Writes tests/fixtures/policies/kvpress.json.  Usage:
+Part two simulates whole generations on kvpress's decoding schedule,
+transcribed from kvpress/presses/decoding_press.py (DecodingPress, the same
+commit): the prompt's forward is prefilling (base_press.is_prefilling), so
+the hook returns at once (no compression, no count); every later forward of
+one token appends its key, adds 1 to the layer's step count and, when the
+count reaches compression_interval, compresses that layer and resets the
+count to 0 (whether or not anything was evicted).  compress() asks for
+target_size slots: _find_target_compression_ratio gives 0 when k_len <=
+target_size (ScorerPress.compress then returns the cache as it is) and
+otherwise a ratio whose int(k_len * (1 - ratio)) is target_size (checked
+here).  TOVA's query is the current token's (compute_window_attention,
+window 1: the last of the buffered hidden states, with the current
+position's rotary embedding) over every key of the cache, the current key
+included.  The kept slots are gathered in topk order (best first; TOVA's
+newest slot, padded with max + 1, comes first), and the next compression's
+tie rule (lower slot first) works on that order.  Ours keep position order:
+the generator checks, step by step, that a run kept in position order holds
+the same sets as kvpress's (persistent ties keep their position order under
+a stable sort, so the set cannot differ), and writes the sets in position
+order for tests/test_kvpress.c to compare slot for slot, with kvpress's
+order beside them.  The harness (draws, the ranked top-k with its near-tie
+redraw) is tools/golden/released_ref.py's.
+
+Writes tests/fixtures/policies/kvpress.json (one select per case) and
+kvpress_gen.json + kvpress_gen.bin (whole generations).  Usage:
     python3 tools/golden/kvpress_ref.py [--out tests/fixtures/policies]
 """
 import argparse
@@ -30,6 +54,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from policies_ref import Ambiguous, topk  # noqa: E402
+import released_ref  # noqa: E402
 
 N_LAYER, N_HEAD, N_KV, HEAD_DIM = 2, 4, 2, 8
 
@@ -84,6 +109,182 @@ def draw(rng, policy, budget):
     return {"policy": policy, "budget": budget, "layers": layers}
 
 
+# ------------------------------------------------------------ whole generations
+
+def find_target_compression_ratio(k_len, target):
+    """decoding_press.py _find_target_compression_ratio, in Python floats."""
+    if k_len <= target:
+        return 0.0
+    ratio = 1.0 - target / k_len
+    low, high = 0.0, 1.0
+    for _ in range(20):
+        n_kept = int(k_len * (1 - ratio))
+        if n_kept == target:
+            break
+        if n_kept > target:
+            low, ratio = ratio, (ratio + high) / 2
+        else:
+            high, ratio = ratio, (low + ratio) / 2
+    return ratio
+
+
+def knorm_press_scores(k, _q):
+    """knorm_press.py: -|k| per slot, per kv head.  k [n_kv][L][d]."""
+    return [-np.linalg.norm(k[h].astype(np.float64), axis=-1) for h in range(k.shape[0])]
+
+
+def tova_press_scores(k, q):
+    """tova_press.py: the current query's softmax over all L keys per query
+    head (GQA: head hq reads kv head hq // group), the last column dropped,
+    the mean over the query heads, the same row for every kv head, the last
+    slot padded with the maximum + 1.  q [n_head][d]."""
+    n_kv, L, d = k.shape
+    group = q.shape[0] // n_kv
+    probs = []
+    for hq in range(q.shape[0]):
+        logit = k[hq // group].astype(np.float64) @ q[hq].astype(np.float64) / np.sqrt(d)
+        p = np.exp(logit - logit.max())
+        probs.append((p / p.sum())[:-1])
+    row = np.mean(probs, axis=0)
+    row = np.append(row, row.max() + 1)
+    return [row.copy() for _ in range(n_kv)]
+
+
+PRESSES = {"knorm": knorm_press_scores, "tova": tova_press_scores}
+
+
+def decoding_generate(policy, q, k, prompt, budget, interval, order):
+    """DecodingPress over one sequence.  q [n_layer][total][n_head][d], k
+    [n_layer][total][n_kv][d].  order "kvpress": the cache as kvpress leaves
+    it (topk order); "position": kept slots sorted back into position order.
+    Returns the steps (the position whose forward compressed, the positions
+    held per layer and kv head in cache order) and how many compressions cut
+    between exactly equal scores."""
+    n_layer, total, _, _ = q.shape
+    n_kv = k.shape[2]
+    held = [[list(range(prompt)) for _ in range(n_kv)] for _ in range(n_layer)]
+    count = [0] * n_layer            # layer_step_counts: decoding forwards only
+    steps, tie_cuts = [], 0
+    for pos in range(prompt, total):
+        rec, changed = {"at": pos, "held": []}, False
+        for layer in range(n_layer):
+            for h in range(n_kv):
+                held[layer][h].append(pos)
+            count[layer] += 1
+            if count[layer] >= interval:     # q_len (1) >= target_size never: budget > 1
+                k_len = len(held[layer][0])
+                # kvpress keeps a cache of exactly B as it is; ours selects all
+                # B slots (the same cache): the draws avoid the case
+                assert k_len != budget, "a scheduled forward with exactly B slots"
+                ratio = find_target_compression_ratio(k_len, budget)
+                if ratio != 0:
+                    n_kept = int(k_len * (1 - ratio))
+                    assert n_kept == budget
+                    kl = np.stack([k[layer, held[layer][h], h, :] for h in range(n_kv)])
+                    scores = PRESSES[policy](kl, q[layer, pos])
+                    for h in range(n_kv):
+                        z = scores[h]
+                        idx = released_ref.ranked_topk(z, n_kept, np.abs(z))
+                        tie_cuts += int(z[idx[-1]] == max(z[j] for j in range(k_len) if j not in idx))
+                        if order == "position":
+                            idx = sorted(idx)
+                        held[layer][h] = [held[layer][h][j] for j in idx]
+                    changed = True
+                count[layer] = 0
+            rec["held"].append([list(x) for x in held[layer]])
+        if changed:
+            steps.append(rec)
+    return steps, tie_cuts
+
+
+def tie_keys(rng, k, n_layer, total, n_kv):
+    """Ties on purpose: a third of the tokens repeat an earlier token's keys
+    in every kv head (equal TOVA and KNorm scores), another sixth hold an
+    earlier key with its coordinates permuted and signs flipped (an equal
+    norm: a KNorm tie between different keys; multiples of 1/8, so the sums
+    of squares are exact)."""
+    for layer in range(n_layer):
+        for t in range(4, total):
+            u = rng.random()
+            src = int(rng.integers(0, t))
+            if u < 0.33:
+                k[layer, t] = k[layer, src]
+            elif u < 0.5:
+                for h in range(n_kv):
+                    perm = rng.permutation(k.shape[3])
+                    k[layer, t, h] = k[layer, src, h, perm] * rng.choice([-1.0, 1.0], k.shape[3])
+    return k
+
+
+# (n_head, n_kv, budget, interval, prompt, total, ties): GQA throughout; the
+# first prompt is short (its first scheduled compression finds the cache
+# under the budget), the second longer than the budget (kvpress leaves a
+# prompt whole), the third at the budget with an odd interval.
+GEN_SETS = [
+    (4, 2, 12, 6, 4, 4 + 6 * 8 + 2, False),
+    (4, 2, 12, 5, 20, 20 + 5 * 7 + 1, False),
+    (6, 2, 16, 7, 16, 16 + 7 * 6 + 3, False),
+    (4, 1, 10, 6, 12, 12 + 6 * 7, False),
+    (4, 2, 12, 6, 10, 10 + 6 * 8, True),
+]
+
+
+def main_gen(out_dir):
+    n_layer = 2
+    blob, off, sets, runs, redraws = [], 0, [], [], 0
+    for si, (n_head, n_kv, budget, interval, prompt, total, ties) in enumerate(GEN_SETS):
+        for attempt in range(400):
+            rng = np.random.default_rng(2700 + 100 * si + attempt)
+            q, k = released_ref.draw(rng, total, n_head, n_kv, n_layer)
+            if ties:
+                k = tie_keys(rng, k, n_layer, total, n_kv)
+            try:
+                res = {}
+                for policy in PRESSES:
+                    a, cuts = decoding_generate(policy, q, k, prompt, budget, interval, "kvpress")
+                    b, _ = decoding_generate(policy, q, k, prompt, budget, interval, "position")
+                    res[policy] = (a, b, cuts)
+            except released_ref.Ambiguous:
+                redraws += 1
+                continue
+            # the tie case must cut between equal scores often, for both policies
+            if ties and min(r[2] for r in res.values()) < 3:
+                continue
+            break
+        else:
+            raise SystemExit(f"no unambiguous draw for set {si}")
+        qa = np.ascontiguousarray(q, dtype="<f4").ravel()
+        ka = np.ascontiguousarray(k, dtype="<f4").ravel()
+        sets.append(dict(id=si, n_layer=n_layer, n_head=n_head, n_kv=n_kv,
+                         head_dim=released_ref.HEAD_DIM, total=total, prompt=prompt,
+                         budget=budget, interval=interval, ties=ties, q=off, k=off + qa.size))
+        blob += [qa, ka]
+        off += qa.size + ka.size
+        for policy, (kv_steps, pos_steps, cuts) in res.items():
+            assert len(kv_steps) == len(pos_steps) >= 5, (policy, si, len(kv_steps))
+            for a, b in zip(kv_steps, pos_steps):
+                assert a["at"] == b["at"]
+                for la, lb in zip(a["held"], b["held"]):
+                    for ha, hb in zip(la, lb):
+                        assert sorted(ha) == hb, "kvpress order changed a kept set"
+                        assert len(hb) == budget
+            steps = [dict(at=b["at"], held=b["held"], held_kvpress=a["held"])
+                     for a, b in zip(kv_steps, pos_steps)]
+            runs.append(dict(set=si, policy=policy, tie_cuts=cuts, steps=steps))
+    with open(os.path.join(out_dir, "kvpress_gen.bin"), "wb") as f:
+        for a in blob:
+            f.write(a.tobytes())
+    doc = {"generator": "tools/golden/kvpress_ref.py; NVIDIA/kvpress @ 8bb29b9, DecodingPress",
+           "n_floats": off, "sets": sets, "runs": runs}
+    with open(os.path.join(out_dir, "kvpress_gen.json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    n_steps = sum(len(r["steps"]) for r in runs)
+    print(f"generations: {len(runs)} runs on {len(sets)} sets, {n_steps} compressions "
+          f"(min {min(len(r['steps']) for r in runs)} a run), {off} floats, "
+          f"{sum(r['tie_cuts'] for r in runs)} cuts between equal scores, "
+          f"{redraws} ambiguous draws redrawn")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/policies")
@@ -109,6 +310,7 @@ def main():
         json.dump(out, f, separators=(",", ":"))
     n_sel = sum(1 for c in cases for L in c["layers"] for h in L["heads"] if h["keep"])
     print("wrote %s: %d cases, %d heads selected" % (path, len(cases), n_sel))
+    main_gen(args.out)
 
 
 if __name__ == "__main__":

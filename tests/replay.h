@@ -1,0 +1,193 @@
+/* replay.h - whole generations replayed through a C policy against a golden
+ * reference's steps (tests/test_released.c: tools/golden/released_ref.py;
+ * tests/test_kvpress.c: tools/golden/kvpress_ref.py).  A sequence is fed
+ * token by token into a real kvcache (model/kvcache.c, query ring included),
+ * the policy selects when the glue's schedule (policies/schedule.c) says so,
+ * and kvcache_compact applies its keep-set; after every compression the
+ * original positions held by every (layer, kv head) must equal the
+ * reference's, slot for slot.
+ *
+ * A fixture is a JSON file of steps and a binary file of little-endian f32
+ * queries [n_layer][total][n_head][hd] and keys [n_layer][total][n_kv][hd];
+ * a step is {"at": the position whose forward compressed (-1: the prompt's),
+ * "held": [layer][kv head][slot] positions, and "sample" when several
+ * sequences run one after another}.
+ *
+ * Static inline, as test_util.h: include after test.h and test_util.h. */
+#ifndef EB_TEST_REPLAY_H
+#define EB_TEST_REPLAY_H
+
+#include "model/kvcache.h"
+#include "policies/schedule.h"
+
+/* The whole file as floats (*n of them), or NULL. */
+static inline float *replay_read_floats(const char *path, long *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = bytes > 0 ? malloc((size_t)bytes) : NULL;
+    if (v && fread(v, 1, (size_t)bytes, f) != (size_t)bytes) {
+        free(v);
+        v = NULL;
+    }
+    fclose(f);
+    *n = bytes / 4;
+    return v;
+}
+
+/* One sequence of a fixture and what it is checked against. */
+struct replay_ctx {
+    struct backend *be;
+    const cJSON *set;        /* its "id" names it in messages */
+    const cJSON *steps;      /* the reference's compressions */
+    const float *q, *k;      /* [n_layer][total][n_head or n_kv][hd] */
+    int nl, nh, nkv, hd, total, prompt, budget;
+};
+
+/* Positions held by (l, h) equal the JSON list, in order. */
+static inline int replay_same_held(const struct kvcache *c, int l, int h, const cJSON *want,
+                                   char *why, size_t wn)
+{
+    int n;
+    int *w = json_ints(want, &n);
+    const int *pos = kvcache_positions(c, l, h);
+    int len = kvcache_len(c, l, h), ok = len == n;
+    if (!ok) snprintf(why, wn, "holds %d slots, expected %d", len, n);
+    for (int i = 0; ok && i < n; i++)
+        if (pos[i] != w[i]) {
+            snprintf(why, wn, "slot %d holds position %d, expected %d", i, pos[i], w[i]);
+            ok = 0;
+        }
+    free(w);
+    return ok;
+}
+
+/* Feed tokens [from, to) into every layer: keys (also as values) and queries. */
+static inline int replay_feed(struct kvcache *c, const struct replay_ctx *r, float *kdev,
+                              float *qdev, int from, int to, struct eb_err *e)
+{
+    int n = to - from;
+    for (int l = 0; l < r->nl; l++) {
+        const float *kl = r->k + ((size_t)l * r->total + from) * r->nkv * r->hd;
+        const float *ql = r->q + ((size_t)l * r->total + from) * r->nh * r->hd;
+        r->be->upload(r->be, kdev, kl, (size_t)n * r->nkv * r->hd);
+        r->be->upload(r->be, qdev, ql, (size_t)n * r->nh * r->hd);
+        if (kvcache_append(c, l, kdev, kdev, n, e)) return -1;
+        kvcache_qring_push(c, l, qdev, n);
+    }
+    kvcache_advance(c, n);
+    kvcache_qring_advance(c, n);
+    return 0;
+}
+
+/* One selection (as harness/exp/policy_glue.c runs it) and its compaction;
+ * *changed: some head got a keep-set. */
+static inline int replay_select_compact(struct policy *p, struct kvcache *c,
+                                        const struct replay_ctx *r, float **qbuf,
+                                        struct keep_set *ks, int at_prefill, int *changed,
+                                        struct eb_err *e)
+{
+    struct cache_view cv = {
+        .be = r->be, .n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv, .head_dim = r->hd,
+        .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL,
+        .k = (float *const *)c->k, .v = (float *const *)c->v, .next_pos = c->next_pos,
+        .at_prefill = at_prefill,
+    };
+    for (int l = 0; l < r->nl; l++) cv.n_q = kvcache_qring_gather(c, l, qbuf[l]);
+    cv.q = qbuf;
+    keep_set_none(ks);
+    if (p->ops->select(p->self, 0, &cv, r->budget, ks, e)) return -1;
+    *changed = 0;
+    for (int l = 0; l < r->nl; l++)
+        for (int h = 0; h < r->nkv; h++) {
+            int n = ks->n_keep[l * r->nkv + h];
+            if (n < 0) continue;
+            *changed = 1;
+            if (kvcache_compact(c, l, h, keep_set_head(ks, l, h), n, e) < 0) return -1;
+        }
+    return 0;
+}
+
+/* Compare the cache with expected step *next (if its position matches). */
+static inline void replay_check_step(const struct kvcache *c, const struct replay_ctx *r,
+                                     const char *spec, int at, int *next, int *n_heads)
+{
+    const cJSON *st = cJSON_GetArrayItem(r->steps, *next);
+    CHECK_MSG(st && json_int(st, "at") == at, "%s (set %d): compression after position %d, "
+              "reference expects %d", spec, json_int(r->set, "id"), at, st ? json_int(st, "at") : -2);
+    if (!st || json_int(st, "at") != at) return;
+    const cJSON *held = cJSON_GetObjectItem(st, "held");
+    for (int l = 0; l < r->nl; l++)
+        for (int h = 0; h < r->nkv; h++) {
+            char why[160] = "";
+            int ok = replay_same_held(c, l, h, cJSON_GetArrayItem(cJSON_GetArrayItem(held, l), h),
+                                      why, sizeof why);
+            CHECK_MSG(ok, "%s (set %d, %d/%d heads, B=%d), compression %d (position %d), layer "
+                          "%d kv head %d: %s", spec, json_int(r->set, "id"), r->nh, r->nkv,
+                      r->budget, *next, at, l, h, why);
+            (*n_heads)++;
+        }
+    (*next)++;
+}
+
+/* One sequence through p on the schedule sr holds (sched_begin .. sched_end
+ * around it): the prompt in one forward, then one token per forward, each
+ * compression checked against step *next of r->steps.  sample >= 0: the
+ * steps carry a "sample" member that must equal it.  *prefill_skipped counts
+ * prompts the schedule left whole; *n_heads the caches compared.  0, or -1
+ * when something failed to run (already reported). */
+static inline int replay_sequence(struct policy *p, struct sched_run *sr,
+                                  const struct replay_ctx *r, const char *spec, int sample,
+                                  int *next, int *n_heads, int *prefill_skipped)
+{
+    struct eb_err e = {0};
+    struct kvcache *c = NULL;
+    struct keep_set ks = {.n_layer = r->nl, .n_kv = r->nkv, .stride = r->total};
+    struct sched_seq ss;
+    float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
+    int n_layer = r->nl < 8 ? r->nl : 8, qw = p->info.q_window > 0 ? p->info.q_window : 1;
+    int ok = kvcache_create(r->be, r->nl, r->nkv, r->hd, r->total, KV_F32, &c, &e) == 0 &&
+             kvcache_qring_enable(c, qw, r->nh * r->hd, &e) == 0 &&
+             sched_begin(sr, &ss, p->ops->name, &e) == 0;
+    ks.n_keep = malloc((size_t)r->nl * r->nkv * sizeof *ks.n_keep);
+    ks.idx = malloc((size_t)r->nl * r->nkv * r->total * sizeof *ks.idx);
+    kdev = r->be->alloc(r->be, (size_t)r->total * r->nkv * r->hd);
+    qdev = r->be->alloc(r->be, (size_t)r->total * r->nh * r->hd);
+    for (int l = 0; l < n_layer; l++) qbuf[l] = r->be->alloc(r->be, (size_t)qw * r->nh * r->hd);
+    struct seq_view sv = {.n_prompt = r->prompt, .capacity = r->total};
+    if (ok && p->ops->begin_sequence) ok = p->ops->begin_sequence(p->self, 0, &sv, &e) == 0;
+    for (int pos = r->prompt - 1; ok && pos < r->total; pos++) {
+        int at_prefill = pos == r->prompt - 1, changed = 0;
+        ok = replay_feed(c, r, kdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
+        int wants = ok && sched_step(sr, &ss, pos + 1, at_prefill);
+        if (at_prefill && !wants) (*prefill_skipped)++;
+        if (!wants) continue;
+        ok = replay_select_compact(p, c, r, qbuf, &ks, at_prefill, &changed, &e) == 0;
+        if (!ok || !changed) continue;
+        int at = at_prefill ? -1 : pos;
+        if (sample >= 0) {
+            const cJSON *st = cJSON_GetArrayItem(r->steps, *next);
+            CHECK_MSG(st && json_int(st, "sample") == sample, "%s: a compression in sample %d "
+                      "(position %d), the reference's next is in sample %d", spec, sample, at,
+                      st ? json_int(st, "sample") : -1);
+            if (!st || json_int(st, "sample") != sample) continue;
+        }
+        replay_check_step(c, r, spec, at, next, n_heads);
+    }
+    CHECK_MSG(ok, "%s (set %d, sample %d): %s", spec, json_int(r->set, "id"), sample, e.msg);
+    if (p->ops->end_sequence) p->ops->end_sequence(p->self, 0);
+    sched_end(sr, &ss);
+    for (int l = 0; l < 8; l++)
+        if (qbuf[l]) r->be->free(r->be, qbuf[l]);
+    if (kdev) r->be->free(r->be, kdev);
+    if (qdev) r->be->free(r->be, qdev);
+    free(ks.n_keep);
+    free(ks.idx);
+    kvcache_free(c);
+    return ok ? 0 : -1;
+}
+
+#endif
