@@ -222,7 +222,7 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
 /* y[i + j][c0 + l] = o[j * ostride + l] + bias[l] (+ 0.0f without bias, as
  * ever: -0 becomes +0), j < rows, l < cols; the bias test hoisted out of
  * the loops so that they vectorize (the logits' 16 x 151,936 stores per
- * decode step showed in the profile). */
+ * decode step show in the profile, though mostly as waits on memory). */
 static void x8_put(float *y, int n, int c0, const float *o, int ostride, int rows, int cols,
                    const float *b, int i)
 {
