@@ -433,9 +433,13 @@ static void test_simd_dequantize(void)
 }
 
 /* The wide set (AVX-512VL: four rows at once; VNNI for Q4_K / Q6_K) against
- * the AVX2 set: the same integers and float operations, so the same bits. */
-static void check_x8_wide(enum weight_type t, const uint8_t *g, const uint8_t *act,
-                          size_t act_bytes, int k, float one[QDOT_ROWS][8])
+ * the AVX2 set: the same integers and float operations, so the same bits.
+ * g holds two groups (the second gb bytes on); one[i] and two[i] are the AVX2
+ * 1-row results of activation row i on each.  Where the set has dots_pair
+ * (16 weight rows at once), its two halves must equal them too. */
+static void check_x8_wide(enum weight_type t, const uint8_t *g, size_t gb, const uint8_t *act,
+                          size_t act_bytes, int k, float one[QDOT_ROWS][8],
+                          float two[QDOT_ROWS][8])
 {
     const struct x8_kernels *wide = x8_kernels_avx512vl(t);
     if (!wide) return;
@@ -444,13 +448,23 @@ static void check_x8_wide(enum weight_type t, const uint8_t *g, const uint8_t *a
     wide->dots(k, g, act, act_bytes, wn);
     CHECK_MSG(memcmp(one, w1, sizeof w1) == 0, "%s wide 1-row", quant_type_name((int)t));
     CHECK_MSG(memcmp(one, wn, sizeof wn) == 0, "%s wide 4-row", quant_type_name((int)t));
+    if (!wide->dots_pair) return;
+    float p[QDOT_ROWS][16];
+    wide->dots_pair(k, g, gb, act, act_bytes, p);
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        CHECK_MSG(memcmp(p[i], one[i], sizeof one[i]) == 0, "%s wide pair, group 0, row %d",
+                  quant_type_name((int)t), i);
+        CHECK_MSG(memcmp(p[i] + 8, two[i], sizeof two[i]) == 0, "%s wide pair, group 1, row %d",
+                  quant_type_name((int)t), i);
+    }
 }
 
 /* K-quants interleaved 8 rows at a time (cpu_q4k_x8.c, cpu_q6k_x8.c): the
  * layout gives every row's blocks back bit for bit, the 8-row kernel equals
  * the row kernels up to f32 order (same tolerance as scalar vs AVX2), its
- * multi-row form equals it exactly, and so does the wide set: also with every
- * activation at +-127 (the integer sums at their bounds). */
+ * multi-row form equals it exactly, and so does the wide set (its 16-row
+ * form on two groups too): also with every activation at +-127 (the integer
+ * sums at their bounds). */
 static void check_x8(enum weight_type t)
 {
     enum { K = 1024 };
@@ -459,16 +473,18 @@ static void check_x8(enum weight_type t)
     int NB = K / x8->block_elems;
     enum qact_kind kind = (enum qact_kind)qact_kind_of(t);
     size_t rb = quant_row_bytes((int)t, K), bb = quant_block_bytes((int)t);
-    uint8_t *w = random_weights(t, 8, K), *g = malloc(NB * x8->block_bytes);
+    size_t gb = NB * x8->block_bytes; /* one group */
+    uint8_t *w = random_weights(t, 16, K), *g = malloc(2 * gb);
     float x[QDOT_ROWS][K], wf[K];
     size_t act_bytes = qact_row_bytes(kind, K);
     uint8_t *act = malloc(QDOT_ROWS * act_bytes);
     if (!w || !g || !act) { CHECK(0); goto done; }
     x8->pack(w, rb, NB, g);
-    for (int r = 0; r < 8; r++)
+    x8->pack(w + 8 * rb, rb, NB, g + gb);
+    for (int r = 0; r < 16; r++)
         for (int b = 0; b < NB; b++) {
             uint8_t blk[256];
-            x8->block(g, b, r, blk);
+            x8->block(g + r / 8 * gb, b, r % 8, blk);
             CHECK_MSG(memcmp(blk, w + r * rb + b * bb, bb) == 0, "%s row %d block %d",
                       quant_type_name((int)t), r, b);
         }
@@ -477,21 +493,29 @@ static void check_x8(enum weight_type t)
         for (int j = 0; j < K; j++) x[i][j] = rnd_f() * (j % 5 == 0 ? 4.0f : 1.0f);
         qact_quantize_row(kind, x[i], act + i * act_bytes, K);
     }
-    float one[QDOT_ROWS][8], many[QDOT_ROWS][8];
-    for (int i = 0; i < QDOT_ROWS; i++) x8->dot(K, g, act + i * act_bytes, one[i]);
+    float one[QDOT_ROWS][8], two[QDOT_ROWS][8], many[QDOT_ROWS][8];
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        x8->dot(K, g, act + i * act_bytes, one[i]);
+        x8->dot(K, g + gb, act + i * act_bytes, two[i]);
+    }
     x8->dots(K, g, act, act_bytes, many);
     CHECK_MSG(memcmp(one, many, sizeof one) == 0, "%s", quant_type_name((int)t));
-    check_x8_wide(t, g, act, act_bytes, K, one);
+    check_x8_wide(t, g, gb, act, act_bytes, K, one, two);
     {
-        float xs[K], o1[QDOT_ROWS][8];
+        float xs[K], o1[QDOT_ROWS][8], o2[QDOT_ROWS][8];
         uint8_t *sat = malloc(QDOT_ROWS * act_bytes);
         if (!sat) { CHECK(0); goto done; }
-        for (int i = 0; i < QDOT_ROWS; i++) {
-            for (int j = 0; j < K; j++) xs[j] = rnd_u32() & 1 ? 1.0f : -1.0f;
-            qact_quantize_row(kind, xs, sat + i * act_bytes, K);
-            x8->dot(K, g, sat + i * act_bytes, o1[i]);
+        /* random signs, then every activation +127, then every one -127 */
+        for (int pass = 0; pass < 3; pass++) {
+            for (int i = 0; i < QDOT_ROWS; i++) {
+                for (int j = 0; j < K; j++)
+                    xs[j] = pass == 1 ? 1.0f : pass == 2 ? -1.0f : rnd_u32() & 1 ? 1.0f : -1.0f;
+                qact_quantize_row(kind, xs, sat + i * act_bytes, K);
+                x8->dot(K, g, sat + i * act_bytes, o1[i]);
+                x8->dot(K, g + gb, sat + i * act_bytes, o2[i]);
+            }
+            check_x8_wide(t, g, gb, sat, act_bytes, K, o1, o2);
         }
-        check_x8_wide(t, g, sat, act_bytes, K, o1);
         free(sat);
     }
     double xh[K], hs[K];

@@ -13,9 +13,15 @@ void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up
     }
 }
 
+/* An add is one cycle's work per 8 elements: below ADD_PARALLEL_MIN (a
+ * batch-16 decode step's 16 x 1,536 residual adds included) the region's
+ * start and end cost more than the add, and on a busy machine its end waits
+ * for the other thread's next time slice. */
+enum { ADD_PARALLEL_MIN = 1 << 16 };
+
 void cpu_add(struct backend *be, float *y, const float *x, size_t n)
 {
-    #pragma omp parallel for simd num_threads(cpu_threads(be)) if (n >= CPU_PARALLEL_MIN)
+    #pragma omp parallel for simd num_threads(cpu_threads(be)) if (n >= ADD_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 

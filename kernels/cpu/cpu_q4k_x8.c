@@ -76,6 +76,7 @@ void q4k_x8_block(const void *group, int b, int r, void *out)
 #pragma GCC target("avx2,fma,f16c")
 
 #include "kernels/cpu/cpu_x8_avx2.h"
+#include "kernels/cpu/cpu_x8_pair.h"
 
 /* Lane r = (s[r], s[r]) as two int16: the scale of row r for madd. */
 static __m256i scale_pairs(const uint8_t s[8])
@@ -259,6 +260,86 @@ void q4k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8])
 {
     q4k_x8_body_vnni(k, group, act, stride, QDOT_ROWS, out);
+}
+
+/* Lane r = sum_j mn[j][r] * bsum_j for the 16 rows of two groups (mins_sum
+ * on 512 bits; the same exact int32 sums). */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+static inline __attribute__((always_inline)) __m512i mins_sum_pair(const block_q4_k_x8 *g,
+                                                                   size_t gb,
+                                                                   const int16_t bsums[16])
+{
+    __m128i pairs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bsums),
+                                   _mm_loadu_si128((const __m128i *)(bsums + 8)));
+    int32_t p[4];
+    _mm_storeu_si128((__m128i *)p, pairs);
+    __m512i m = _mm512_setzero_si512();
+    for (int jp = 0; jp < 4; jp++) {
+        __m512i mn = _mm512_cvtepu8_epi16(pair_load16(g->mn[jp], gb));
+        m = _mm512_add_epi32(m, _mm512_madd_epi16(mn, _mm512_set1_epi32(p[jp])));
+    }
+    return m;
+}
+
+/* QDOT_ROWS activation rows against the 16 weight rows of two neighbouring
+ * groups (the second gb bytes after the first) in 512-bit vectors: each
+ * activation broadcast, each scale and mins step and each float operation
+ * then serves 16 weight rows instead of 8, which halves the instructions per
+ * multiply-add that are not vpdpbusd.  Lane by lane the VNNI body's integers
+ * and float operations in its order, so out[i][0..7] is bitwise the first
+ * group's dots and out[i][8..15] the second's. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q4k_x8_dots_pair_vnni(int k, const void *group, size_t gb, const void *act, size_t stride,
+                           float out[QDOT_ROWS][16])
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[QDOT_ROWS], macc[QDOT_ROWS];
+    const block_q8_256 *x0[QDOT_ROWS];
+    #pragma GCC unroll 4
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        acc[i] = macc[i] = _mm512_setzero_ps();
+        x0[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride);
+    }
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q4_k_x8 *g = (const block_q4_k_x8 *)group + b;
+        __m512i isum[QDOT_ROWS];
+        #pragma GCC unroll 4
+        for (int i = 0; i < QDOT_ROWS; i++) isum[i] = _mm512_setzero_si512();
+        for (int c = 0; c < 4; c++) {
+            __m512i slo[QDOT_ROWS], shi[QDOT_ROWS];
+            #pragma GCC unroll 4
+            for (int i = 0; i < QDOT_ROWS; i++) slo[i] = shi[i] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) {
+                __m512i v = pair_load32(g->qs[c][t], gb);
+                __m512i lo = _mm512_and_si512(v, low4);
+                __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                #pragma GCC unroll 4
+                for (int i = 0; i < QDOT_ROWS; i++) {
+                    const int8_t *xq = x0[i][b].qs + 64 * c + 4 * t;
+                    slo[i] = _mm512_dpbusd_epi32(slo[i], lo, pair_bcast4(xq));
+                    shi[i] = _mm512_dpbusd_epi32(shi[i], hi, pair_bcast4(xq + 32));
+                }
+            }
+            __m512i s0 = _mm512_cvtepu8_epi32(pair_load8(g->sc[2 * c], gb));
+            __m512i s1 = _mm512_cvtepu8_epi32(pair_load8(g->sc[2 * c + 1], gb));
+            #pragma GCC unroll 4
+            for (int i = 0; i < QDOT_ROWS; i++) {
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(slo[i], s0));
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(shi[i], s1));
+            }
+        }
+        __m512 d = pair_f16x16(g->d, gb), dm = pair_f16x16(g->dmin, gb);
+        #pragma GCC unroll 4
+        for (int i = 0; i < QDOT_ROWS; i++) {
+            __m512 dxv = _mm512_set1_ps(x0[i][b].d);
+            __m512i msum = mins_sum_pair(g, gb, x0[i][b].bsums);
+            acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dxv), _mm512_cvtepi32_ps(isum[i]), acc[i]);
+            macc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dm, dxv), _mm512_cvtepi32_ps(msum), macc[i]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < QDOT_ROWS; i++) _mm512_storeu_ps(out[i], _mm512_sub_ps(acc[i], macc[i]));
 }
 
 #pragma GCC pop_options

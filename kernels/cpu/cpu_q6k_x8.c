@@ -58,6 +58,7 @@ void q6k_x8_block(const void *group, int b, int r, void *out)
 #pragma GCC target("avx2,fma,f16c")
 
 #include "kernels/cpu/cpu_x8_avx2.h"
+#include "kernels/cpu/cpu_x8_pair.h"
 
 /* Scales of sub-blocks 2p (odd = 0) or 2p + 1 of the 8 rows, each as an
  * int16 pair (s, s) in its row's lane, from the pair vector sp. */
@@ -260,6 +261,84 @@ void q6k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8])
 {
     q6k_x8_body_vnni(k, group, act, stride, QDOT_ROWS, out);
+}
+
+/* QDOT_ROWS activation rows against the 16 weight rows of two neighbouring
+ * groups (the second gb bytes after the first) in 512-bit vectors, as
+ * q4k_x8_dots_pair_vnni (cpu_q4k_x8.c): each activation broadcast and each
+ * scale step serves 16 weight rows.  Lane by lane the VNNI body's integers
+ * and float operations in its order: out[i][0..7] is bitwise the first
+ * group's dots, out[i][8..15] the second's. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512bw,avx512vnni")))
+void q6k_x8_dots_pair_vnni(int k, const void *group, size_t gb, const void *act, size_t stride,
+                           float out[QDOT_ROWS][16])
+{
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    __m512 acc[QDOT_ROWS];
+    const block_q8_256 *x0[QDOT_ROWS];
+    #pragma GCC unroll 4
+    for (int i = 0; i < QDOT_ROWS; i++) {
+        acc[i] = _mm512_setzero_ps();
+        x0[i] = (const block_q8_256 *)((const uint8_t *)act + (size_t)i * stride);
+    }
+    for (int b = 0; b < k / QK_K; b++) {
+        const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        __m512i isum[QDOT_ROWS], off[QDOT_ROWS];
+        #pragma GCC unroll 4
+        for (int i = 0; i < QDOT_ROWS; i++) isum[i] = off[i] = _mm512_setzero_si512();
+        for (int p = 0; p < 8; p++) {
+            __m512i sp = _mm512_cvtepi8_epi16(pair_load16(g->sc[p], gb));
+            #pragma GCC unroll 4
+            for (int i = 0; i < QDOT_ROWS; i++) {
+                int32_t bs;
+                memcpy(&bs, x0[i][b].bsums + 2 * p, 4);
+                off[i] = _mm512_add_epi32(off[i], _mm512_madd_epi16(sp, _mm512_set1_epi32(bs)));
+            }
+        }
+        for (int h = 0; h < 2; h++)
+            for (int pair = 0; pair < 2; pair++) {
+                __m512i spa = _mm512_cvtepi8_epi16(pair_load16(g->sc[4 * h + pair], gb));
+                __m512i spb = _mm512_cvtepi8_epi16(pair_load16(g->sc[4 * h + pair + 2], gb));
+                #pragma GCC unroll 1
+                for (int half = 0; half < 2; half++) {
+                    __m512i pa[QDOT_ROWS], pb[QDOT_ROWS];
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < QDOT_ROWS; i++) pa[i] = pb[i] = _mm512_setzero_si512();
+                    #pragma GCC unroll 4
+                    for (int t = 4 * half; t < 4 * half + 4; t++) {
+                        __m512i ql = pair_load32(g->q[h][t][pair], gb);
+                        __m512i qh = pair_load32(g->q[h][t][2], gb);
+                        __m512i ha = _mm512_and_si512(pair ? _mm512_slli_epi16(qh, 2) : _mm512_slli_epi16(qh, 4), bits45);
+                        __m512i hb = _mm512_and_si512(pair ? _mm512_srli_epi16(qh, 2) : qh, bits45);
+                        __m512i va = _mm512_or_si512(_mm512_and_si512(ql, low4), ha);
+                        __m512i vb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), hb);
+                        #pragma GCC unroll 4
+                        for (int i = 0; i < QDOT_ROWS; i++) {
+                            const int8_t *xq = x0[i][b].qs + 128 * h + 32 * pair + 4 * t;
+                            pa[i] = _mm512_dpbusd_epi32(pa[i], va, pair_bcast4(xq));
+                            pb[i] = _mm512_dpbusd_epi32(pb[i], vb, pair_bcast4(xq + 64));
+                        }
+                    }
+                    /* scale32_of on 512 bits: the int16 pair's first (half 0) or second value */
+                    __m512i sa = half ? _mm512_srai_epi32(spa, 16) : _mm512_srai_epi32(_mm512_slli_epi32(spa, 16), 16);
+                    __m512i sb = half ? _mm512_srai_epi32(spb, 16) : _mm512_srai_epi32(_mm512_slli_epi32(spb, 16), 16);
+                    #pragma GCC unroll 4
+                    for (int i = 0; i < QDOT_ROWS; i++) {
+                        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(pa[i], sa));
+                        isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(pb[i], sb));
+                    }
+                }
+            }
+        __m512 d = pair_f16x16(g->d, gb);
+        #pragma GCC unroll 4
+        for (int i = 0; i < QDOT_ROWS; i++) {
+            __m512i net = _mm512_sub_epi32(isum[i], _mm512_slli_epi32(off[i], 5));
+            acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x0[i][b].d)),
+                                     _mm512_cvtepi32_ps(net), acc[i]);
+        }
+    }
+    #pragma GCC unroll 4
+    for (int i = 0; i < QDOT_ROWS; i++) _mm512_storeu_ps(out[i], acc[i]);
 }
 
 #pragma GCC pop_options

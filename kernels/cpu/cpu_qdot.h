@@ -73,7 +73,11 @@ qdot_rows_fn qdot_rows_for(enum weight_type t, enum cpu_simd level);
  *  block: row r's block b back, bit for bit;
  *  dot:   out[r] = row r of the group . one prepared (q8_256) activation row;
  *  dots:  the same for QDOT_ROWS activation rows (row i at act + i *
- *         stride), bitwise equal to QDOT_ROWS dot calls. */
+ *         stride), bitwise equal to QDOT_ROWS dot calls;
+ *  dots_pair: dots for two neighbouring groups at once (the second gb
+ *         bytes after the first): out[i][0..7] the first group's rows,
+ *         out[i][8..15] the second's, bitwise equal to two dots calls; NULL
+ *         where the set has none (the AVX2 set, the 32-element types). */
 struct x8_kernels {
     size_t block_bytes; /* one interleaved block: 8 rows x block_elems values */
     int block_elems;    /* values per row in a block: 32 or 256 */
@@ -82,6 +86,8 @@ struct x8_kernels {
     void (*dot)(int k, const void *group, const void *act, float out[8]);
     void (*dots)(int k, const void *group, const void *act, size_t stride,
                  float out[QDOT_ROWS][8]);
+    void (*dots_pair)(int k, const void *group, size_t gb, const void *act, size_t stride,
+                      float out[QDOT_ROWS][16]);
 };
 /* NULL when the type has no interleaved kernels (or this is not x86-64).
  * _for: the set this CPU runs (cpu_x8.c); _avx2 and _avx512vl: each set by
@@ -93,6 +99,10 @@ int x8_wide_supported(void);
 void q4k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
 void q4k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8]);
+void q4k_x8_dots_pair_vnni(int k, const void *group, size_t gb, const void *act, size_t stride,
+                           float out[QDOT_ROWS][16]);
+void q6k_x8_dots_pair_vnni(int k, const void *group, size_t gb, const void *act, size_t stride,
+                           float out[QDOT_ROWS][16]);
 void q6k_x8_dot_vnni(int k, const void *group, const void *act, float out[8]);
 void q6k_x8_dots_vnni(int k, const void *group, const void *act, size_t stride,
                       float out[QDOT_ROWS][8]);

@@ -219,28 +219,63 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
         }
 }
 
-/* Rows of y for activation rows [i0, i1) and weight groups [g0, g1):
- * QDOT_ROWS activation rows at a time, then one by one. */
+/* y[i + j][c0 + l] = o[j * ostride + l] + bias[l] (+ 0.0f without bias, as
+ * ever: -0 becomes +0), j < rows, l < cols; the bias test hoisted out of
+ * the loops so that they vectorize (the logits' 16 x 151,936 stores per
+ * decode step show in the profile, though mostly as waits on memory). */
+static void x8_put(float *y, int n, int c0, const float *o, int ostride, int rows, int cols,
+                   const float *b, int i)
+{
+    for (int j = 0; j < rows; j++) {
+        float *yr = y + (size_t)(i + j) * n + c0;
+        const float *oj = o + j * ostride;
+        if (b)
+            for (int l = 0; l < cols; l++) yr[l] = oj[l] + b[l];
+        else
+            for (int l = 0; l < cols; l++) yr[l] = oj[l] + 0.0f;
+    }
+}
+
+/* y's rows [i0, i1), columns of groups [gi, gi + ng): QDOT_ROWS activation
+ * rows at a time, then one by one; ng = 2 takes the two groups at once
+ * (dots_pair: 16 weight rows per unpack). */
+static void x8_groups(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
+                      const struct weight *w, const float *bias, int i0, int i1, int gi, int ng)
+{
+    int n = w->rows, k = w->cols;
+    size_t gb = 8 * w->row_bytes;
+    const uint8_t *g = row_of(w, 8 * gi);
+    const float *b = bias ? bias + 8 * gi : NULL;
+    int i = i0;
+    for (; i + QDOT_ROWS <= i1; i += QDOT_ROWS) {
+        const uint8_t *a = act + (size_t)i * act_bytes;
+        if (ng == 2) {
+            float o[QDOT_ROWS][16];
+            x8->dots_pair(k, g, gb, a, act_bytes, o);
+            x8_put(y, n, 8 * gi, o[0], 16, QDOT_ROWS, 16, b, i);
+        } else {
+            float o[QDOT_ROWS][8];
+            x8->dots(k, g, a, act_bytes, o);
+            x8_put(y, n, 8 * gi, o[0], 8, QDOT_ROWS, 8, b, i);
+        }
+    }
+    for (; i < i1; i++)
+        for (int h = 0; h < ng; h++) {
+            float o[8];
+            x8->dot(k, g + h * gb, act + (size_t)i * act_bytes, o);
+            x8_put(y, n, 8 * (gi + h), o, 8, 1, 8, b ? b + 8 * h : NULL, i);
+        }
+}
+
+/* Rows of y for activation rows [i0, i1) and weight groups [g0, g1): two
+ * groups at a time where the set has dots_pair, else one. */
 static void x8_tile(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
                     const struct weight *w, const float *bias, int i0, int i1, int g0, int g1)
 {
-    int n = w->rows, k = w->cols;
-    for (int gi = g0; gi < g1; gi++) {
-        const uint8_t *g = row_of(w, 8 * gi);
-        const float *b = bias ? bias + 8 * gi : NULL;
-        int i = i0;
-        for (; i + QDOT_ROWS <= i1; i += QDOT_ROWS) {
-            float o[QDOT_ROWS][8];
-            x8->dots(k, g, act + (size_t)i * act_bytes, act_bytes, o);
-            for (int j = 0; j < QDOT_ROWS; j++)
-                for (int l = 0; l < 8; l++)
-                    y[(size_t)(i + j) * n + 8 * gi + l] = o[j][l] + (b ? b[l] : 0.0f);
-        }
-        for (; i < i1; i++) {
-            float o[8];
-            x8->dot(k, g, act + (size_t)i * act_bytes, o);
-            for (int l = 0; l < 8; l++) y[(size_t)i * n + 8 * gi + l] = o[l] + (b ? b[l] : 0.0f);
-        }
+    for (int gi = g0; gi < g1;) {
+        int ng = x8->dots_pair && gi + 1 < g1 ? 2 : 1;
+        x8_groups(x8, y, act, act_bytes, w, bias, i0, i1, gi, ng);
+        gi += ng;
     }
 }
 
@@ -267,6 +302,8 @@ static int matmul_x8(struct cpu_impl *im, float *y, const float *x, enum qact_ki
     int par = nt > 1 && groups > 1 && (double)m * n * k >= CPU_PARALLEL_MIN * 8.0;
     int per = par ? groups / (nt * X8_CHUNKS_PER_THREAD) : groups;
     if (per < 1) per = 1;
+    if (x8->dots_pair && per > 1) per &= ~1; /* whole pairs of groups per chunk */
+    else if (x8->dots_pair && groups > 2 * nt) per = 2;
     int chunks = (groups + per - 1) / per;
     #pragma omp parallel num_threads(nt) if (par)
     {

@@ -4,7 +4,8 @@
  * Two sets share the layout: the AVX2 set takes QDOT_ROWS activation rows two
  * at a time (16 vector registers); the wide set all four at once in
  * AVX-512VL's 32 registers, summing with AVX-512 VNNI's vpdpbusd (and its
- * 1-row Q4_K / Q6_K kernels too).  Both compute the same integers and then
+ * 1-row Q4_K / Q6_K kernels too), and for Q4_K / Q6_K also two groups (16
+ * weight rows) at once in 512-bit vectors (dots_pair).  Both compute the same integers and then
  * the same float operations, so they give the same bits.  The wide set runs
  * where the CPU has AVX-512F/VL/BW and VNNI and EVICTBENCH_CPU_SIMD does not
  * cap the level at avx2 (or scalar). */
@@ -18,34 +19,36 @@
 #if defined(__x86_64__)
 
 static const struct x8_kernels q4k = {sizeof(block_q4_k_x8), QK_K, q4k_x8_pack, q4k_x8_block,
-                                      q4k_x8_dot_avx2, q4k_x8_dots_avx2};
+                                      q4k_x8_dot_avx2, q4k_x8_dots_avx2, NULL};
 static const struct x8_kernels q6k = {sizeof(block_q6_k_x8), QK_K, q6k_x8_pack, q6k_x8_block,
-                                      q6k_x8_dot_avx2, q6k_x8_dots_avx2};
+                                      q6k_x8_dot_avx2, q6k_x8_dots_avx2, NULL};
 static const struct x8_kernels q4_0 = {8 * sizeof(block_q4_0), QK, q4_0_x8_pack, q4_0_x8_block,
-                                       q4_0_x8_dot_avx2, q4_0_x8_dots_avx2};
+                                       q4_0_x8_dot_avx2, q4_0_x8_dots_avx2, NULL};
 static const struct x8_kernels q4_1 = {8 * sizeof(block_q4_1), QK, q4_1_x8_pack, q4_1_x8_block,
-                                       q4_1_x8_dot_avx2, q4_1_x8_dots_avx2};
+                                       q4_1_x8_dot_avx2, q4_1_x8_dots_avx2, NULL};
 static const struct x8_kernels q5_0 = {8 * sizeof(block_q5_0), QK, q5_0_x8_pack, q5_0_x8_block,
-                                       q5_0_x8_dot_avx2, q5_0_x8_dots_avx2};
+                                       q5_0_x8_dot_avx2, q5_0_x8_dots_avx2, NULL};
 static const struct x8_kernels q5_1 = {8 * sizeof(block_q5_1), QK, q5_1_x8_pack, q5_1_x8_block,
-                                       q5_1_x8_dot_avx2, q5_1_x8_dots_avx2};
+                                       q5_1_x8_dot_avx2, q5_1_x8_dots_avx2, NULL};
 static const struct x8_kernels q8_0 = {8 * sizeof(block_q8_0), QK, q8_0_x8_pack, q8_0_x8_block,
-                                       q8_0_x8_dot_avx2, q8_0_x8_dots_avx2};
+                                       q8_0_x8_dot_avx2, q8_0_x8_dots_avx2, NULL};
 
 static const struct x8_kernels q4k_w = {sizeof(block_q4_k_x8), QK_K, q4k_x8_pack, q4k_x8_block,
-                                        q4k_x8_dot_vnni, q4k_x8_dots_vnni};
+                                        q4k_x8_dot_vnni, q4k_x8_dots_vnni,
+                                        q4k_x8_dots_pair_vnni};
 static const struct x8_kernels q6k_w = {sizeof(block_q6_k_x8), QK_K, q6k_x8_pack, q6k_x8_block,
-                                        q6k_x8_dot_vnni, q6k_x8_dots_vnni};
+                                        q6k_x8_dot_vnni, q6k_x8_dots_vnni,
+                                        q6k_x8_dots_pair_vnni};
 static const struct x8_kernels q4_0_w = {8 * sizeof(block_q4_0), QK, q4_0_x8_pack, q4_0_x8_block,
-                                         q4_0_x8_dot_avx2, q4_0_x8_dots_avx512vl};
+                                         q4_0_x8_dot_avx2, q4_0_x8_dots_avx512vl, NULL};
 static const struct x8_kernels q4_1_w = {8 * sizeof(block_q4_1), QK, q4_1_x8_pack, q4_1_x8_block,
-                                         q4_1_x8_dot_avx2, q4_1_x8_dots_avx512vl};
+                                         q4_1_x8_dot_avx2, q4_1_x8_dots_avx512vl, NULL};
 static const struct x8_kernels q5_0_w = {8 * sizeof(block_q5_0), QK, q5_0_x8_pack, q5_0_x8_block,
-                                         q5_0_x8_dot_avx2, q5_0_x8_dots_avx512vl};
+                                         q5_0_x8_dot_avx2, q5_0_x8_dots_avx512vl, NULL};
 static const struct x8_kernels q5_1_w = {8 * sizeof(block_q5_1), QK, q5_1_x8_pack, q5_1_x8_block,
-                                         q5_1_x8_dot_avx2, q5_1_x8_dots_avx512vl};
+                                         q5_1_x8_dot_avx2, q5_1_x8_dots_avx512vl, NULL};
 static const struct x8_kernels q8_0_w = {8 * sizeof(block_q8_0), QK, q8_0_x8_pack, q8_0_x8_block,
-                                         q8_0_x8_dot_avx2, q8_0_x8_dots_avx512vl};
+                                         q8_0_x8_dot_avx2, q8_0_x8_dots_avx512vl, NULL};
 
 const struct x8_kernels *x8_kernels_avx2(enum weight_type t)
 {
