@@ -55,10 +55,26 @@ static void rank_best(struct score_pair *p, int n, int k)
     qsort(p, (size_t)n, sizeof *p, score_pair_cmp);
 }
 
+/* Scores that never rise with the index and hold no NaN already stand in
+ * the tie rule's order (equal scores: lower index first), so their top k are
+ * the first k: one pass, no pairs, no sort.  StreamingLLM's ages are such
+ * scores; for others the pass stops at the first rise, usually at once. */
+static int in_rank_order(const double *s, int n)
+{
+    if (n > 0 && isnan(s[0])) return 0;
+    for (int j = 1; j < n; j++)
+        if (!(s[j] <= s[j - 1])) return 0; /* a rise, or a NaN */
+    return 1;
+}
+
 int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *idx,
                       struct eb_err *e)
 {
     if (k < 0 || k > n) return eb_fail(e, "top-%d of %d scores", k, n);
+    if (in_rank_order(s, n)) {
+        for (int j = 0; j < k; j++) idx[j] = j;
+        return 0;
+    }
     if (n > b->pairs_cap) {
         struct score_pair *p = realloc(b->pairs, (size_t)n * sizeof *p);
         if (!p) return eb_fail(e, "out of memory ranking %d scores", n);
@@ -77,7 +93,9 @@ int score_topk_ranked(struct score_buf *b, const double *s, int n, int k, int *i
 int score_topk(struct score_buf *b, const double *s, int n, int k, int *idx, struct eb_err *e)
 {
     if (score_topk_ranked(b, s, n, k, idx, e)) return -1;
-    qsort(idx, (size_t)k, sizeof *idx, cmp_int);
+    int ascending = 1;
+    for (int j = 1; j < k && ascending; j++) ascending = idx[j] > idx[j - 1];
+    if (!ascending) qsort(idx, (size_t)k, sizeof *idx, cmp_int);
     for (int j = 1; j < k; j++) assert(idx[j] > idx[j - 1]); /* sorted, unique */
     return 0;
 }

@@ -95,6 +95,11 @@ struct sentence {
     int evicted_step;         /* step of its first penalty (sent_tracker_penalize); -1: none */
     double *sum;              /* running sum of its rows, NULL once no longer needed */
 };
+/* Every row of its span is in (its representation is ready). */
+static inline int sentence_complete(const struct sentence *s)
+{
+    return s->n_rows == s->e - s->b + 1;
+}
 
 /* PSS statistics of a trace (the observation interface for the harness). */
 struct sent_stats {

@@ -1,9 +1,9 @@
-/* rpc.h - what RPC (policies/rpc.c) and BeaconKV (policies/beaconkv.c) share:
- * attention of a few host query rows to a slot range of one kv head, reduced
- * over the rows, the protected prompt prefix of a head, and the pooling and
- * keep-set steps of their scores. */
-#ifndef EB_RPC_H
-#define EB_RPC_H
+/* attend.h - what RPC (policies/rpc.c) and BeaconKV (policies/beaconkv*.c)
+ * share (attend.c): attention of a few host query rows to a slot range of one
+ * kv head, reduced over the rows, the protected prompt prefix of a head, and
+ * the keep-set step of their scores. */
+#ifndef EB_POLICY_ATTEND_H
+#define EB_POLICY_ATTEND_H
 
 #include "policy.h"
 #include "score.h"
