@@ -1,7 +1,7 @@
 /* attend.c - what RPC and BeaconKV share (attend.h): host query rows
  * attending to a slot range of one kv head, reduced over the rows; the
  * prompt prefix of a head; a kv group's query rows; and their keep-set of
- * prompt + top candidates + recent slots. */
+ * prompt + top candidates + recent slots; the scratch they score with. */
 #include "attend.h"
 
 #include <math.h>
@@ -25,6 +25,41 @@ static int grow_dev(struct backend *be, float **p, size_t *cap, size_t n, struct
     *p = be->alloc(be, n);
     *cap = *p ? n : 0;
     return *p ? 0 : eb_fail(e, "out of backend memory for %zu floats", n);
+}
+
+int attend_scratch_open(struct attend_scratch *w, size_t n_qh, size_t n_rows, struct eb_err *e)
+{
+    memset(w, 0, sizeof *w);
+    w->qh = malloc(n_qh * sizeof *w->qh);
+    w->rows = malloc(n_rows * sizeof *w->rows);
+    if (w->qh && w->rows) return 0;
+    attend_scratch_free(w);
+    return eb_fail(e, "out of memory for %zu query rows", n_qh + n_rows);
+}
+
+int attend_scratch_reserve(struct attend_scratch *w, int n, struct eb_err *e)
+{
+    if (n <= w->cap) return 0;
+    double **d[] = {&w->s, &w->acc, &w->tmp};
+    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+        double *x = realloc(*d[i], (size_t)n * sizeof *x);
+        if (!x) return eb_fail(e, "out of memory for %d scores", n);
+        *d[i] = x;
+    }
+    w->cap = n;
+    return 0;
+}
+
+void attend_scratch_free(struct attend_scratch *w)
+{
+    attend_buf_free(&w->ab);
+    score_buf_free(&w->sb);
+    free(w->qh);
+    free(w->rows);
+    free(w->s);
+    free(w->acc);
+    free(w->tmp);
+    memset(w, 0, sizeof *w);
 }
 
 int attend_reduce(struct attend_buf *b, const struct cache_view *cv, int layer, int kv_head,

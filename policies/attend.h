@@ -20,6 +20,22 @@ void attend_buf_free(struct attend_buf *b);
 
 enum attend_reduce { ATTEND_SUM = 0, ATTEND_MAX = 1 };
 
+/* What RPC and BeaconKV score with: recorded queries brought to the host, the
+ * rows that attend, and per-candidate doubles grown on demand. */
+struct attend_scratch {
+    struct attend_buf ab;
+    struct score_buf sb;
+    float *qh;               /* host [n_qh]: recorded query rows [..][n_head * head_dim] */
+    float *rows;             /* host [n_rows]: attending rows [..][head_dim] */
+    double *s, *acc, *tmp;   /* [cap]: scores, a layer's sum (RPC), pooling scratch */
+    int cap;
+};
+/* Zeroed, with qh and rows allocated (counts of floats). */
+int attend_scratch_open(struct attend_scratch *w, size_t n_qh, size_t n_rows, struct eb_err *e);
+/* s, acc and tmp for at least n candidates (contents kept). */
+int attend_scratch_reserve(struct attend_scratch *w, int n, struct eb_err *e);
+void attend_scratch_free(struct attend_scratch *w);
+
 /* For each of the nq host rows q[r][head_dim]: logits q . k_j / sqrt(head_dim)
  * over the slots j in [k0, k0 + n) of (layer, kv_head), then (softmax != 0)
  * the softmax over those n slots; reduced over the rows into out[0, n):

@@ -19,10 +19,7 @@ void beacon_seq_free(void *p)
 int beaconkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
 {
     struct beaconkv *s = self;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    beacon_seq_free(*slot);
-    struct beacon_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    struct beacon_seq *q = seq_table_fresh(&s->seqs, seq, sizeof *q, beacon_seq_free, e);
     if (!q) return -1;
     q->n_prompt = sv->n_prompt;
     q->last_pos = -1;
@@ -67,13 +64,13 @@ int beacon_record_query(struct beaconkv *s, struct beacon_seq *q, const struct c
         return eb_fail(e, "needs the model's RoPE frequencies to recover pre-RoPE queries");
     q->last_pos = pos;
     for (int l = 0; l < cv->n_layer; l++) {
-        cv->be->download(cv->be, s->qh, cv->q[l] + (size_t)(cv->n_q - 1) * H * d, (size_t)H * d);
-        for (int g = 0; g < H; g++) beacon_rotate(s->qh + (size_t)g * d, d, pos, cv->rope_inv_freq, cv->rope_pairing, 1);
+        cv->be->download(cv->be, s->w.qh, cv->q[l] + (size_t)(cv->n_q - 1) * H * d, (size_t)H * d);
+        for (int g = 0; g < H; g++) beacon_rotate(s->w.qh + (size_t)g * d, d, pos, cv->rope_inv_freq, cv->rope_pairing, 1);
         for (int u = 0; u < s->n_units; u++) {
             int unit = l * s->n_units + u;
             float *buf = q->buf + (size_t)unit * s->upper * s->unit_dim;
             /* group scope: the unit's G heads are contiguous in the row */
-            memcpy(buf + (size_t)q->count[unit]++ * s->unit_dim, s->qh + (size_t)u * s->unit_dim,
+            memcpy(buf + (size_t)q->count[unit]++ * s->unit_dim, s->w.qh + (size_t)u * s->unit_dim,
                    (size_t)s->unit_dim * sizeof *buf);
             if (q->count[unit] >= s->upper && thin(s, buf, &q->count[unit], e)) return -1;
         }
@@ -81,7 +78,7 @@ int beacon_record_query(struct beaconkv *s, struct beacon_seq *q, const struct c
     return 0;
 }
 
-/* Observation rows of kv head h into s->rows ([n][head_dim]); returns n. */
+/* Observation rows of kv head h into s->w.rows ([n][head_dim]); returns n. */
 int beacon_observation(struct beaconkv *s, struct beacon_seq *q, const struct cache_view *cv,
                        int l, int h, int rows, struct eb_err *e)
 {
@@ -96,11 +93,11 @@ int beacon_observation(struct beaconkv *s, struct beacon_seq *q, const struct ca
             const float *src = buf + (size_t)s->sel[b] * s->unit_dim;
             int heads = s->per_head ? 1 : G;
             for (int g = 0; g < heads; g++) {
-                float *dst = s->rows + (size_t)n++ * d;
+                float *dst = s->w.rows + (size_t)n++ * d;
                 memcpy(dst, src + (size_t)g * d, (size_t)d * sizeof *dst);
                 beacon_rotate(dst, d, cv->next_pos - 1, cv->rope_inv_freq, cv->rope_pairing, 0);
             }
         }
     }
-    return n + group_query_rows(s->rows + (size_t)n * d, s->qh, rows, cv->n_head, d, h, G);
+    return n + group_query_rows(s->w.rows + (size_t)n * d, s->w.qh, rows, cv->n_head, d, h, G);
 }

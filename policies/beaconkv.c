@@ -71,17 +71,12 @@ static int beaconkv_create(const struct policy_params *p, const struct policy_mo
     s->n_units = s->per_head ? m->n_head : m->n_kv;
     s->unit_dim = s->per_head ? m->head_dim : s->group * m->head_dim;
     int nb = s->beacons > upper ? upper : s->beacons;
-    s->qh = malloc((size_t)s->recent * m->n_head * m->head_dim * sizeof *s->qh);
-    s->rows = malloc((size_t)(nb + s->recent) * s->group * m->head_dim * sizeof *s->rows);
-    s->tmpbuf = malloc((size_t)upper * s->unit_dim * sizeof *s->tmpbuf);
-    s->sel = malloc((size_t)upper * sizeof *s->sel);
-    if (!s->qh || !s->rows || !s->tmpbuf || !s->sel) {
-        free(s->qh);
-        free(s->rows);
-        free(s->tmpbuf);
-        free(s->sel);
+    if (attend_scratch_open(&s->w, (size_t)s->recent * m->n_head * m->head_dim,
+                            (size_t)(nb + s->recent) * s->group * m->head_dim, e) ||
+        !(s->sel = eb_malloc((size_t)upper * sizeof *s->sel, e))) {
+        attend_scratch_free(&s->w);
         free(s);
-        return eb_fail(e, "out of memory");
+        return -1;
     }
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
@@ -103,14 +98,8 @@ static void beaconkv_destroy(void *self)
 {
     struct beaconkv *s = self;
     if (!s) return;
-    attend_buf_free(&s->ab);
-    score_buf_free(&s->sb);
-    free(s->qh);
-    free(s->rows);
-    free(s->tmpbuf);
+    attend_scratch_free(&s->w);
     free(s->sel);
-    free(s->s);
-    free(s->tmp);
     seq_table_free(&s->seqs, beacon_seq_free);
     free(s);
 }
@@ -138,25 +127,18 @@ static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int
             if (keep_n < 0) keep_n = 0;
             if (n <= keep_n) continue;
             if (downloaded != l) {
-                cv->be->download(cv->be, s->qh, cv->q[l] + (size_t)(cv->n_q - rows) * cv->n_head * d,
+                cv->be->download(cv->be, s->w.qh, cv->q[l] + (size_t)(cv->n_q - rows) * cv->n_head * d,
                                  (size_t)rows * cv->n_head * d);
                 downloaded = l;
             }
-            if (n > s->s_cap) {
-                double *a = realloc(s->s, (size_t)n * sizeof *a);
-                if (a) s->s = a;
-                double *b = a ? realloc(s->tmp, (size_t)n * sizeof *b) : NULL;
-                if (b) s->tmp = b;
-                if (!a || !b) return eb_fail(e, "out of memory");
-                s->s_cap = n;
-            }
+            if (attend_scratch_reserve(&s->w, n, e)) return -1;
             int nq = beacon_observation(s, q, cv, l, h, rows, e);
             if (nq < 0) return -1;
-            for (int j = 0; j < n; j++) s->s[j] = -INFINITY;
-            if (attend_reduce(&s->ab, cv, l, h, p, n, s->rows, nq, s->softmax, ATTEND_MAX, s->s, e))
+            for (int j = 0; j < n; j++) s->w.s[j] = -INFINITY;
+            if (attend_reduce(&s->w.ab, cv, l, h, p, n, s->w.rows, nq, s->softmax, ATTEND_MAX, s->w.s, e))
                 return -1;
-            score_avg_pool_inplace(s->s, s->tmp, n, s->kernel);
-            int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
+            score_avg_pool_inplace(s->w.s, s->w.tmp, n, s->kernel);
+            int k = keep_prompt_topk_recent(&s->w.sb, s->w.s, p, n, keep_n, len,
                                             keep_set_head(out, l, h), e);
             if (k < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = k;

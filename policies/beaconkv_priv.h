@@ -21,14 +21,9 @@ struct beaconkv {
     int n_units, unit_dim, group;
     struct policy_model m;
     struct seq_table seqs;
-    struct attend_buf ab;
-    struct score_buf sb;
-    float *qh;            /* host [recent][n_head * head_dim] */
-    float *rows;          /* host observation rows [(beacons + recent) * group][head_dim] */
-    float *tmpbuf;        /* host [buf_upper][unit_dim] */
-    int *sel;
-    double *s, *tmp;
-    int s_cap;
+    struct attend_scratch w; /* qh: [recent][n_head * head_dim]; rows: the observation
+                                rows [(beacons + recent) * group][head_dim] */
+    int *sel;                /* [buf_upper]: FPS picks */
 };
 
 /* begin_sequence / end_sequence: a sequence's empty query buffers. */
@@ -39,9 +34,9 @@ void beacon_seq_free(void *q);
  * thinning a full buffer by continual FPS. */
 int beacon_record_query(struct beaconkv *s, struct beacon_seq *q, const struct cache_view *cv,
                         struct eb_err *e);
-/* The observation rows of kv head h of layer l into s->rows ([n][head_dim]):
+/* The observation rows of kv head h of layer l into s->w.rows ([n][head_dim]):
  * the beacons rotated to the current position, then the `rows` recent
- * queries in s->qh; returns n, or -1 with e set. */
+ * queries in s->w.qh; returns n, or -1 with e set. */
 int beacon_observation(struct beaconkv *s, struct beacon_seq *q, const struct cache_view *cv,
                        int l, int h, int rows, struct eb_err *e);
 

@@ -163,6 +163,16 @@ void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e)
     return &t->state[seq];
 }
 
+void *seq_table_fresh(struct seq_table *t, int seq, size_t size, void (*free_state)(void *),
+                      struct eb_err *e)
+{
+    void **slot = seq_table_slot(t, seq, e);
+    if (!slot) return NULL;
+    if (*slot && free_state) free_state(*slot);
+    *slot = eb_calloc(1, size, e);
+    return *slot;
+}
+
 void *seq_table_get(const struct seq_table *t, int seq)
 {
     return seq >= 0 && seq < t->cap ? t->state[seq] : NULL;

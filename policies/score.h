@@ -117,6 +117,10 @@ struct seq_table {
 };
 /* The slot of seq (grown as needed), or NULL with e set. */
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
+/* A new sequence (begin_sequence): seq's slot holds size zero bytes, what it
+ * held before freed by free_state (may be NULL for none).  NULL with e set. */
+void *seq_table_fresh(struct seq_table *t, int seq, size_t size, void (*free_state)(void *),
+                      struct eb_err *e);
 void *seq_table_get(const struct seq_table *t, int seq);
 /* End seq: free its state (free_state may be NULL for none) and clear the
  * slot.  An id never begun or out of range is a no-op. */

@@ -53,11 +53,7 @@ int vase_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
 {
     (void)sv;
     struct vase *s = self;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    vase_seq_free(*slot);
-    *slot = NULL;
-    return vase_get_seq(s, seq, e) ? 0 : -1;
+    return seq_table_fresh(&s->seqs, seq, sizeof(struct vase_seq), vase_seq_free, e) ? 0 : -1;
 }
 
 void vase_end(void *self, int seq)
