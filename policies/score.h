@@ -45,6 +45,12 @@ struct importance_opts {
     enum score_pool pool;
 };
 
+/* The backend's window attention arguments for the candidates [0, n_cand) of
+ * (layer, kv head) seen by the last `rows` recorded queries, into out:
+ * softmax over the candidates, scale 1/sqrt(head_dim), gqa as 0 (max); a
+ * caller changes what differs. */
+struct window_score_args score_window_args(const struct cache_view *cv, int layer, int kv_head,
+                                          int rows, int n_cand, float *out);
 /* Importance of the candidates [0, n_cand) of (layer, kv head) into out. */
 int score_importance(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                      const struct importance_opts *o, int n_cand, double *out, struct eb_err *e);
