@@ -101,7 +101,7 @@ void score_avg_pool(const double *in, int n, int kernel, double *out);
 void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel);
 
 /* The one comparator of the tie rule above, for qsort over struct score_pair
- * (vase.c and evict_rng.c rank with it too). */
+ * (vase_rules.c, vase_attnv.c and evict_rng.c rank with it too). */
 int score_pair_cmp(const void *a, const void *b);
 
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending

@@ -30,6 +30,10 @@
  *   - sent_tracker_export copies, per sentence, what the harness stores:
  *     span, label, largest similarity, evicted step (scalars only).
  *
+ * Files: sent_tokens.c (the token-id sets), sentences.c (segmentation and
+ * representations), sent_similarity.c (PSS, the penalty, statistics and
+ * export).
+ *
  * Tokens that are never followed by a delimiter (the tail of a trace) form
  * no sentence, as in the reference.  </think> is an ordinary token here: the
  * reference segments prompt, thought and answer alike. */
