@@ -17,25 +17,38 @@ static void vase_seq_free(void *p)
     free(q);
 }
 
-void vase_destroy(void *self)
+/* The per-slot host arrays, grown together to the longest head: listed once
+ * for vase_reserve and vase_destroy. */
+struct slot_arrays {
+    double **d[6];
+    int **n[3];
+};
+static struct slot_arrays slot_arrays(struct vase *s)
 {
-    struct vase *s = self;
-    if (!s) return;
+    return (struct slot_arrays){{&s->range, &s->score, &s->tmp, &s->gum, &s->lk, &s->lv},
+                                {&s->l2p, &s->sel, &s->used}};
+}
+
+static void free_backend(struct vase *s)
+{
     if (s->be) {
         if (s->dev) s->be->free(s->be, s->dev);
         if (s->proj) s->be->free(s->be, s->proj);
     }
-    free(s->hf);
-    free(s->range);
-    free(s->score);
-    free(s->tmp);
-    free(s->gum);
-    free(s->lk);
-    free(s->lv);
-    free(s->l2p);
-    free(s->sel);
-    free(s->used);
+    s->dev = s->proj = NULL;
+    s->dev_cap = 0;
+}
+
+void vase_destroy(void *self)
+{
+    struct vase *s = self;
+    if (!s) return;
+    free_backend(s);
+    struct slot_arrays a = slot_arrays(s);
+    for (size_t i = 0; i < sizeof a.d / sizeof a.d[0]; i++) free(*a.d[i]);
+    for (size_t i = 0; i < sizeof a.n / sizeof a.n[0]; i++) free(*a.n[i]);
     free(s->pad);
+    free(s->hf);
     free(s->w_host);
     seq_table_free(&s->seqs, vase_seq_free);
     free(s);
@@ -65,12 +78,7 @@ void vase_end(void *self, int seq)
 /* Host scratch for heads of len slots, backend scratch of dev_n floats. */
 int vase_reserve(struct vase *s, struct backend *be, int len, size_t dev_n, struct eb_err *e)
 {
-    if (s->be && s->be != be) {
-        if (s->dev) s->be->free(s->be, s->dev);
-        if (s->proj) s->be->free(s->be, s->proj);
-        s->dev = s->proj = NULL;
-        s->dev_cap = 0;
-    }
+    if (s->be != be) free_backend(s);
     s->be = be;
     if (dev_n > s->dev_cap) {
         if (s->dev) be->free(be, s->dev);
@@ -90,17 +98,16 @@ int vase_reserve(struct vase *s, struct backend *be, int len, size_t dev_n, stru
         s->hf_cap = hf_n;
     }
     if (len <= s->cap) return 0;
-    double **d[] = {&s->range, &s->score, &s->tmp, &s->gum, &s->lk, &s->lv};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
-        double *x = realloc(*d[i], (size_t)len * sizeof *x);
+    struct slot_arrays a = slot_arrays(s);
+    for (size_t i = 0; i < sizeof a.d / sizeof a.d[0]; i++) {
+        double *x = realloc(*a.d[i], (size_t)len * sizeof *x);
         if (!x) return eb_fail(e, "out of memory");
-        *d[i] = x;
+        *a.d[i] = x;
     }
-    int **n[] = {&s->l2p, &s->sel, &s->used};
-    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        int *x = realloc(*n[i], (size_t)len * sizeof *x);
+    for (size_t i = 0; i < sizeof a.n / sizeof a.n[0]; i++) {
+        int *x = realloc(*a.n[i], (size_t)len * sizeof *x);
         if (!x) return eb_fail(e, "out of memory");
-        *n[i] = x;
+        *a.n[i] = x;
     }
     unsigned char *pd = realloc(s->pad, (size_t)len);
     if (!pd) return eb_fail(e, "out of memory");
