@@ -19,7 +19,11 @@
  *
  * The runtime records post-RoPE queries; the pre-RoPE query (after Qwen3's
  * q_norm) is recovered exactly by rotating back by the query's own position,
- * which needs the model's RoPE frequencies (cache_view.rope_inv_freq). */
+ * which needs the model's RoPE frequencies (cache_view.rope_inv_freq).
+ *
+ * This file: the parameters, the instance and the select; the query buffers
+ * and observation rows are beacon_buffer.c, FPS and the rotation
+ * beacon_fps.c, the attention and keep-set steps attend.c (shared with RPC). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

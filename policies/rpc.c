@@ -15,7 +15,7 @@
  * mode.  The trigger is this policy's own (POLICY_EVERY_STEP): the count of
  * generated tokens, first at P + R as the released code does (trigger=released,
  * rpc/qwen2_custom.py), then every P; trigger=multiple compresses at multiples
- * of P. */
+ * of P.  The attention and keep-set steps are attend.c (shared with BeaconKV). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -31,7 +31,11 @@
  * Randomness: the Gumbel noise of the sampling and the sketches come from
  * evict_rng streams keyed by (seed, sequence, layer, eviction, kv head), so
  * a run is reproducible whatever the batch.  Deviations: f32 throughout
- * (the original scores in bf16). */
+ * (the original scores in bf16).
+ *
+ * This file: the instance, the trigger and the select; the state is
+ * vase_state.c, the modes vase_attnv.c and vase_dkv.c, the rules on host
+ * arrays vase_rules.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
