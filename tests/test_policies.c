@@ -553,8 +553,15 @@ static void test_budget_checks(void)
     policy_free(p);
 }
 
-/* score_topk_ranked equals a full sort by score_pair_cmp on every path: scores
- * already in rank order (no sort), a few of many (the heap), and the rest. */
+static int cmp_int_asc(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+/* score_topk_ranked and score_topk equal a full sort by score_pair_cmp on
+ * every path: scores already in rank order (no sort), and the selection of
+ * the k best (quickselect) for every k. */
 static void test_topk_paths(void)
 {
     enum { N = 200 };
@@ -582,6 +589,10 @@ static void test_topk_paths(void)
             int same = 1;
             for (int j = 0; j < k; j++) same &= idx[j] == want[j];
             CHECK_MSG(same, "shape %d, top-%d differs from the full sort", shape, k);
+            qsort(want, (size_t)k, sizeof *want, cmp_int_asc);
+            CHECK(score_topk(&b, s, N, k, idx, &e) == 0);
+            for (int j = 0; j < k; j++) same &= idx[j] == want[j];
+            CHECK_MSG(same, "shape %d, top-%d by position differs from the full sort", shape, k);
         }
     score_buf_free(&b);
 }
