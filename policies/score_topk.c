@@ -1,5 +1,6 @@
-/* score_topk.c - ranking by the one tie rule of score.h: the comparator,
- * top-k in score or position order, and the usual keep-set of a head. */
+/* score_topk.c - ranking by the one tie rule of score.h: the comparator, the
+ * selection of the k best (no full sort), top-k in score or position order,
+ * and the usual keep-set of a head. */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -95,7 +96,7 @@ static int in_rank_order(const double *s, int n)
 }
 
 /* The pairs of s[0, n) in b->pairs with the k best in b->pairs[0, k), the
- * k-th at k - 1 (0 < k < n); 1 when s is in rank order (nothing made). */
+ * k-th at k - 1 (0 < k <= n); 1 when s is in rank order (nothing made). */
 static int best_pairs(struct score_buf *b, const double *s, int n, int k, struct eb_err *e)
 {
     if (in_rank_order(s, n)) return 1;
