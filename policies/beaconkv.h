@@ -1,4 +1,4 @@
-/* beaconkv.h - BeaconKV's building blocks (policies/beaconkv.c), exposed for
+/* beaconkv.h - BeaconKV's building blocks (policies/beacon_fps.c), exposed for
  * tests/test_beaconkv.c and tools/golden/vase_ref.py. */
 #ifndef EB_BEACONKV_H
 #define EB_BEACONKV_H

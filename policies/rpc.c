@@ -15,114 +15,13 @@
  * mode.  The trigger is this policy's own (POLICY_EVERY_STEP): the count of
  * generated tokens, first at P + R as the released code does (trigger=released,
  * rpc/qwen2_custom.py), then every P; trigger=multiple compresses at multiples
- * of P. */
-#include "rpc.h"
-
-#include <math.h>
+ * of P.  The attention and keep-set steps are attend.c (shared with BeaconKV). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "attend.h"
 #include "policies.h"
 #include "score.h"
-
-/* ---- shared with beaconkv.c (rpc.h) ---- */
-
-void attend_buf_free(struct attend_buf *b)
-{
-    if (b->be) {
-        if (b->dq) b->be->free(b->be, b->dq);
-        if (b->dy) b->be->free(b->be, b->dy);
-    }
-    free(b->hy);
-    memset(b, 0, sizeof *b);
-}
-
-static int grow_dev(struct backend *be, float **p, size_t *cap, size_t n, struct eb_err *e)
-{
-    if (n <= *cap) return 0;
-    if (*p) be->free(be, *p);
-    *p = be->alloc(be, n);
-    *cap = *p ? n : 0;
-    return *p ? 0 : eb_fail(e, "out of backend memory for %zu floats", n);
-}
-
-int attend_reduce(struct attend_buf *b, const struct cache_view *cv, int layer, int kv_head,
-                  int k0, int n, const float *q, int nq, int softmax, enum attend_reduce red,
-                  double *out, struct eb_err *e)
-{
-    struct backend *be = cv->be;
-    int d = cv->head_dim;
-    if (n <= 0 || nq <= 0) return 0;
-    if (b->be && b->be != be) attend_buf_free(b);
-    b->be = be;
-    size_t ny = (size_t)nq * n;
-    if (grow_dev(be, &b->dq, &b->dq_cap, (size_t)nq * d, e) ||
-        grow_dev(be, &b->dy, &b->dy_cap, ny, e))
-        return -1;
-    if (ny > b->hy_cap) {
-        float *h = realloc(b->hy, ny * sizeof *h);
-        if (!h) return eb_fail(e, "out of memory for %zu logits", ny);
-        b->hy = h;
-        b->hy_cap = ny;
-    }
-    be->upload(be, b->dq, q, (size_t)nq * d);
-    be->gemm(be, b->dy, b->dq, cache_view_k(cv, layer, kv_head) + (size_t)k0 * d, NULL, nq, n, d);
-    be->download(be, b->hy, b->dy, ny);
-    double scale = 1.0 / sqrt((double)d);
-    for (int r = 0; r < nq; r++) {
-        const float *y = b->hy + (size_t)r * n;
-        double mx = -INFINITY, sum = 0.0;
-        if (softmax) {
-            for (int j = 0; j < n; j++)
-                if (y[j] * scale > mx) mx = y[j] * scale;
-            for (int j = 0; j < n; j++) sum += exp(y[j] * scale - mx);
-        }
-        for (int j = 0; j < n; j++) {
-            double v = softmax ? exp(y[j] * scale - mx) / sum : y[j] * scale;
-            if (red == ATTEND_SUM) out[j] += v;
-            else if (v > out[j]) out[j] = v;
-        }
-    }
-    return 0;
-}
-
-int prompt_slots(const struct cache_view *cv, int layer, int kv_head, int n_prompt)
-{
-    int len = cache_view_len(cv, layer, kv_head);
-    const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
-    int lo = 0, hi = len; /* first slot with pos >= n_prompt */
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (pos[mid] < n_prompt) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-int group_query_rows(float *dst, const float *qh, int rows, int n_head, int head_dim, int h,
-                     int group)
-{
-    int d = head_dim, n = 0;
-    for (int r = 0; r < rows; r++)
-        for (int g = 0; g < group; g++)
-            memcpy(dst + (size_t)n++ * d, qh + (size_t)r * n_head * d + (size_t)(h * group + g) * d,
-                   (size_t)d * sizeof *dst);
-    return n;
-}
-
-int keep_prompt_topk_recent(struct score_buf *sb, const double *s, int p, int n, int keep_n,
-                            int len, int *keep, struct eb_err *e)
-{
-    int k = 0;
-    for (int j = 0; j < p; j++) keep[k++] = j;
-    if (score_topk(sb, s, n, keep_n, keep + k, e)) return -1;
-    for (int i = 0; i < keep_n; i++) keep[k + i] += p;
-    k += keep_n;
-    for (int j = p + n; j < len; j++) keep[k++] = j;
-    return k;
-}
-
-/* ---- the policy ---- */
 
 const struct param_def rpc_params[] = {
     {"interval", PARAM_INT, 1024, 1, 1 << 24, NULL, "P: compress every P generated tokens"},
@@ -149,12 +48,7 @@ struct rpc {
     double ratio;
     struct policy_model m;
     struct seq_table seqs;
-    struct attend_buf ab;
-    struct score_buf sb;
-    float *qh;          /* host selector rows [R][n_head * head_dim] */
-    float *rows;        /* host [R * group][head_dim] */
-    double *s, *acc, *tmp;
-    int s_cap;
+    struct attend_scratch w; /* qh: the selector rows [R][n_head * head_dim]; rows: [R * group] */
 };
 
 static int rpc_create(const struct policy_params *p, const struct policy_model *m, void **self,
@@ -174,13 +68,10 @@ static int rpc_create(const struct policy_params *p, const struct policy_model *
      * beyond the kept n*T + R reach P: first at P + R. */
     s->first = s->interval + (policy_param_int(p, "trigger") == 0 ? s->selector : 0);
     s->m = *m;
-    s->qh = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->qh);
-    s->rows = malloc((size_t)s->selector * m->n_head * m->head_dim * sizeof *s->rows);
-    if (!s->qh || !s->rows) {
-        free(s->qh);
-        free(s->rows);
+    size_t n_q = (size_t)s->selector * m->n_head * m->head_dim;
+    if (attend_scratch_open(&s->w, n_q, n_q, e)) {
         free(s);
-        return eb_fail(e, "out of memory");
+        return -1;
     }
     *info = (struct policy_info){
         .needs = POLICY_NEED_RECENT_Q,
@@ -198,24 +89,14 @@ static void rpc_destroy(void *self)
 {
     struct rpc *s = self;
     if (!s) return;
-    attend_buf_free(&s->ab);
-    score_buf_free(&s->sb);
-    free(s->qh);
-    free(s->rows);
-    free(s->s);
-    free(s->acc);
-    free(s->tmp);
+    attend_scratch_free(&s->w);
     seq_table_free(&s->seqs, free);
     free(s);
 }
 
 static int rpc_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
 {
-    struct rpc *s = self;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    free(*slot);
-    struct rpc_seq *q = *slot = eb_calloc(1, sizeof *q, e);
+    struct rpc_seq *q = seq_table_fresh(&((struct rpc *)self)->seqs, seq, sizeof *q, free, e);
     if (!q) return -1;
     q->n_prompt = sv->n_prompt;
     return 0;
@@ -227,27 +108,14 @@ static void rpc_end(void *self, int seq)
     seq_table_drop(&s->seqs, seq, free);
 }
 
-static int reserve(struct rpc *s, int n, struct eb_err *e)
-{
-    if (n <= s->s_cap) return 0;
-    double **d[] = {&s->s, &s->acc, &s->tmp};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
-        double *x = realloc(*d[i], (size_t)n * sizeof *x);
-        if (!x) return eb_fail(e, "out of memory");
-        *d[i] = x;
-    }
-    s->s_cap = n;
-    return 0;
-}
-
 /* Sum over the selector rows and the group's query heads of the softmax over
  * the candidates [k0, k0 + n) of (l, h), added into out. */
 static int group_sum(struct rpc *s, const struct cache_view *cv, int l, int h, int k0, int n,
                      int rows, double *out, struct eb_err *e)
 {
-    int nq = group_query_rows(s->rows, s->qh, rows, cv->n_head, cv->head_dim, h,
+    int nq = group_query_rows(s->w.rows, s->w.qh, rows, cv->n_head, cv->head_dim, h,
                               cv->n_head / cv->n_kv);
-    return attend_reduce(&s->ab, cv, l, h, k0, n, s->rows, nq, 1, ATTEND_SUM, out, e);
+    return attend_reduce(&s->w.ab, cv, l, h, k0, n, s->w.rows, nq, 1, ATTEND_SUM, out, e);
 }
 
 /* Not on the shared selector (select.h): the released compress_kv protects
@@ -272,7 +140,7 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
                           : (int)((q->n_comp + 1) * (double)s->interval / s->ratio);
     if (keep_n < 0) keep_n = 0;
     for (int l = 0; l < cv->n_layer; l++) {
-        cv->be->download(cv->be, s->qh,
+        cv->be->download(cv->be, s->w.qh,
                          cv->q[l] + (size_t)(cv->n_q - rows) * cv->n_head * d,
                          (size_t)rows * cv->n_head * d);
         /* aggregation=all needs the same candidate range in every head. */
@@ -284,27 +152,27 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
         if (shared) {
             int n = len0 - p0 - R;
             if (n <= keep_n) continue;
-            if (reserve(s, n, e)) return -1;
-            for (int j = 0; j < n; j++) s->acc[j] = 0.0;
+            if (attend_scratch_reserve(&s->w, n, e)) return -1;
+            for (int j = 0; j < n; j++) s->w.acc[j] = 0.0;
             for (int h = 0; h < cv->n_kv; h++)
-                if (group_sum(s, cv, l, h, p0, n, rows, s->acc, e)) return -1;
-            for (int j = 0; j < n; j++) s->acc[j] /= (double)rows * cv->n_head;
+                if (group_sum(s, cv, l, h, p0, n, rows, s->w.acc, e)) return -1;
+            for (int j = 0; j < n; j++) s->w.acc[j] /= (double)rows * cv->n_head;
         }
         for (int h = 0; h < cv->n_kv; h++) {
             int len = cache_view_len(cv, l, h), p = prompt_slots(cv, l, h, q->n_prompt);
             int n = len - p - R;
             if (n <= keep_n) continue;
-            if (reserve(s, n, e)) return -1;
+            if (attend_scratch_reserve(&s->w, n, e)) return -1;
             if (shared) {
-                memcpy(s->s, s->acc, (size_t)n * sizeof *s->s);
+                memcpy(s->w.s, s->w.acc, (size_t)n * sizeof *s->w.s);
             } else {
-                for (int j = 0; j < n; j++) s->s[j] = 0.0;
-                if (group_sum(s, cv, l, h, p, n, rows, s->s, e)) return -1;
+                for (int j = 0; j < n; j++) s->w.s[j] = 0.0;
+                if (group_sum(s, cv, l, h, p, n, rows, s->w.s, e)) return -1;
                 int group = cv->n_head / cv->n_kv;
-                for (int j = 0; j < n; j++) s->s[j] /= (double)rows * group;
+                for (int j = 0; j < n; j++) s->w.s[j] /= (double)rows * group;
             }
-            score_avg_pool_inplace(s->s, s->tmp, n, s->kernel);
-            int k = keep_prompt_topk_recent(&s->sb, s->s, p, n, keep_n, len,
+            score_avg_pool_inplace(s->w.s, s->w.tmp, n, s->kernel);
+            int k = keep_prompt_topk_recent(&s->w.sb, s->w.s, p, n, keep_n, len,
                                             keep_set_head(out, l, h), e);
             if (k < 0) return -1;
             out->n_keep[l * cv->n_kv + h] = k;

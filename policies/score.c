@@ -41,6 +41,25 @@ int score_check_backend(const struct backend *be, int need_redundancy, struct eb
     return 0;
 }
 
+struct window_score_args score_window_args(const struct cache_view *cv, int layer, int kv_head,
+                                          int rows, int n_cand, float *out)
+{
+    return (struct window_score_args){
+        .out = out,
+        .q = cv->q[layer] + (size_t)(cv->n_q - rows) * cv->n_head * cv->head_dim,
+        .k = cache_view_k(cv, layer, kv_head),
+        .n_head = cv->n_head,
+        .n_kv = cv->n_kv,
+        .kv_head = kv_head,
+        .head_dim = cv->head_dim,
+        .n_q = rows,
+        .len = cache_view_len(cv, layer, kv_head),
+        .n_cand = n_cand,
+        .pad = cache_view_pad(cv, layer, kv_head),
+        .scale = 1.0f / sqrtf((float)cv->head_dim),
+    };
+}
+
 int score_importance(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                      const struct importance_opts *o, int n_cand, double *out, struct eb_err *e)
 {
@@ -52,22 +71,9 @@ int score_importance(struct score_buf *b, const struct cache_view *cv, int layer
         return eb_fail(e, "%d candidates for a head of %d slots", n_cand, len);
     if (reserve(b, be, (size_t)len, e)) return -1;
     int rows = o->window < cv->n_q ? o->window : cv->n_q;
-    struct window_score_args a = {
-        .out = b->dev,
-        .q = cv->q[layer] + (size_t)(cv->n_q - rows) * cv->n_head * cv->head_dim,
-        .k = cache_view_k(cv, layer, kv_head),
-        .n_head = cv->n_head,
-        .n_kv = cv->n_kv,
-        .kv_head = kv_head,
-        .head_dim = cv->head_dim,
-        .n_q = rows,
-        .len = len,
-        .n_cand = n_cand,
-        .softmax_all = o->softmax_all,
-        .gqa = o->gqa,
-        .pad = cache_view_pad(cv, layer, kv_head),
-        .scale = 1.0f / sqrtf((float)cv->head_dim),
-    };
+    struct window_score_args a = score_window_args(cv, layer, kv_head, rows, n_cand, b->dev);
+    a.softmax_all = o->softmax_all;
+    a.gqa = o->gqa;
     if (be->window_scores(be, &a)) return eb_fail(e, "window attention scores failed");
     const float *res = b->dev;
     if (o->kernel > 1) {
@@ -161,6 +167,16 @@ void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e)
         t->cap = cap;
     }
     return &t->state[seq];
+}
+
+void *seq_table_fresh(struct seq_table *t, int seq, size_t size, void (*free_state)(void *),
+                      struct eb_err *e)
+{
+    void **slot = seq_table_slot(t, seq, e);
+    if (!slot) return NULL;
+    if (*slot && free_state) free_state(*slot);
+    *slot = eb_calloc(1, size, e);
+    return *slot;
 }
 
 void *seq_table_get(const struct seq_table *t, int seq)

@@ -45,6 +45,12 @@ struct importance_opts {
     enum score_pool pool;
 };
 
+/* The backend's window attention arguments for the candidates [0, n_cand) of
+ * (layer, kv head) seen by the last `rows` recorded queries, into out:
+ * softmax over the candidates, scale 1/sqrt(head_dim), gqa as 0 (max); a
+ * caller changes what differs. */
+struct window_score_args score_window_args(const struct cache_view *cv, int layer, int kv_head,
+                                          int rows, int n_cand, float *out);
 /* Importance of the candidates [0, n_cand) of (layer, kv head) into out. */
 int score_importance(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                      const struct importance_opts *o, int n_cand, double *out, struct eb_err *e);
@@ -95,7 +101,7 @@ void score_avg_pool(const double *in, int n, int kernel, double *out);
 void score_avg_pool_inplace(double *s, double *tmp, int n, int kernel);
 
 /* The one comparator of the tie rule above, for qsort over struct score_pair
- * (vase.c and evict_rng.c rank with it too). */
+ * (vase_rules.c, vase_attnv.c and evict_rng.c rank with it too). */
 int score_pair_cmp(const void *a, const void *b);
 
 /* The k highest of s[0..n) (tie rule above), written to idx in ascending
@@ -117,6 +123,10 @@ struct seq_table {
 };
 /* The slot of seq (grown as needed), or NULL with e set. */
 void **seq_table_slot(struct seq_table *t, int seq, struct eb_err *e);
+/* A new sequence (begin_sequence): seq's slot holds size zero bytes, what it
+ * held before freed by free_state (may be NULL for none).  NULL with e set. */
+void *seq_table_fresh(struct seq_table *t, int seq, size_t size, void (*free_state)(void *),
+                      struct eb_err *e);
 void *seq_table_get(const struct seq_table *t, int seq);
 /* End seq: free its state (free_state may be NULL for none) and clear the
  * slot.  An id never begun or out of range is a no-op. */

@@ -8,7 +8,7 @@
  * similarity: it builds no sentence representations). */
 #include <stdlib.h>
 
-#include "follow.h"
+#include "follow_hooks.h"
 #include "policies.h"
 
 const struct param_def seal_params[] = {
@@ -25,8 +25,8 @@ const struct param_def seal_params[] = {
 };
 
 struct seal {
+    struct follower f;       /* first: the follow_hook_* take the state as the follower */
     double coef;
-    struct follower f;
 };
 
 static void seal_destroy(void *self)
@@ -58,28 +58,12 @@ static int seal_create(const struct policy_params *p, const struct policy_model 
     return 0;
 }
 
-static int seal_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
-{
-    return follower_begin(&((struct seal *)self)->f, seq, sv, e);
-}
-
-static void seal_end(void *self, int seq)
-{
-    follower_end(&((struct seal *)self)->f, seq);
-}
-
 static int seal_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct seal *s = self;
     struct follow_seq *q;
     if (follower_live(&s->f, seq, &q, e)) return -1;
     return q ? follower_push(&s->f, q, sv->token, e) : 0;
-}
-
-static int seal_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
-                      int n_rows, int dim, struct eb_err *e)
-{
-    return follower_steer(&((struct seal *)self)->f, seq, layer, be, hidden, n_rows, dim, e);
 }
 
 static int seal_select(void *self, int seq, const struct cache_view *cv, int budget,
@@ -90,26 +74,15 @@ static int seal_select(void *self, int seq, const struct cache_view *cv, int bud
     return 0;
 }
 
-static int seal_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
-{
-    return follower_trace_stats(&((const struct seal *)self)->f, seq, out);
-}
-
-static int seal_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                                struct eb_err *e)
-{
-    return follower_trace_sentences(&((const struct seal *)self)->f, seq, out, n, e);
-}
-
 const struct policy_ops seal_ops = {
     .name = "seal",
     .create = seal_create,
     .destroy = seal_destroy,
-    .begin_sequence = seal_begin,
-    .end_sequence = seal_end,
+    .begin_sequence = follow_hook_begin,
+    .end_sequence = follow_hook_end,
     .observe = seal_observe,
     .select = seal_select,
-    .steer = seal_steer,
-    .trace_stats = seal_trace_stats,
-    .trace_sentences = seal_trace_sentences,
+    .steer = follow_hook_steer,
+    .trace_stats = follow_hook_trace_stats,
+    .trace_sentences = follow_hook_trace_sentences,
 };

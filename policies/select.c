@@ -45,19 +45,19 @@ static int layer_scores(const struct scorer *sc, void *self, struct selector *st
 /* policy.h's keep-set contract as the selector builds it: n slots in
  * [0, len), distinct; by position strictly ascending; by score, the top
  * part among the candidates [0, n_cand) (distinct by score_topk_ranked),
- * then the window [n_cand, len) ascending.  For assert(). */
+ * then the window [n_cand, len) ascending.  For assert().  The top part is
+ * checked slot by slot; the window, which score_keep_topk_window writes as
+ * one run, by its count and its two ends, so the check costs O(top), not
+ * O(budget) (StreamingLLM's 4 sinks beside a window of B - 4). */
 static int keep_ok(const int *keep, int n, int n_cand, int len, enum keep_order order)
 {
-    int n_top = n - (len - n_cand);
+    int n_win = len - n_cand, n_top = n - n_win;
     if (n < 0 || n_top < 0) return 0;
-    for (int i = 0; i < n; i++) {
-        if (keep[i] < 0 || keep[i] >= len) return 0;
-        int ascending = i == 0 || keep[i] > keep[i - 1];
-        if (order == KEEP_BY_POSITION ? !ascending
-                                      : i < n_top ? keep[i] >= n_cand : keep[i] != n_cand + i - n_top)
-            return 0;
+    for (int i = 0; i < n_top; i++) {
+        if (keep[i] < 0 || keep[i] >= n_cand) return 0;
+        if (order == KEEP_BY_POSITION && i > 0 && keep[i] <= keep[i - 1]) return 0;
     }
-    return 1;
+    return n_win == 0 || (keep[n_top] == n_cand && keep[n - 1] == len - 1);
 }
 
 /* One keep-set for (l, h) (per_layer: h = 0, copied to every head). */

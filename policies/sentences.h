@@ -30,6 +30,10 @@
  *   - sent_tracker_export copies, per sentence, what the harness stores:
  *     span, label, largest similarity, evicted step (scalars only).
  *
+ * Files: sent_tokens.c (the token-id sets), sentences.c (segmentation and
+ * representations), sent_similarity.c (PSS, the penalty, statistics and
+ * export).
+ *
  * Tokens that are never followed by a delimiter (the tail of a trace) form
  * no sentence, as in the reference.  </think> is an ordinary token here: the
  * reference segments prompt, thought and answer alike. */
@@ -95,6 +99,11 @@ struct sentence {
     int evicted_step;         /* step of its first penalty (sent_tracker_penalize); -1: none */
     double *sum;              /* running sum of its rows, NULL once no longer needed */
 };
+/* Every row of its span is in (its representation is ready). */
+static inline int sentence_complete(const struct sentence *s)
+{
+    return s->n_rows == s->e - s->b + 1;
+}
 
 /* PSS statistics of a trace (the observation interface for the harness). */
 struct sent_stats {

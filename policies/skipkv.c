@@ -31,7 +31,7 @@
  * and the step of its first penalty. */
 #include <stdlib.h>
 
-#include "follow.h"
+#include "follow_hooks.h"
 #include "policies.h"
 #include "rkv.h"
 #include "select.h"
@@ -71,12 +71,13 @@ const struct param_def skipkv_params[] = {
 };
 
 struct skipkv {
+    struct follower f;       /* first: sentences and steering (follow.h); the follow_hook_*
+                                take the state as the follower */
     struct rkv_opts o;
     double gamma;
     float threshold;
     int sentence, evict;
     struct scorer sc;
-    struct follower f;       /* sentences and steering (follow.h) */
     struct selector sel;
     double *red;
     int red_cap;
@@ -164,16 +165,6 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
     return 0;
 }
 
-static int skipkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
-{
-    return follower_begin(&((struct skipkv *)self)->f, seq, sv, e);
-}
-
-static void skipkv_end(void *self, int seq)
-{
-    follower_end(&((struct skipkv *)self)->f, seq);
-}
-
 static int skipkv_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
 {
     struct skipkv *s = self;
@@ -203,12 +194,6 @@ static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, 
     return 0;
 }
 
-static int skipkv_steer(void *self, int seq, int layer, struct backend *be, float *hidden,
-                        int n_rows, int dim, struct eb_err *e)
-{
-    return follower_steer(&((struct skipkv *)self)->f, seq, layer, be, hidden, n_rows, dim, e);
-}
-
 static int skipkv_select(void *self, int seq, const struct cache_view *cv, int budget,
                          struct keep_set *out, struct eb_err *e)
 {
@@ -223,27 +208,16 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
-static int skipkv_trace_stats(const void *self, int seq, struct policy_trace_stats *out)
-{
-    return follower_trace_stats(&((const struct skipkv *)self)->f, seq, out);
-}
-
-static int skipkv_trace_sentences(const void *self, int seq, struct sent_info **out, int *n,
-                                  struct eb_err *e)
-{
-    return follower_trace_sentences(&((const struct skipkv *)self)->f, seq, out, n, e);
-}
-
 const struct policy_ops skipkv_ops = {
     .name = "skipkv",
     .create = skipkv_create,
     .destroy = skipkv_destroy,
-    .begin_sequence = skipkv_begin,
-    .end_sequence = skipkv_end,
+    .begin_sequence = follow_hook_begin,
+    .end_sequence = follow_hook_end,
     .observe = skipkv_observe,
     .observe_hidden = skipkv_observe_hidden,
     .select = skipkv_select,
-    .steer = skipkv_steer,
-    .trace_stats = skipkv_trace_stats,
-    .trace_sentences = skipkv_trace_sentences,
+    .steer = follow_hook_steer,
+    .trace_stats = follow_hook_trace_stats,
+    .trace_sentences = follow_hook_trace_sentences,
 };

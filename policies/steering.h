@@ -1,6 +1,7 @@
 /* steering.h - SEAL steering vectors (../shared/specs/policies.md §6, §7.5):
- * the vector file, the model identity it is checked against, where steering
- * fires, and SkipKV's adaptive strength.
+ * the vector file, the model identity it is checked against (steer_vector.c),
+ * where steering fires and SkipKV's adaptive strength (steering.c), and
+ * steering inside a policy (steerer.c).
  *
  * File format, version 1 (written by `evictbench calibrate`):
  *

@@ -31,7 +31,11 @@
  * Randomness: the Gumbel noise of the sampling and the sketches come from
  * evict_rng streams keyed by (seed, sequence, layer, eviction, kv head), so
  * a run is reproducible whatever the batch.  Deviations: f32 throughout
- * (the original scores in bf16). */
+ * (the original scores in bf16).
+ *
+ * This file: the instance, the trigger and the select; the state is
+ * vase_state.c, the modes vase_attnv.c and vase_dkv.c, the rules on host
+ * arrays vase_rules.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,113 +103,6 @@ static int dkv_create(const struct policy_params *p, const struct policy_model *
     return vase_create_mode(p, m, self, info, VASE_DKV, e);
 }
 
-static void vase_seq_free(void *p)
-{
-    struct vase_seq *q = p;
-    if (!q) return;
-    free(q->ord);
-    free(q->n_ord);
-    free(q->sketch);
-    free(q->sketch_ready);
-    free(q);
-}
-
-static void vase_destroy(void *self)
-{
-    struct vase *s = self;
-    if (!s) return;
-    if (s->be) {
-        if (s->dev) s->be->free(s->be, s->dev);
-        if (s->proj) s->be->free(s->be, s->proj);
-    }
-    free(s->hf);
-    free(s->range);
-    free(s->score);
-    free(s->tmp);
-    free(s->gum);
-    free(s->lk);
-    free(s->lv);
-    free(s->l2p);
-    free(s->sel);
-    free(s->used);
-    free(s->pad);
-    free(s->w_host);
-    seq_table_free(&s->seqs, vase_seq_free);
-    free(s);
-}
-
-static struct vase_seq *get_seq(struct vase *s, int seq, struct eb_err *e)
-{
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return NULL;
-    if (!*slot) *slot = eb_calloc(1, sizeof(struct vase_seq), e);
-    return *slot;
-}
-
-static int vase_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
-{
-    (void)sv;
-    struct vase *s = self;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    vase_seq_free(*slot);
-    *slot = NULL;
-    return get_seq(s, seq, e) ? 0 : -1;
-}
-
-static void vase_end(void *self, int seq)
-{
-    struct vase *s = self;
-    seq_table_drop(&s->seqs, seq, vase_seq_free);
-}
-
-/* Host scratch for heads of len slots, backend scratch of dev_n floats. */
-int vase_reserve(struct vase *s, struct backend *be, int len, size_t dev_n, struct eb_err *e)
-{
-    if (s->be && s->be != be) {
-        if (s->dev) s->be->free(s->be, s->dev);
-        if (s->proj) s->be->free(s->be, s->proj);
-        s->dev = s->proj = NULL;
-        s->dev_cap = 0;
-    }
-    s->be = be;
-    if (dev_n > s->dev_cap) {
-        if (s->dev) be->free(be, s->dev);
-        s->dev = be->alloc(be, dev_n);
-        s->dev_cap = s->dev ? dev_n : 0;
-        if (!s->dev) return eb_fail(e, "out of backend memory for %zu scores", dev_n);
-    }
-    if (s->mode == VASE_DKV && !s->proj) {
-        s->proj = be->alloc(be, (size_t)s->rank * s->m.head_dim);
-        if (!s->proj) return eb_fail(e, "out of backend memory for the sketch");
-    }
-    size_t hf_n = dev_n > (size_t)len * s->m.head_dim ? dev_n : (size_t)len * s->m.head_dim;
-    if (hf_n > s->hf_cap) {
-        float *h = realloc(s->hf, hf_n * sizeof *h);
-        if (!h) return eb_fail(e, "out of memory");
-        s->hf = h;
-        s->hf_cap = hf_n;
-    }
-    if (len <= s->cap) return 0;
-    double **d[] = {&s->range, &s->score, &s->tmp, &s->gum, &s->lk, &s->lv};
-    for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
-        double *x = realloc(*d[i], (size_t)len * sizeof *x);
-        if (!x) return eb_fail(e, "out of memory");
-        *d[i] = x;
-    }
-    int **n[] = {&s->l2p, &s->sel, &s->used};
-    for (size_t i = 0; i < sizeof n / sizeof n[0]; i++) {
-        int *x = realloc(*n[i], (size_t)len * sizeof *x);
-        if (!x) return eb_fail(e, "out of memory");
-        *n[i] = x;
-    }
-    unsigned char *pd = realloc(s->pad, (size_t)len);
-    if (!pd) return eb_fail(e, "out of memory");
-    s->pad = pd;
-    s->cap = len;
-    return 0;
-}
-
 /* The trigger (spec 2.2): more than B slots, a multiple of W.  Also when the
  * head's allocation is full (only a prompt longer than B can get there before
  * the next multiple of W; the original's static cache would be larger). */
@@ -246,29 +143,14 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
         if (due(cv->len[i], budget, w, cv->capacity)) any = 1;
     if (!any) return 0;
     if (!cache_view_has_v(cv)) return eb_fail(e, "the runtime exposes no value rows");
-    struct vase_seq *q = get_seq(s, seq, e);
+    struct vase_seq *q = vase_get_seq(s, seq, e);
     if (!q) return -1;
     int max_len = 0;
     for (int i = 0; i < cv->n_layer * cv->n_kv; i++)
         if (cv->len[i] > max_len) max_len = cv->len[i];
     size_t dev_n = s->mode == VASE_DKV ? (size_t)max_len * s->rank : (size_t)max_len;
     if (vase_reserve(s, cv->be, max_len, dev_n, e)) return -1;
-    if (s->mode == VASE_DKV && s->fixed && !q->sketch) {
-        q->sketch = malloc((size_t)cv->n_layer * s->rank * cv->head_dim * sizeof *q->sketch);
-        q->sketch_ready = calloc((size_t)cv->n_layer, 1);
-        if (!q->sketch || !q->sketch_ready) return eb_fail(e, "out of memory for the sketches");
-    }
-    if (s->mode == VASE_ATTNV && !s->positional && q->ord_cap < budget) {
-        /* (Re)allocated before any head stores its order; a new size forgets
-         * the old orders, which then fall back to position order. */
-        size_t heads = (size_t)cv->n_layer * cv->n_kv;
-        free(q->ord);
-        free(q->n_ord);
-        q->ord = malloc(heads * (size_t)budget * sizeof *q->ord);
-        q->n_ord = calloc(heads, sizeof *q->n_ord);
-        q->ord_cap = q->ord && q->n_ord ? budget : 0;
-        if (!q->ord_cap) return eb_fail(e, "out of memory for the slot order");
-    }
+    if (vase_seq_reserve(s, q, cv, budget, e)) return -1;
     for (int l = 0; l < cv->n_layer; l++) {
         int sketched = 0;
         for (int h = 0; h < cv->n_kv; h++) {

@@ -1,6 +1,6 @@
 /* vase.h - the selection rules of VaSE and its CUR baseline
- * (../shared/specs/vase_beaconkv.md §2.3-2.6) on host arrays.  policies/vase.c
- * feeds them from the cache; tests/test_vase.c checks them against
+ * (../shared/specs/vase_beaconkv.md §2.3-2.6) on host arrays.  policies/vase*.c
+ * feed them from the cache; tests/test_vase.c checks them against
  * tools/golden/vase_ref.py.  Tie rule: equal scores rank the lower index
  * first (as in policies/score.h). */
 #ifndef EB_VASE_H

@@ -57,7 +57,7 @@ static int value_range(struct vase *s, const struct cache_view *cv, int l, int h
  * per query head of the group, the mean over the window of the softmax over
  * the candidates; then the mean over the group (before smoothing, which is
  * linear, so the order does not matter). */
-static int window_attention(struct vase *s, const struct cache_view *cv, int l, int h, int len,
+static int window_attention(struct vase *s, const struct cache_view *cv, int l, int h,
                             int n_cand, struct eb_err *e)
 {
     struct backend *be = cv->be;
@@ -66,23 +66,11 @@ static int window_attention(struct vase *s, const struct cache_view *cv, int l, 
     int rows = s->window < cv->n_q ? s->window : cv->n_q, group = cv->n_head / cv->n_kv;
     for (int j = 0; j < n_cand; j++) s->score[j] = 0.0;
     for (int g = 0; g < group; g++) {
-        /* One query head as its own group of one: n_kv = n_head. */
-        struct window_score_args a = {
-            .out = s->dev,
-            .q = cv->q[l] + (size_t)(cv->n_q - rows) * cv->n_head * cv->head_dim,
-            .k = cache_view_k(cv, l, h),
-            .n_head = cv->n_head,
-            .n_kv = cv->n_head,
-            .kv_head = h * group + g,
-            .head_dim = cv->head_dim,
-            .n_q = rows,
-            .len = len,
-            .n_cand = n_cand,
-            .softmax_all = 0,
-            .gqa = SCORE_GQA_MEAN,
-            .pad = cache_view_pad(cv, l, h),
-            .scale = (float)(1.0 / (sqrt((double)cv->head_dim) * s->temperature)),
-        };
+        struct window_score_args a = score_window_args(cv, l, h, rows, n_cand, s->dev);
+        a.n_kv = cv->n_head; /* one query head as its own group of one */
+        a.kv_head = h * group + g;
+        a.gqa = SCORE_GQA_MEAN;
+        a.scale = (float)(1.0 / (sqrt((double)cv->head_dim) * s->temperature));
         if (be->window_scores(be, &a)) return eb_fail(e, "window attention scores failed");
         be->download(be, s->hf, s->dev, (size_t)n_cand);
         for (int j = 0; j < n_cand; j++) s->score[j] += s->hf[j] / group;
@@ -179,7 +167,7 @@ int vase_attnv_head(struct vase *s, struct vase_seq *q, const struct cache_view 
                       int l, int h, int budget, int *keep, struct eb_err *e)
 {
     int len = cache_view_len(cv, l, h), n_cand = len - s->window, k = budget - s->window;
-    if (value_range(s, cv, l, h, n_cand, e) || window_attention(s, cv, l, h, len, n_cand, e))
+    if (value_range(s, cv, l, h, n_cand, e) || window_attention(s, cv, l, h, n_cand, e))
         return -1;
     if (s->kernel > 1 && s->positional) {
         score_avg_pool(s->score, n_cand, s->kernel, s->tmp);

@@ -1,6 +1,7 @@
-/* vase_priv.h - what the VaSE files share (vase.c: the policy, its trigger
- * and state; vase_attnv.c: the AttnV mode; vase_dkv.c: the DKV / CurDKV
- * mode).  Private to policies/vase*.c. */
+/* vase_priv.h - what the VaSE files share (vase.c: the policy and its
+ * trigger; vase_state.c: its scratch and per-sequence state; vase_attnv.c:
+ * the AttnV mode; vase_dkv.c: the DKV / CurDKV mode).  Private to
+ * policies/vase*.c. */
 #ifndef EB_VASE_PRIV_H
 #define EB_VASE_PRIV_H
 
@@ -41,8 +42,18 @@ struct vase {
     float *w_host;            /* [rank * head_dim] */
 };
 
+/* The instance and its sequences (vase_state.c). */
+void vase_destroy(void *self);
+int vase_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
+void vase_end(void *self, int seq);
+/* seq's state, made empty when new; NULL with e set on out of memory. */
+struct vase_seq *vase_get_seq(struct vase *s, int seq, struct eb_err *e);
 /* Host scratch for heads of len slots, backend scratch of dev_n floats. */
 int vase_reserve(struct vase *s, struct backend *be, int len, size_t dev_n, struct eb_err *e);
+/* seq's per-head state for a select at this budget: CurDKV's sketches,
+ * AttnV's slot orders (a new budget forgets the old orders). */
+int vase_seq_reserve(struct vase *s, struct vase_seq *q, const struct cache_view *cv, int budget,
+                     struct eb_err *e);
 /* The keep-set of (l, h) into keep (AttnV and its ablations); its size, or -1. */
 int vase_attnv_head(struct vase *s, struct vase_seq *q, const struct cache_view *cv, int seq,
                     int l, int h, int budget, int *keep, struct eb_err *e);

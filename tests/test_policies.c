@@ -576,12 +576,57 @@ static void test_budget_checks(void)
     policy_free(p);
 }
 
+static int cmp_int_asc(const void *pa, const void *pb)
+{
+    int a = *(const int *)pa, b = *(const int *)pb;
+    return (a > b) - (a < b);
+}
+
+/* score_topk_ranked and score_topk equal a full sort by score_pair_cmp on
+ * every path: scores already in rank order (no sort), and the selection of
+ * the k best (quickselect) for every k. */
+static void test_topk_paths(void)
+{
+    enum { N = 200 };
+    struct score_buf b = {0};
+    struct eb_err e;
+    double s[N];
+    int idx[N], want[N];
+    struct score_pair pr[N];
+    unsigned x = 7;
+    for (int shape = 0; shape < 4; shape++)
+        for (int k = 0; k <= N; k += (k < 8 ? 1 : 24)) {
+            for (int j = 0; j < N; j++) {
+                x = x * 1664525u + 1013904223u;
+                double v = (double)((x >> 20) % 9);             /* many ties */
+                s[j] = shape == 0 ? -j                            /* StreamingLLM's ages */
+                     : shape == 1 ? (double)(N - j) / 3 - (j % 2) /* rises: the general path */
+                     : shape == 2 ? 10.0 - j / 7                  /* non-increasing, ties */
+                     : v;
+            }
+            if (shape == 2 && k == N) s[N - 1] = NAN;          /* a NaN: not in rank order */
+            for (int j = 0; j < N; j++) pr[j] = (struct score_pair){s[j], j};
+            qsort(pr, N, sizeof *pr, score_pair_cmp);
+            for (int j = 0; j < N; j++) want[j] = pr[j].i;
+            CHECK(score_topk_ranked(&b, s, N, k, idx, &e) == 0);
+            int same = 1;
+            for (int j = 0; j < k; j++) same &= idx[j] == want[j];
+            CHECK_MSG(same, "shape %d, top-%d differs from the full sort", shape, k);
+            qsort(want, (size_t)k, sizeof *want, cmp_int_asc);
+            CHECK(score_topk(&b, s, N, k, idx, &e) == 0);
+            for (int j = 0; j < k; j++) same &= idx[j] == want[j];
+            CHECK_MSG(same, "shape %d, top-%d by position differs from the full sort", shape, k);
+        }
+    score_buf_free(&b);
+}
+
 int main(void)
 {
     be = backend_cpu_create(2);
     RUN(test_registry);
     RUN(test_budget_checks);
     RUN(test_pool_and_topk);
+    RUN(test_topk_paths);
     RUN(test_golden_primitives);
     RUN(test_golden_keepsets);
     RUN(test_golden_h2o);

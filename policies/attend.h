@@ -1,9 +1,9 @@
-/* rpc.h - what RPC (policies/rpc.c) and BeaconKV (policies/beaconkv.c) share:
- * attention of a few host query rows to a slot range of one kv head, reduced
- * over the rows, the protected prompt prefix of a head, and the pooling and
- * keep-set steps of their scores. */
-#ifndef EB_RPC_H
-#define EB_RPC_H
+/* attend.h - what RPC (policies/rpc.c) and BeaconKV (policies/beaconkv*.c)
+ * share (attend.c): attention of a few host query rows to a slot range of one
+ * kv head, reduced over the rows, the protected prompt prefix of a head, and
+ * the keep-set step of their scores. */
+#ifndef EB_POLICY_ATTEND_H
+#define EB_POLICY_ATTEND_H
 
 #include "policy.h"
 #include "score.h"
@@ -19,6 +19,22 @@ struct attend_buf {
 void attend_buf_free(struct attend_buf *b);
 
 enum attend_reduce { ATTEND_SUM = 0, ATTEND_MAX = 1 };
+
+/* What RPC and BeaconKV score with: recorded queries brought to the host, the
+ * rows that attend, and per-candidate doubles grown on demand. */
+struct attend_scratch {
+    struct attend_buf ab;
+    struct score_buf sb;
+    float *qh;               /* host [n_qh]: recorded query rows [..][n_head * head_dim] */
+    float *rows;             /* host [n_rows]: attending rows [..][head_dim] */
+    double *s, *acc, *tmp;   /* [cap]: scores, a layer's sum (RPC), pooling scratch */
+    int cap;
+};
+/* Zeroed, with qh and rows allocated (counts of floats). */
+int attend_scratch_open(struct attend_scratch *w, size_t n_qh, size_t n_rows, struct eb_err *e);
+/* s, acc and tmp for at least n candidates (contents kept). */
+int attend_scratch_reserve(struct attend_scratch *w, int n, struct eb_err *e);
+void attend_scratch_free(struct attend_scratch *w);
 
 /* For each of the nq host rows q[r][head_dim]: logits q . k_j / sqrt(head_dim)
  * over the slots j in [k0, k0 + n) of (layer, kv_head), then (softmax != 0)
