@@ -174,6 +174,35 @@ static void check_attention(struct backend *be, enum kv_type t, const char *simd
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->free(be, bufs[i]);
 }
 
+/* kv_load widens every f16 bit pattern to quant_f16_to_f32's value, on the
+ * vector path (two threads, several chunks and a tail) and the scalar one;
+ * NaNs stay NaN (F16C returns a signalling NaN quiet). */
+static void test_widen_f16_all(void)
+{
+    enum { N = 65536 * 2 + 5 };
+    uint16_t *h = malloc(N * sizeof *h);
+    CHECK(h != NULL);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)(i * 40503u);
+    const char *levels[2] = {NULL, "scalar"};
+    for (int lv = 0; lv < 2; lv++) {
+        if (levels[lv]) setenv("EVICTBENCH_CPU_SIMD", levels[lv], 1);
+        struct backend *be = backend_cpu_create(2);
+        float *dst = be->alloc(be, N);
+        be->kv_load(be, dst, h, KV_F16, N);
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            float want = quant_f16_to_f32(h[i]);
+            if (isnan(want) ? !isnan(dst[i]) : memcmp(&want, &dst[i], sizeof want) != 0) bad++;
+        }
+        CHECK_MSG(bad == 0, "%d of %d widened values differ (%s)", bad, N,
+               levels[lv] ? levels[lv] : "default");
+        be->free(be, dst);
+        be->destroy(be);
+        if (levels[lv]) unsetenv("EVICTBENCH_CPU_SIMD");
+    }
+    free(h);
+}
+
 static void test_attention_typed(void)
 {
     struct backend *be = backend_cpu_create(1);
@@ -397,6 +426,7 @@ int main(void)
 {
     RUN(test_names);
     RUN(test_bf16_rounding);
+    RUN(test_widen_f16_all);
     RUN(test_attention_typed);
     RUN(test_kvcache_typed);
     RUN(test_policy_smollm2);

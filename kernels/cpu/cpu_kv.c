@@ -35,14 +35,39 @@ void cpu_kv_store(struct backend *be, void *dst, enum kv_type type, const float 
     }
 }
 
+#if defined(__x86_64__)
+static void widen_f16_avx2(float *dst, const uint16_t *h, size_t n);
+#endif
+
+/* A policy's scoring widens a whole head at a time (16k keys x 128 at long
+ * context, once per head and compression): F16C on both threads then, the
+ * same values as quant_f16_to_f32 (f16 -> f32 is exact; a signalling NaN
+ * comes back quiet). */
+static void widen_f16(struct backend *be, float *dst, const uint16_t *h, size_t n)
+{
+#if defined(__x86_64__)
+    if (((const struct cpu_impl *)be->impl)->simd == CPU_SIMD_AVX2) {
+        enum { CHUNK = 1 << 13 }; /* elements per task, a multiple of 8 */
+        long n_chunk = (long)((n + CHUNK - 1) / CHUNK);
+        #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static) if (n >= 4 * CPU_PARALLEL_MIN)
+        for (long c = 0; c < n_chunk; c++) {
+            size_t i0 = (size_t)c * CHUNK, w = n - i0 < CHUNK ? n - i0 : CHUNK;
+            widen_f16_avx2(dst + i0, h + i0, w);
+        }
+        return;
+    }
+#endif
+    (void)be;
+    for (size_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(h[i]);
+}
+
 void cpu_kv_load(struct backend *be, float *dst, const void *src, enum kv_type type, size_t n)
 {
-    (void)be;
     const uint16_t *h = src;
     if (type == KV_F32) {
         if (n) memmove(dst, src, n * sizeof(float));
     } else if (type == KV_F16) {
-        for (size_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(h[i]);
+        widen_f16(be, dst, h, n);
     } else {
         for (size_t i = 0; i < n; i++) dst[i] = quant_bf16_to_f32(h[i]);
     }
@@ -341,6 +366,14 @@ static void accum_bf16_avx2(float *o, const float *e, int stride, int nr, const 
                             int hd)
 {
     accum_avx2(o, e, stride, nr, v, n, hd, 2);
+}
+
+static void widen_f16_avx2(float *dst, const uint16_t *h, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) dst[i] = _cvtsh_ss(h[i]);
 }
 
 #undef EB_INLINE
