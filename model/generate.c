@@ -378,6 +378,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
                 }
             }
         }
+        if (h && h->after_step && h->after_step(h->ctx, e)) goto out;
     }
     rc = 0;
 out:

@@ -52,6 +52,12 @@ struct gen_hooks {
      * prompt and every earlier token; compaction here is allowed.  Return -1
      * to abort generation. */
     int (*on_step)(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
+    /* Once per forward pass, after every sampled row's on_step (and after
+     * finished sequences' end_sequence): the batch's compression point, where
+     * hooks may compact every cache that on_step found due at once.  The
+     * caches of sequences still in flight are those on_step saw.  Return -1
+     * to abort generation. */
+    int (*after_step)(void *ctx, struct eb_err *e);
     /* The sequence finished; r is final. */
     void (*end_sequence)(void *ctx, int seq, const struct gen_result *r);
     /* > 0: the hooks promise (by compacting in on_step) that no head of a
