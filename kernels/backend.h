@@ -353,6 +353,32 @@ struct backend *backend_count_create(struct backend *inner);
  * caller may ask any backend). */
 unsigned long long backend_count_calls(const struct backend *be);
 
+/* ---- memory tally (kernels/backend_tally.c) ----
+ * A backend whose alloc/free count bytes, each allocation rounded up to
+ * BACKEND_ALLOC_ALIGN as the CUDA device pool rounds it: the evidence that
+ * generate's memory plan covers what a generate allocates
+ * (tests/test_memplan.c).  Over `inner` it forwards every op (and owns
+ * inner); with inner NULL it is tally-only: allocations reserve address
+ * space but never touch memory, every op does nothing and downloads read
+ * zeros, so a 7B-shaped batch can be planned without 7B of anything.  NULL
+ * when out of memory. */
+enum { BACKEND_ALLOC_ALIGN = 256 };
+/* What alloc(n_floats) takes of a pool that rounds every block up to
+ * BACKEND_ALLOC_ALIGN: the unit of every memory plan. */
+static inline size_t backend_alloc_bytes(size_t n_floats)
+{
+    size_t bytes = (n_floats ? n_floats : 1) * sizeof(float);
+    return (bytes + BACKEND_ALLOC_ALIGN - 1) / BACKEND_ALLOC_ALIGN * BACKEND_ALLOC_ALIGN;
+}
+struct backend_tally_usage {
+    size_t live, peak; /* bytes allocated now, and at most since the last reset */
+    long allocs;       /* allocations since the last reset */
+};
+struct backend *backend_tally_create(struct backend *inner);
+/* Zeros on a backend that is not a tally. */
+struct backend_tally_usage backend_tally_read(const struct backend *be);
+void backend_tally_reset_peak(struct backend *be);
+
 /* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.
  * Quantized matmul picks AVX-512 / AVX2 / scalar kernels from CPUID;
  * EVICTBENCH_CPU_SIMD=scalar (or avx2) in the environment caps the choice.

@@ -38,13 +38,26 @@ struct forward {
     struct kv_step_seq *step;
 };
 
-size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
+size_t forward_device_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
 {
     size_t t = (size_t)max_tokens;
     size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
-    size_t floats = t * (2 * (size_t)c->n_embd + 2 * qd + 2 * kvd + 2 * (size_t)c->n_ff);
-    floats += 2 * (size_t)max_logit_rows * c->n_vocab; /* device + host logits */
-    return floats * sizeof(float) + 3 * t * sizeof(int);
+    return 2 * backend_alloc_bytes(t * c->n_embd) + 2 * backend_alloc_bytes(t * qd) +
+           2 * backend_alloc_bytes(t * kvd) + 2 * backend_alloc_bytes(t * c->n_ff) +
+           backend_alloc_bytes((size_t)max_logit_rows * c->n_vocab);
+}
+
+size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
+{
+    size_t t = (size_t)max_tokens;
+    size_t host = (size_t)max_logit_rows * c->n_vocab * sizeof(float) + 3 * t * sizeof(int);
+    return forward_device_bytes(c, max_tokens, max_logit_rows) + host;
+}
+
+size_t forward_probs_bytes(const struct model_config *c, int rows, int max_cap)
+{
+    if (rows < 1 || max_cap < 1) return 0;
+    return backend_alloc_bytes((size_t)c->n_head * rows * max_cap);
 }
 
 void forward_free(struct forward *f)

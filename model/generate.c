@@ -94,27 +94,66 @@ static int cmp_size_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+static size_t sat_add(size_t a, size_t b)
+{
+    return a + b < a ? SIZE_MAX : a + b;
+}
+
+/* Each part is what generate() asks be->alloc for (backend_alloc_bytes per
+ * buffer), so the plan is the allocation, not a guess with slack. */
+void generate_plan(const struct model_config *c, size_t weight_bytes, const struct gen_request *reqs,
+                   int n, const struct gen_options *opt, struct gen_mem_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->weights = p->total = weight_bytes;
+    if (n <= 0) return;
+    const struct gen_hooks *h = opt->hooks;
+    int live = live_count(opt, n), rows = chunk_tokens(opt, live);
+    int q_window = h ? h->recent_q_window : 0, max_cap = 0;
+    size_t *kv = malloc((size_t)n * 2 * sizeof *kv), *host = kv ? kv + n : NULL, prompts = 0;
+    if (!kv) {
+        p->total = SIZE_MAX;
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int cap = generate_cache_slots(c, opt, &reqs[i], pads_of(opt, i));
+        if (cap > max_cap) max_cap = cap;
+        kv[i] = kvcache_device_bytes(c->n_layer, c->n_head_kv, c->head_dim, cap, opt->kv_type,
+                                     q_window, c->n_head * c->head_dim);
+        host[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim, cap, opt->kv_type) -
+                  kvcache_device_bytes(c->n_layer, c->n_head_kv, c->head_dim, cap, opt->kv_type,
+                                       0, 0);
+        prompts = sat_add(prompts, (size_t)reqs[i].n_prompt);
+    }
+    /* The live caches at their largest: the max_live largest requests. */
+    qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
+    qsort(host, (size_t)n, sizeof *host, cmp_size_desc);
+    for (int i = 0; i < live; i++) {
+        p->kv = sat_add(p->kv, kv[i]);
+        p->host = sat_add(p->host, host[i]);
+    }
+    free(kv);
+    p->forward = forward_device_bytes(c, rows, live);
+    p->host = sat_add(p->host, forward_alloc_bytes(c, rows, live) - p->forward);
+    /* A step's probabilities: at most `rows` rows, and no more than the
+     * prompts plus one decode row per live sequence. */
+    if (h && h->model && (h->model->needs & MODEL_NEED_ATTN_PROBS)) {
+        size_t most = sat_add(prompts, (size_t)live);
+        int prob_rows = most < (size_t)rows ? (int)most : rows;
+        p->probs = forward_probs_bytes(c, prob_rows, max_cap);
+    }
+    if (h && h->device_bytes) p->hooks = h->device_bytes(h->ctx, live, max_cap);
+    p->device = sat_add(sat_add(p->kv, p->forward), sat_add(p->probs, p->hooks));
+    p->total = sat_add(sat_add(weight_bytes, p->device), p->host);
+}
+
 size_t generate_estimate_bytes(const struct model_config *c, size_t weight_bytes,
                                const struct gen_request *reqs, int n,
                                const struct gen_options *opt)
 {
-    if (n <= 0) return weight_bytes;
-    int live = live_count(opt, n);
-    size_t *kv = malloc((size_t)n * sizeof *kv);
-    size_t kv_total = 0;
-    if (!kv) return SIZE_MAX;
-    for (int i = 0; i < n; i++) {
-        kv[i] = kvcache_alloc_bytes(c->n_layer, c->n_head_kv, c->head_dim,
-                                    generate_cache_slots(c, opt, &reqs[i], pads_of(opt, i)),
-                                    opt->kv_type);
-    }
-    qsort(kv, (size_t)n, sizeof *kv, cmp_size_desc);
-    for (int i = 0; i < live; i++) kv_total = kv_total + kv[i] < kv_total ? SIZE_MAX : kv_total + kv[i];
-    free(kv);
-    size_t act = forward_alloc_bytes(c, chunk_tokens(opt, live), live);
-    size_t total = weight_bytes + kv_total;
-    if (total < kv_total) return SIZE_MAX;
-    return total + act < total ? SIZE_MAX : total + act;
+    struct gen_mem_plan p;
+    generate_plan(c, weight_bytes, reqs, n, opt, &p);
+    return p.total;
 }
 
 void gen_results_free(struct gen_result *results, int n)

@@ -52,12 +52,6 @@ struct gen_hooks {
      * prompt and every earlier token; compaction here is allowed.  Return -1
      * to abort generation. */
     int (*on_step)(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e);
-    /* Once per forward pass, after every sampled row's on_step (and after
-     * finished sequences' end_sequence): the batch's compression point, where
-     * hooks may compact every cache that on_step found due at once.  The
-     * caches of sequences still in flight are those on_step saw.  Return -1
-     * to abort generation. */
-    int (*after_step)(void *ctx, struct eb_err *e);
     /* The sequence finished; r is final. */
     void (*end_sequence)(void *ctx, int seq, const struct gen_result *r);
     /* > 0: the hooks promise (by compacting in on_step) that no head of a
@@ -67,6 +61,17 @@ struct gen_hooks {
      * memory estimate (and so the largest feasible batch) reflects it.  An
      * append beyond the allocation is an error, never an overflow. */
     int kv_slot_limit;
+    /* Backend bytes the hooks allocate while a generate of n_live sequences
+     * in flight runs, whose caches hold at most max_slots slots (a policy's
+     * scratch and views): the memory plan counts them (generate_plan).
+     * NULL: none. */
+    size_t (*device_bytes)(void *ctx, int n_live, int max_slots);
+    /* Once per forward pass, after every sampled row's on_step (and after
+     * finished sequences' end_sequence): the batch's compression point, where
+     * hooks may compact every cache that on_step found due at once.  The
+     * caches of sequences still in flight are those on_step saw.  Return -1
+     * to abort generation. */
+    int (*after_step)(void *ctx, struct eb_err *e);
 };
 
 struct gen_options {
@@ -122,8 +127,25 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
              struct eb_err *e);
 void gen_results_free(struct gen_result *results, int n);
 
-/* The memory estimate: weights + KV for prompt + max_new of the max_live
- * largest requests + activations (SIZE_MAX on overflow). */
+/* The memory plan of a generate: what it will allocate, part by part. */
+struct gen_mem_plan {
+    size_t weights;  /* as given (already resident when generate runs) */
+    size_t kv;       /* the caches of the max_live largest requests, query rings included */
+    size_t forward;  /* the forward pass's buffers */
+    size_t probs;    /* attention probabilities kept for hooks that observe them */
+    size_t hooks;    /* what the hooks allocate (gen_hooks.device_bytes) */
+    size_t device;   /* backend memory generate allocates: kv + forward + probs + hooks */
+    size_t host;     /* host memory beside it: positions, pad flags, host logits */
+    size_t total;    /* weights + device + host (SIZE_MAX on overflow) */
+};
+/* Every backend allocation is counted as a rounding pool takes it
+ * (backend_alloc_bytes), so `device` covers what a generate allocates
+ * through be->alloc (tests/test_memplan.c holds it to within 5%). */
+void generate_plan(const struct model_config *cfg, size_t weight_bytes,
+                   const struct gen_request *reqs, int n, const struct gen_options *opt,
+                   struct gen_mem_plan *out);
+
+/* The memory estimate: generate_plan's total (SIZE_MAX on overflow). */
 size_t generate_estimate_bytes(const struct model_config *cfg, size_t weight_bytes,
                                const struct gen_request *reqs, int n,
                                const struct gen_options *opt);

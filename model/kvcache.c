@@ -26,14 +26,22 @@ static size_t floats_for(size_t n, enum kv_type t)
     return (n * kv_type_bytes(t) + sizeof(float) - 1) / sizeof(float);
 }
 
-size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type)
+size_t kvcache_device_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type,
+                            int q_window, int q_dim)
 {
     size_t row = (size_t)capacity * head_dim; /* elements of one head's slots */
-    size_t kv = 2 * (size_t)n_layer * n_kv * floats_for(row, type) * sizeof(float);
+    size_t per_layer = (size_t)n_kv * floats_for(row, type);
+    size_t kv = 2 * (size_t)n_layer * backend_alloc_bytes(per_layer);
+    size_t scratch = backend_alloc_bytes(floats_for(row, type));
+    size_t view = type == KV_F32 ? 0 : 2 * backend_alloc_bytes(row);
+    size_t ring = q_window > 0 ? (size_t)n_layer * backend_alloc_bytes((size_t)q_window * q_dim) : 0;
+    return kv + scratch + view + ring;
+}
+
+size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type)
+{
     size_t host = (size_t)n_layer * n_kv * capacity * (sizeof(int) + 1); /* pos + pad */
-    size_t scratch = floats_for(row, type) * sizeof(float);
-    size_t view = type == KV_F32 ? 0 : 2 * row * sizeof(float);
-    return kv + host + scratch + view;
+    return kvcache_device_bytes(n_layer, n_kv, head_dim, capacity, type, 0, 0) + host;
 }
 
 void kvcache_free(struct kvcache *c)

@@ -64,8 +64,15 @@ int kvcache_create(struct backend *be, int n_layer, int n_kv, int head_dim, int 
                    enum kv_type type, struct kvcache **out, struct eb_err *e);
 void kvcache_free(struct kvcache *c);
 
-/* Bytes kvcache_create allocates for these dimensions (for memory estimates). */
+/* Bytes kvcache_create allocates for these dimensions (for memory estimates):
+ * backend memory (as kvcache_device_bytes) plus the host positions and pad
+ * flags. */
 size_t kvcache_alloc_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type);
+/* Backend bytes of such a cache, each buffer as a rounding pool takes it
+ * (backend_alloc_bytes): K and V, the compaction buffer, a 16-bit cache's
+ * two f32 views, and a query ring of q_window rows of q_dim (0: none). */
+size_t kvcache_device_bytes(int n_layer, int n_kv, int head_dim, int capacity, enum kv_type type,
+                            int q_window, int q_dim);
 
 /* Append n tokens to one layer.  k and v are backend rows [n][n_kv*head_dim]
  * (the sequence's rows of the batch's K/V activations, RoPE applied to k);

@@ -153,6 +153,13 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
 void forward_free(struct forward *f);
 /* Bytes forward_create allocates (backend + host), for memory estimates. */
 size_t forward_alloc_bytes(const struct model_config *cfg, int max_tokens, int max_logit_rows);
+/* Its backend part, each buffer as a rounding pool takes it (backend_alloc_bytes). */
+size_t forward_device_bytes(const struct model_config *cfg, int max_tokens, int max_logit_rows);
+/* Backend bytes of the attention probabilities a forward keeps for hooks
+ * that observe them (MODEL_NEED_ATTN_PROBS): n_head floats for each of a
+ * step's rows and each slot of its sequence's cache, at most `rows` rows
+ * of caches of at most max_cap slots. */
+size_t forward_probs_bytes(const struct model_config *cfg, int rows, int max_cap);
 
 /* Run the batch: append every new token's K/V to its sequence's cache, advance
  * the caches, and leave the requested logits in forward_logits().  hooks may be

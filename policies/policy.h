@@ -235,6 +235,13 @@ struct policy_ops {
      * alone (no model), beyond the common ones (> 0, above the window).  Only
      * policy_budget_check (schedule.h) calls it, when a point or a policy is
      * built; 0, or -1 with e set. */
+    /* Optional: backend bytes the instance allocates while a generate of
+     * n_live sequences with caches of at most max_slots slots runs, beyond
+     * the shared scoring scratch (policies/score.c), each block as
+     * backend_alloc_bytes rounds it; the memory plan counts them
+     * (tests/test_memplan.c).  NULL: nothing more. */
+    size_t (*device_bytes)(const void *self, const struct policy_model *m, int n_live,
+                           int max_slots);
     int (*check_budget)(const struct policy_params *p, int budget, struct eb_err *e);
     /* Optional: a parameter table shared with other policies (e.g. the
      * selector's options, select_params.h) whose parameters follow those of

@@ -349,6 +349,18 @@ fail:
     return -1;
 }
 
+/* gen_hooks.device_bytes: what the policy allocates on the backend while a
+ * generate runs: its scoring scratch (policies/score.c: two rows of a
+ * head's scores) and whatever it declares (policy_ops.device_bytes). */
+static size_t glue_device_bytes(void *ctx, int n_live, int max_slots)
+{
+    struct policy_glue *g = ctx;
+    if (g->p->info.schedule == POLICY_NEVER && !g->p->ops->steer) return 0;
+    size_t n = backend_alloc_bytes(2 * (size_t)max_slots);
+    if (g->p->ops->device_bytes) n += g->p->ops->device_bytes(g->p->self, &g->pm, n_live, max_slots);
+    return n;
+}
+
 void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
                        struct gen_hooks *out)
 {
@@ -361,6 +373,7 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
     out->begin_sequence = glue_begin;
     out->on_step = glue_step;
     out->end_sequence = glue_end;
+    out->device_bytes = glue_device_bytes;
 }
 
 void policy_glue_stats(const struct policy_glue *g, struct policy_glue_stats *out)

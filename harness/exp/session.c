@@ -170,12 +170,17 @@ size_t session_mem_limit(const struct session *s)
  * held to what is free in it.  The pool serves allocations only while a
  * generate runs (session_generate turns it off after). */
 static int ensure_pool(struct session *s, const struct gen_request *reqs, int n,
-                       struct gen_options *opt, struct eb_err *e)
+                       struct gen_options *opt, struct gen_mem_plan *plan_out, struct eb_err *e)
 {
+    memset(plan_out, 0, sizeof *plan_out);
     if (!device_is_cuda(s->be)) return 0;
     int live = opt->max_live > 0 && opt->max_live < n ? opt->max_live : n;
-    size_t est = generate_estimate_bytes(&s->m->cfg, 0, reqs, n, opt);
-    struct kv_pool_need need = {est / (size_t)live + 1, 0, live};
+    /* The plan is what generate() allocates from the pool: each live cache
+     * (query ring included), the forward buffers, the probabilities a
+     * policy observes and the policy's scratch. */
+    generate_plan(&s->m->cfg, 0, reqs, n, opt, plan_out);
+    struct kv_pool_need need = {plan_out->kv / (size_t)live + 1,
+                                plan_out->forward + plan_out->probs + plan_out->hooks, live};
     struct kv_pool_plan plan;
     if (backend_cuda_ensure_pool(s->be, &need, &plan, e)) return -1;
     backend_cuda_pool_serve(s->be, 1);
@@ -184,6 +189,21 @@ static int ensure_pool(struct session *s, const struct gen_request *reqs, int n,
     size_t cap = s->m->weight_bytes + (plan.pool_bytes - used);
     if (!opt->mem_limit || opt->mem_limit > cap) opt->mem_limit = cap;
     return 0;
+}
+
+/* An out-of-memory inside a planned generate: say by how much the plan
+ * missed, so a plan that is wrong is seen as one. */
+static void explain_miss(struct session *s, const struct gen_mem_plan *plan, size_t used0,
+                         struct eb_err *e)
+{
+    size_t used, peak;
+    backend_cuda_pool_usage(s->be, &used, &peak);
+    size_t took = peak > used0 ? peak - used0 : 0;
+    size_t len = strnlen(e->msg, sizeof e->msg - 1);
+    int n = snprintf(e->msg + len, sizeof e->msg - len,
+                     " (memory plan: %zu device bytes for this generate; %zu were allocated from "
+                     "the pool when it failed)", plan->device, took);
+    (void)n; /* a message cut short is still the message */
 }
 
 int session_generate(struct session *s, const struct gen_request *reqs, int n,
@@ -195,7 +215,10 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     struct gen_hooks hooks;
     struct gen_options opt;
     session_gen_options(s, o, &hooks, &opt);
-    if (ensure_pool(s, reqs, n, &opt, e)) return -1;
+    struct gen_mem_plan plan;
+    if (ensure_pool(s, reqs, n, &opt, &plan, e)) return -1;
+    size_t used0 = 0, peak0;
+    if (device_is_cuda(s->be)) backend_cuda_pool_usage(s->be, &used0, &peak0);
     int rc;
     if (o->teacher) {
         if (stats) memset(stats, 0, sizeof *stats);
@@ -205,6 +228,7 @@ int session_generate(struct session *s, const struct gen_request *reqs, int n,
     }
     /* The CUDA backend's ops return nothing: its first failure is sticky. */
     struct eb_err ce = {0};
+    if (rc && e->kind == EB_ERR_NOMEM && device_is_cuda(s->be)) explain_miss(s, &plan, used0, e);
     if (device_is_cuda(s->be)) backend_cuda_pool_serve(s->be, 0);
     if (device_is_cuda(s->be) && backend_cuda_status(s->be, &ce)) {
         /* The device's record is the cause and generate's error its

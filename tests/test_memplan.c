@@ -1,0 +1,254 @@
+/* test_memplan.c - the memory plan is what gets allocated.  For every
+ * registered policy at batch 1, 16 and 64, a whole generate runs on a
+ * tallying backend (kernels/backend_tally.c, allocations rounded as the CUDA
+ * pool rounds them) and generate_plan's device bytes must cover the peak the
+ * generate allocated, and exceed it by at most 5%:
+ *   - on tiny-qwen2 over the real CPU backend (every op computed);
+ *   - on the DeepSeek-R1-Distill-Qwen-7B shape, tally-only (no memory is
+ *     touched: the ops do nothing and downloads read zeros), which is where
+ *     the issue's batch-32+ out-of-memory came from.
+ * A policy that cannot be opened without a tokenizer or a steering vector
+ * (SEAL, SkipKV with steering) is planned with what it can open, and said. */
+#include "test.h"
+#include "test_util.h"
+#include "tok_fixture.h"
+#include "policies/steering.h"
+
+#include <unistd.h>
+
+enum { PROMPT = 64, NEW = 128, BUDGET = 128 }; /* a multiple of VaSE's window; several compressions */
+
+static struct tokenizer *tok; /* r1-qwen's, for the policies that read token text */
+
+/* A model of the config's shape whose weights exist only on the tally
+ * backend (no data): enough for forward passes that compute nothing. */
+static struct model *shape_model(struct backend *be, const struct model_config *c)
+{
+    struct model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->cfg = *c;
+    m->be = be;
+    m->pairing = ROPE_PAIR_HALF;
+    m->inv_freq = calloc((size_t)c->head_dim / 2, sizeof *m->inv_freq);
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->inv_freq || !m->layers) {
+        model_free(m);
+        return NULL;
+    }
+    model_rope_inv_freq(c, NULL, m->inv_freq);
+    int qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
+    m->tok_embd = be->weight_create(be, WEIGHT_BF16, c->n_vocab, c->n_embd, NULL, 0, 0);
+    m->output = be->weight_create(be, WEIGHT_BF16, c->n_vocab, c->n_embd, NULL, 0, 0);
+    m->output_norm = be->alloc(be, (size_t)c->n_embd);
+    for (int l = 0; l < c->n_layer; l++) {
+        struct model_layer_weights *w = &m->layers[l];
+        w->attn_norm = be->alloc(be, (size_t)c->n_embd);
+        w->ffn_norm = be->alloc(be, (size_t)c->n_embd);
+        w->wq = be->weight_create(be, WEIGHT_BF16, qd, c->n_embd, NULL, 0, 0);
+        w->wk = be->weight_create(be, WEIGHT_BF16, kvd, c->n_embd, NULL, 0, 0);
+        w->wv = be->weight_create(be, WEIGHT_BF16, kvd, c->n_embd, NULL, 0, 0);
+        w->wo = be->weight_create(be, WEIGHT_BF16, c->n_embd, qd, NULL, 0, 0);
+        w->w_gate = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
+        w->w_up = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
+        w->w_down = be->weight_create(be, WEIGHT_BF16, c->n_embd, c->n_ff, NULL, 0, 0);
+        if (c->has_qkv_bias) {
+            w->bq = be->alloc(be, (size_t)qd);
+            w->bk = be->alloc(be, (size_t)kvd);
+            w->bv = be->alloc(be, (size_t)kvd);
+        }
+    }
+    return m;
+}
+
+static struct model_config qwen7b_config(void)
+{
+    struct model_config c = {.arch = ARCH_QWEN2, .n_layer = 28, .n_embd = 3584,
+                             .n_ff = 18944, .n_head = 28, .n_head_kv = 4, .head_dim = 128,
+                             .n_vocab = 152064, .n_ctx_train = 131072, .rms_eps = 1e-6f,
+                             .rope_theta = 10000.0, .rope_dims = 128, .has_qkv_bias = 1,
+                             .bos_id = -1, .n_eos = 1};
+    c.eos_ids[0] = 151643;
+    return c;
+}
+
+/* A steering vector for m's shape (SEAL and SkipKV's steering need one):
+ * written to path, which the caller removes. */
+static int write_vector(const struct model *m, char *path)
+{
+    struct eb_err e;
+    int fd = mkstemp(path);
+    if (fd < 0) return -1;
+    close(fd);
+    struct steer_vector sv;
+    memset(&sv, 0, sizeof sv);
+    sv.version = STEER_VERSION;
+    sv.layer = m->cfg.n_layer / 2;
+    sv.dim = m->cfg.n_embd;
+    if (steering_model_identity(&m->cfg, sv.model_identity, sizeof sv.model_identity, &e)) return -1;
+    sv.v = calloc((size_t)sv.dim, sizeof *sv.v);
+    if (!sv.v) return -1;
+    for (int i = 0; i < sv.dim; i++) sv.v[i] = 0.01f;
+    int rc = steer_vector_save(path, &sv, &e);
+    free(sv.v);
+    return rc;
+}
+
+/* spec opened at BUDGET with the tokenizer and the vector. */
+static int open_policy(const struct model *m, const char *spec, const char *vector,
+                       struct session_policy *sp, struct eb_err *e)
+{
+    const struct policy_entry *entry;
+    struct policy_params params;
+    memset(sp, 0, sizeof *sp);
+    if (session_policy_resolve(spec, NULL, NULL, BUDGET, 1, &entry, &params, e)) return -1;
+    struct policy_target t = {&m->cfg, m, tok, NULL};
+    struct policy_request rq = {entry, &params, BUDGET, vector, 1};
+    return policy_target_open(&t, &rq, sp, e);
+}
+
+/* One generate of `batch` copies of a prompt under `spec` (NULL: FullKV):
+ * 1 and the reason on stderr when the policy cannot be opened here. */
+static int plan_one(struct model *m, const char *spec, const char *vector, int batch,
+                    enum kv_type kv_type, const char *label)
+{
+    struct eb_err e;
+    struct session_policy sp = {0};
+    struct gen_hooks hooks;
+    struct gen_options opt = {.ignore_eos = 1, .kv_type = kv_type,
+                              .mem_limit = (size_t)1 << 50}; /* the plan decides, not RAM */
+    int *prompt = malloc(PROMPT * sizeof *prompt);
+    struct gen_request *req = calloc((size_t)batch, sizeof *req);
+    struct gen_result *res = calloc((size_t)batch, sizeof *res);
+    if (!prompt || !req || !res) {
+        free(prompt), free(req), free(res);
+        CHECK_MSG(0, "out of memory");
+        return 0;
+    }
+    size_t base = backend_tally_read(m->be).live; /* before the policy's own buffers */
+    for (int i = 0; i < PROMPT; i++) prompt[i] = 5 + (i * 7) % 50;
+    for (int i = 0; i < batch; i++)
+        req[i] = (struct gen_request){prompt, PROMPT, NEW, sampler_params_greedy()};
+    if (spec) {
+        if (open_policy(m, spec, vector, &sp, &e) ||
+            session_policy_glue(&sp, m, &e)) {
+            printf("  %s: %s not planned here: %s\n", label, spec, e.msg);
+            session_policy_close(&sp);
+            free(prompt), free(req), free(res);
+            return 1;
+        }
+        session_policy_hooks(&sp, NULL, &hooks);
+        opt.hooks = &hooks;
+    }
+    struct gen_mem_plan plan;
+    generate_plan(&m->cfg, m->weight_bytes, req, batch, &opt, &plan);
+    struct backend_tally_usage before = backend_tally_read(m->be);
+    backend_tally_reset_peak(m->be);
+    int rc = generate(m, req, batch, &opt, res, NULL, &e);
+    CHECK_MSG(rc == 0, "%s %s batch %d: %s", label, spec ? spec : "fullkv", batch, e.msg);
+    struct backend_tally_usage after = backend_tally_read(m->be);
+    size_t used = after.peak - before.live;
+    if (getenv("MEMPLAN_DEBUG"))
+        printf("  %s %s b%d: kv %zu fwd %zu probs %zu hooks %zu = %zu; used %zu left %zu\n", label,
+               spec ? spec : "fullkv", batch, plan.kv, plan.forward, plan.probs, plan.hooks,
+               plan.device, used, after.live - before.live);
+    CHECK_MSG(plan.device >= used, "%s %s batch %d: the plan's %zu device bytes miss %zu (%zu "
+              "allocated)", label, spec ? spec : "fullkv", batch, plan.device, used - plan.device,
+              used);
+    CHECK_MSG((double)plan.device <= 1.05 * (double)used,
+              "%s %s batch %d: the plan's %zu device bytes exceed the %zu allocated by %.1f%%",
+              label, spec ? spec : "fullkv", batch, plan.device, used,
+              100.0 * ((double)plan.device / (double)used - 1.0));
+    if (rc == 0) gen_results_free(res, batch);
+    session_policy_close(&sp); /* a policy keeps its scratch until it is closed */
+    CHECK_MSG(backend_tally_read(m->be).live == base, "%s %s batch %d: %zu bytes left "
+              "allocated", label, spec ? spec : "fullkv", batch,
+              backend_tally_read(m->be).live - base);
+    free(prompt), free(req), free(res);
+    return 0;
+}
+
+static void plan_every_policy(struct model *m, const int *batches, int n_batches,
+                              enum kv_type kv_type, const char *label)
+{
+    int n;
+    const struct policy_entry *reg = policy_registry(&n);
+    int skipped = 0;
+    char vector[] = "/tmp/eb_memplan_vec_XXXXXX";
+    CHECK(write_vector(m, vector) == 0);
+    for (int b = 0; b < n_batches; b++) {
+        plan_one(m, NULL, vector, batches[b], kv_type, label);
+        for (int i = 0; i < n; i++)
+            skipped += plan_one(m, reg[i].name, vector, batches[b], kv_type, label);
+    }
+    unlink(vector);
+    printf("  %s: %d policies x %d batch sizes planned (%d not openable here)\n",
+           label, n + 1, n_batches, skipped / n_batches);
+}
+
+static void test_tiny_model_every_policy(void)
+{
+    struct backend *be = backend_tally_create(backend_cpu_create(1));
+    CHECK(be != NULL);
+    struct model *m = open_model_weights(be, "tests/fixtures/models/tiny-qwen2/model.gguf",
+                                         MODEL_WEIGHTS_NATIVE);
+    if (!m) {
+        be->destroy(be);
+        SKIP("tiny-qwen2 fixture missing");
+    }
+    static const int batches[] = {1, 16, 64};
+    plan_every_policy(m, batches, 3, KV_F32, "tiny-qwen2 f32");
+    static const int one[] = {16};
+    plan_every_policy(m, one, 1, KV_BF16, "tiny-qwen2 bf16");
+    model_free(m);
+    be->destroy(be);
+}
+
+static void test_qwen7b_shape_tally_only(void)
+{
+    struct backend *be = backend_tally_create(NULL);
+    CHECK(be != NULL);
+    struct model_config c = qwen7b_config();
+    struct model *m = shape_model(be, &c);
+    CHECK(m != NULL);
+    if (!m) return;
+    static const int batches[] = {1, 16, 64};
+    plan_every_policy(m, batches, 3, KV_BF16, "qwen7b-shape bf16");
+    model_free(m);
+    be->destroy(be);
+}
+
+/* The tally itself: forwarded ops still compute, sizes are the pool's. */
+static void test_tally_counts_rounded_blocks(void)
+{
+    struct backend *be = backend_tally_create(backend_cpu_create(1));
+    float *a = be->alloc(be, 3), *b = be->alloc(be, 100);
+    struct backend_tally_usage u = backend_tally_read(be);
+    CHECK(u.live == 3 * BACKEND_ALLOC_ALIGN && u.allocs == 2); /* 12 -> 256, 400 -> 512 */
+    float h[3] = {1, 2, 3}, back[3] = {0};
+    be->upload(be, a, h, 3);
+    be->download(be, back, a, 3);
+    CHECK(back[2] == 3.0f);
+    be->free(be, a);
+    CHECK(backend_tally_read(be).live == 2 * BACKEND_ALLOC_ALIGN);
+    CHECK(backend_tally_read(be).peak == 3 * BACKEND_ALLOC_ALIGN);
+    be->free(be, b);
+    be->destroy(be);
+    struct backend *none = backend_tally_create(NULL);
+    float *big = none->alloc(none, (size_t)1 << 34); /* 64 GiB of address space, untouched */
+    CHECK(big != NULL);
+    CHECK(backend_tally_read(none).live == ((size_t)1 << 36));
+    none->free(none, big);
+    none->destroy(none);
+}
+
+int main(void)
+{
+    char why[512] = "";
+    tok = tok_fixture_load("r1-qwen", why, sizeof why);
+    if (!tok) printf("  (no tokenizer: %s; policies that read token text are not planned)\n", why);
+    RUN(test_tally_counts_rounded_blocks);
+    RUN(test_tiny_model_every_policy);
+    RUN(test_qwen7b_shape_tally_only);
+    tokenizer_free(tok);
+    return test_summary("test_memplan");
+}
