@@ -367,15 +367,9 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
         if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
             goto out;
-        double dt = clock_now_s() - t_start;
+        double t_forward = clock_now_s() - t_start;
         st.forward_calls++;
-        if (has_prefill) {
-            st.prefill_s += dt;
-        } else {
-            st.decode_s += dt;
-            st.decode_tokens += used;
-            note_calls(&st, (long)(backend_count_calls(m->be) - calls0));
-        }
+        if (!has_prefill) note_calls(&st, (long)(backend_count_calls(m->be) - calls0));
 
         size_t kv_now = 0; /* measured before finished sequences give their cache back */
         for (int i = 0; i < live; i++)
@@ -418,6 +412,18 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             }
         }
         if (h && h->after_step && h->after_step(h->ctx, e)) goto out;
+        /* A step's time is its whole wall time: the forward, sampling and
+         * every hook (a policy's scoring and compaction), so tokens/s counts
+         * what eviction costs. */
+        double dt = clock_now_s() - t_start;
+        if (has_prefill) {
+            st.prefill_s += dt;
+        } else {
+            st.decode_s += dt;
+            st.decode_forward_s += t_forward;
+            st.decode_steps++;
+            st.decode_tokens += used;
+        }
     }
     rc = 0;
 out:

@@ -110,11 +110,17 @@ struct gen_options {
 
 struct gen_stats {
     long prefill_tokens, decode_tokens;
-    double prefill_s, decode_s;      /* forward passes with / without prompt tokens */
+    /* Wall time of the steps whose forward pass had prompt tokens / had
+     * none: the forward, sampling and every hook (a policy's observation,
+     * scoring and compaction), so decode_tokens / decode_s is the rate a
+     * user gets. */
+    double prefill_s, decode_s;
+    double decode_forward_s;         /* of decode_s: the forward passes and sampling alone */
+    long decode_steps;               /* forward passes without prompt tokens */
     size_t peak_kv_bytes;            /* sum over sequences in flight, at its largest */
     size_t est_bytes;                /* the memory estimate checked before starting */
     int forward_calls;
-    /* Backend calls of a decode step (forward pass and sampling; the policy's
+    /* Backend calls of a decode step's forward pass and sampling (a policy's
      * compression is not in it), fewest and most over the decode steps: 0
      * unless the model's backend counts calls (backend_count_create). */
     long decode_calls_min, decode_calls_max;

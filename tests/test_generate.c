@@ -1,6 +1,8 @@
 /* test_generate.c - greedy continuations against transformers, batched ==
  * one-at-a-time, EOS and length stops, bad requests, hooks. */
 #include "test.h"
+
+#include <time.h>
 #include "test_util.h"
 
 static struct backend *be;
@@ -453,6 +455,57 @@ static void test_hooks(void)
     model_free(m);
 }
 
+/* A hook that spends 2 ms per batch step (in after_step, where a batched
+ * policy compresses) and 0.5 ms per sampled row (on_step). */
+static int slow_step(void *ctx, int seq, int token, struct kvcache *cache, struct eb_err *e)
+{
+    (void)ctx, (void)seq, (void)token, (void)cache, (void)e;
+    struct timespec ts = {0, 500000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+static int slow_after(void *ctx, struct eb_err *e)
+{
+    (void)e;
+    (*(int *)ctx)++;
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+
+/* Decode tokens/s counts the hooks: the time a policy spends lowers it. */
+static void test_hook_time_counts(void)
+{
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama-tied");
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, 0, m->cfg.n_vocab);
+    struct gen_result res[NP];
+    struct eb_err e;
+    struct gen_options opt = {.ignore_eos = 1, .max_live = 3};
+    struct gen_stats fast, slow;
+    CHECK(generate(m, req, NP, &opt, res, &fast, &e) == 0);
+    gen_results_free(res, NP);
+    int afters = 0;
+    struct gen_hooks gh = {.ctx = &afters, .on_step = slow_step, .after_step = slow_after};
+    opt.hooks = &gh;
+    CHECK(generate(m, req, NP, &opt, res, &slow, &e) == 0);
+    gen_results_free(res, NP);
+    CHECK(slow.decode_steps == fast.decode_steps && slow.decode_tokens == fast.decode_tokens);
+    CHECK(afters == slow.forward_calls); /* once per forward pass */
+    /* Every decode step slept 2 ms plus 0.5 ms per row, all inside decode_s. */
+    double slept = 2e-3 * slow.decode_steps + 0.5e-3 * slow.decode_tokens;
+    CHECK_MSG(slow.decode_s >= slept, "decode %.4f s < the %.4f s the hooks slept", slow.decode_s,
+              slept);
+    CHECK(slow.decode_s - slow.decode_forward_s >= slept);
+    CHECK(slow.decode_forward_s <= slow.decode_s);
+    double fast_rate = fast.decode_tokens / fast.decode_s, slow_rate = slow.decode_tokens / slow.decode_s;
+    CHECK_MSG(slow_rate < fast_rate, "tok/s %.1f with slow hooks, %.1f without", slow_rate,
+              fast_rate);
+    model_free(m);
+}
+
 static void test_smollm2(void)
 {
     if (!file_exists(SMOL_PATH)) SKIP("%s absent (make deps downloads it)", SMOL_PATH);
@@ -507,6 +560,7 @@ int main(void)
     RUN(test_alloc_failure_is_nomem);
     RUN(test_sampling_in_backend);
     RUN(test_hooks);
+    RUN(test_hook_time_counts);
     RUN(test_smollm2);
     be->destroy(be);
     return test_summary("generate");

@@ -424,9 +424,14 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
     for (int i = 0; i < n; i++) gen += res[i].n_tokens;
     fprintf(stderr, "prefill: %ld tokens, %.3f s, %.1f tok/s\n", st->prefill_tokens, st->prefill_s,
             st->prefill_s > 0 ? st->prefill_tokens / st->prefill_s : 0.0);
-    fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all)\n",
+    fprintf(stderr, "decode:  %ld tokens, %.3f s, %.1f tok/s (%ld generated in all; the decode "
+                    "loop's wall time, every policy hook inside it)\n",
             st->decode_tokens, st->decode_s, st->decode_s > 0 ? st->decode_tokens / st->decode_s : 0.0,
             gen);
+    double steps = st->decode_steps > 0 ? (double)st->decode_steps : 1.0;
+    fprintf(stderr, "decode step: %ld batch steps; per step %.3f ms: forward and sampling %.3f ms, "
+                    "hooks %.3f ms\n", st->decode_steps, 1e3 * st->decode_s / steps,
+            1e3 * st->decode_forward_s / steps, 1e3 * (st->decode_s - st->decode_forward_s) / steps);
     fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
             st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
     if (st->decode_calls_min > 0)
@@ -435,15 +440,15 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
     if (glue) {
         struct policy_glue_stats ps;
         policy_glue_stats(glue, &ps);
-        double fwd = st->prefill_s + st->decode_s;
+        double all = st->prefill_s + st->decode_s;
         fprintf(stderr, "policy %s, budget %ld: %ld compressions, %.0f tokens evicted (%ld "
                         "layer-head slots)\n", pol->spec, a->budget, ps.compressions,
                 ps.evicted_tokens, ps.evicted_slots);
         fprintf(stderr, "policy kv: peak %zu bytes, mean %.0f bytes per sequence; at most %d "
                         "slots in a head\n", ps.peak_kv_bytes, ps.mean_kv_bytes, ps.max_slots);
-        fprintf(stderr, "policy overhead: %.3f ms per step (%.1f%% of forward time)\n",
-                ps.steps ? 1e3 * ps.policy_s / ps.steps : 0.0,
-                fwd > 0 ? 100.0 * ps.policy_s / fwd : 0.0);
+        fprintf(stderr, "policy time: %.3f ms per batch step (%.1f%% of the generate's wall "
+                        "time)\n", 1e3 * ps.policy_s / steps,
+                all > 0 ? 100.0 * ps.policy_s / all : 0.0);
         for (int i = 0; i < n; i++) print_trace_stats(pol, i, n);
     }
 }
