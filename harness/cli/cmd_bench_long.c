@@ -14,15 +14,17 @@
 static void print_help(void)
 {
     printf("usage: evictbench bench --contexts LIST [options]\n"
-           "       evictbench bench --max-batch --max-kv-bytes N [options]\n\n"
+           "       evictbench bench --max-batch [--max-kv-bytes N] [options]\n\n"
            "--contexts: decode tokens/s at each context length (e.g. 1024,2048,4096,8192,16384)\n"
            "for every batch size, KV type and policy; each cache is filled to the context by\n"
            "repeating the K/V of a real --fill-len-token prefill of GSM8K text (fill\n"
            "'repeat:gsm8k:N'), then decoded --new steps; a policy's first selection scores\n"
            "the whole filled cache.  --max-batch: for each policy, the largest batch whose K+V\n"
-           "after --fill-len prompt + --gen-len generated tokens fits in --max-kv-bytes, and\n"
-           "the decode rate at batches 1, 2, 4, ... (or --batches) up to it (the next batch: an\n"
-           "oom row).\n"
+           "after --fill-len prompt + --gen-len generated tokens fits in --max-kv-bytes (on a\n"
+           "GPU without it: whose memory plan fits the free device memory), and the decode\n"
+           "rate, every policy hook counted, at batches 1, 2, 4, ... (or --batches, or only\n"
+           "the largest with --largest-only) up to it (the next batch: an oom row); then the\n"
+           "throughput at the largest batch against FullKV's best.\n"
            "Rows go to the bench table of --db.\n\n"
            "  --model M            default qwen2.5-coder-1.5b\n"
            "  --batches LIST       --contexts: default 1,8; --max-batch: the batches measured\n"
@@ -34,12 +36,14 @@ static void print_help(void)
            "  --fill-len N         tokens of the real prefill (default 256)\n"
            "  --gen-len N          --max-batch: tokens generated per sequence (default 8192)\n"
            "  --max-kv-bytes N     --max-batch: the K+V bytes allowed for the whole batch\n"
+           "                       (required on the CPU; on a GPU the memory plan decides)\n"
+           "  --largest-only       --max-batch: measure only each policy's largest batch\n"
            "  --threads N, --device D, --db FILE (default results/results.db), --no-db\n");
 }
 
 struct long_cli {
     const char *model, *policies, *budgets, *db, *device;
-    int contexts_mode, max_batch_mode, no_db, batches_set;
+    int contexts_mode, max_batch_mode, no_db, batches_set, largest_only;
     long threads, n_new, fill_len, gen_len, kv_cap;
     char contexts[256], batches[64], kv_types[32];
 };
@@ -96,6 +100,7 @@ static int parse_args(int argc, char **argv, struct long_cli *a)
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { print_help(); return 1; }
         if (!strcmp(o, "--max-batch")) { a->max_batch_mode = 1; continue; }
         if (!strcmp(o, "--no-db")) { a->no_db = 1; continue; }
+        if (!strcmp(o, "--largest-only")) { a->largest_only = 1; continue; }
         if (!(v = cli_value(argc, argv, &i))) return 2;
         if (!strcmp(o, "--contexts")) a->contexts_mode = 1;
         int rc = parse_value(a, o, v);
@@ -103,8 +108,10 @@ static int parse_args(int argc, char **argv, struct long_cli *a)
     }
     if (a->contexts_mode == a->max_batch_mode)
         return cli_errorf("bench: give either --contexts LIST or --max-batch"), 2;
-    if (a->max_batch_mode && a->kv_cap <= 0)
-        return cli_errorf("bench: --max-batch needs --max-kv-bytes N"), 2;
+    int on_gpu = a->device && strncmp(a->device, "cuda", 4) == 0;
+    if (a->max_batch_mode && a->kv_cap <= 0 && !on_gpu)
+        return cli_errorf("bench: --max-batch on the CPU needs --max-kv-bytes N (a GPU plans "
+                          "the largest batch from its free memory)"), 2;
     return 0;
 }
 
@@ -132,7 +139,8 @@ static int fill_opts(const struct long_cli *a, struct bench_long_opts *o)
     o->n_new = (int)a->n_new;
     o->src_len = (int)a->fill_len;
     o->gen_len = (int)a->gen_len;
-    o->kv_cap = (size_t)a->kv_cap;
+    o->kv_cap = a->kv_cap > 0 ? (size_t)a->kv_cap : 0;
+    o->largest_only = a->largest_only;
     o->out = stdout;
     return 0;
 }

@@ -32,7 +32,10 @@ struct bench_long_opts {
     int n_pols;
     int n_new;                   /* decode steps per point */
     int src_len;                 /* tokens of the real prefill that fills the context */
-    size_t kv_cap;               /* --max-batch: KV bytes allowed */
+    size_t kv_cap;               /* --max-batch: KV bytes allowed; 0 (a GPU): the memory plan
+                                    decides from the device's free memory */
+    int largest_only;            /* --max-batch: measure only the largest batch (and say which
+                                    batch past it does not fit) */
     int gen_len;                 /* --max-batch: tokens generated per sequence */
     struct store *db;            /* NULL: print only */
     FILE *out;

@@ -184,6 +184,13 @@ static double median(double *x, int n)
     return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+int bench_prefill_chunk(int batch, int n_prompt)
+{
+    long all = (long)batch * n_prompt;
+    long most = batch > BENCH_PREFILL_TOKENS ? batch : BENCH_PREFILL_TOKENS;
+    return (int)(all < most ? all : most);
+}
+
 static int measure(struct session *s, const struct gen_request *req, const struct bench_point *p,
                    struct session_policy *sp, struct bench_result *r, struct eb_err *e)
 {
@@ -191,7 +198,8 @@ static int measure(struct session *s, const struct gen_request *req, const struc
     struct step_clock k = {.sp = sp, .batch = p->batch, .step_s = steps_s,
                            .cap = BENCH_MAX_STEPS};
     struct gen_hooks mine = {.ctx = &k, .on_step = on_step};
-    struct session_gen_opts so = {.ignore_eos = 1, .prefill_chunk = p->batch * req[0].n_prompt,
+    struct session_gen_opts so = {.ignore_eos = 1,
+                                  .prefill_chunk = bench_prefill_chunk(p->batch, req[0].n_prompt),
                                   .policy = sp, .hooks = &mine, .kv_type = p->kv,
                                   .fill_to = p->context};
     struct gen_hooks hooks;

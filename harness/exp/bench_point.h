@@ -59,4 +59,11 @@ int bench_open_policy(struct session *s, const char *spec, int budget, struct se
 int bench_point_run(struct session *s, const struct bench_src *src, const struct bench_point *p,
                     struct bench_result *r, struct eb_err *e);
 
+/* Prompt tokens per forward pass of a bench point: every prompt at once,
+ * up to BENCH_PREFILL_TOKENS (or one per sequence when the batch is larger),
+ * so a batch of thousands does not size its forward buffers for all of
+ * their prompts at once. */
+enum { BENCH_PREFILL_TOKENS = 8192 };
+int bench_prefill_chunk(int batch, int n_prompt);
+
 #endif
