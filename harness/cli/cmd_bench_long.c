@@ -38,13 +38,15 @@ static void print_help(void)
            "  --max-kv-bytes N     --max-batch: the K+V bytes allowed for the whole batch\n"
            "                       (required on the CPU; on a GPU the memory plan decides)\n"
            "  --largest-only       --max-batch: measure only each policy's largest batch\n"
+           "  --batch-limit N      --max-batch: measure at most N sequences (the largest that\n"
+           "                       fits is still reported), to bound the run's time\n"
            "  --threads N, --device D, --db FILE (default results/results.db), --no-db\n");
 }
 
 struct long_cli {
     const char *model, *policies, *budgets, *db, *device;
     int contexts_mode, max_batch_mode, no_db, batches_set, largest_only;
-    long threads, n_new, fill_len, gen_len, kv_cap;
+    long threads, n_new, fill_len, gen_len, kv_cap, batch_limit;
     char contexts[256], batches[64], kv_types[32];
 };
 
@@ -81,6 +83,8 @@ static int parse_value(struct long_cli *a, const char *o, const char *v)
     else if (!strcmp(o, "--new")) return cli_int(o, v, 1, 4096, &a->n_new) ? 2 : 0;
     else if (!strcmp(o, "--fill-len")) return cli_int(o, v, 8, 1 << 16, &a->fill_len) ? 2 : 0;
     else if (!strcmp(o, "--gen-len")) return cli_int(o, v, 1, 1 << 24, &a->gen_len) ? 2 : 0;
+    else if (!strcmp(o, "--batch-limit"))
+        return cli_int(o, v, 1, 1 << 20, &a->batch_limit) ? 2 : 0;
     else if (!strcmp(o, "--max-kv-bytes"))
         return cli_int(o, v, 1, 1L << 50, &a->kv_cap) ? 2 : 0;
     else return cli_errorf("bench: unknown option '%s' (see evictbench bench --contexts --help)",
@@ -141,6 +145,7 @@ static int fill_opts(const struct long_cli *a, struct bench_long_opts *o)
     o->gen_len = (int)a->gen_len;
     o->kv_cap = a->kv_cap > 0 ? (size_t)a->kv_cap : 0;
     o->largest_only = a->largest_only;
+    o->batch_limit = (int)a->batch_limit;
     o->out = stdout;
     return 0;
 }

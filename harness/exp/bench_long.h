@@ -36,6 +36,7 @@ struct bench_long_opts {
                                     decides from the device's free memory */
     int largest_only;            /* --max-batch: measure only the largest batch (and say which
                                     batch past it does not fit) */
+    int batch_limit;             /* --max-batch: > 0: measure at most this many sequences */
     int gen_len;                 /* --max-batch: tokens generated per sequence */
     struct store *db;            /* NULL: print only */
     FILE *out;

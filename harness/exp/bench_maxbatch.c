@@ -118,12 +118,13 @@ static int next_batch(const struct bench_long_opts *o, int b, int largest)
 /* best[0]: the rate at the largest batch; best[1]: the best rate measured. */
 static int sweep(struct session *s, const struct bench_long_opts *o, const struct bench_src *src,
                  const struct bench_policy *bp, const struct seq_need *need, int largest,
-                 double *best, struct eb_err *e)
+                 int fits, double *best, struct eb_err *e)
 {
     for (int b = next_batch(o, 0, largest);; b = next_batch(o, b, largest)) {
         struct bench_point p = {bp->spec, bp->budget, need->context, b, o->n_new, o->kv_types[0]};
         struct bench_result r;
         memset(&r, 0, sizeof r);
+        if (b > largest && largest < fits) return 0; /* capped by --batch-limit: no oom row */
         if (b > largest) {
             r.oom = 1;
             r.est_bytes = (size_t)b * need->kv_bytes;
@@ -151,7 +152,7 @@ static int sweep(struct session *s, const struct bench_long_opts *o, const struc
 int bench_max_batch(struct session *s, const struct bench_long_opts *o, struct eb_err *e)
 {
     struct seq_need need[BENCH_MAX_LIST];
-    int largest[BENCH_MAX_LIST], max_b = 1, rc = -1;
+    int largest[BENCH_MAX_LIST], fits[BENCH_MAX_LIST], max_b = 1, rc = -1;
     double best[BENCH_MAX_LIST][2];
     if (o->kv_cap == 0 && !device_is_cuda(s->be))
         return eb_fail(e, "bench: --max-batch on the CPU needs --max-kv-bytes (a GPU plans the "
@@ -160,7 +161,8 @@ int bench_max_batch(struct session *s, const struct bench_long_opts *o, struct e
         if (seq_need(s, o, &o->pols[i], o->kv_types[0], &need[i], e)) return -1;
         size_t n = need[i].kv_bytes ? o->kv_cap / need[i].kv_bytes : 0;
         if (o->kv_cap == 0) n = (size_t)need[i].plan_largest;
-        largest[i] = n > MAX_BATCH ? MAX_BATCH : (int)n;
+        fits[i] = n > MAX_BATCH ? MAX_BATCH : (int)n;
+        largest[i] = o->batch_limit > 0 && fits[i] > o->batch_limit ? o->batch_limit : fits[i];
         if (largest[i] > max_b) max_b = largest[i];
     }
     struct bench_src src;
@@ -177,14 +179,18 @@ int bench_max_batch(struct session *s, const struct bench_long_opts *o, struct e
             o->kv_cap ? "KV MB (cap)" : "KV MB", "decode t/s", "step ms");
     for (int i = 0; i < o->n_pols; i++) {
         best[i][0] = best[i][1] = 0;
-        if (sweep(s, o, &src, &o->pols[i], &need[i], largest[i], best[i], e)) goto out;
+        if (sweep(s, o, &src, &o->pols[i], &need[i], largest[i], fits[i], best[i], e))
+            goto out;
     }
-    fprintf(o->out, "largest batch %s (* above):", o->kv_cap ? "under the cap" : "by the plan");
+    fprintf(o->out, "largest batch %s:", o->kv_cap ? "under the cap" : "by the plan");
     for (int i = 0; i < o->n_pols; i++)
         fprintf(o->out, " %s%s%.0d %d (%.2fx FullKV)%s", o->pols[i].spec,
-                o->pols[i].budget ? ":" : "", o->pols[i].budget, largest[i],
-                largest[0] ? (double)largest[i] / largest[0] : 0.0,
-                i + 1 < o->n_pols ? ";" : "\n");
+                o->pols[i].budget ? ":" : "", o->pols[i].budget, fits[i],
+                fits[0] ? (double)fits[i] / fits[0] : 0.0, i + 1 < o->n_pols ? ";" : "\n");
+    for (int i = 0; i < o->n_pols; i++)
+        if (largest[i] < fits[i])
+            fprintf(o->out, "measured at %d, not %d (--batch-limit): %s%s%.0d\n", largest[i],
+                    fits[i], o->pols[i].spec, o->pols[i].budget ? ":" : "", o->pols[i].budget);
     /* The papers' claim: throughput at the largest batch against FullKV's best. */
     int top = -1;
     for (int i = 1; i < o->n_pols; i++)
