@@ -1,11 +1,19 @@
 #!/bin/sh
-# devcheck.sh - the one script a lent GPU runs (about 8 minutes, nothing
-# downloaded, nothing carried: it builds from the tree and writes its
+# devcheck.sh - the one script a lent GPU runs (under 8 minutes, builds
+# included; nothing downloaded: it builds from the tree and writes its
 # checkpoints itself).  Correctness first, then speed; one table last.
 #
-#   tools/devcheck.sh                  (GPU index: DEVICE, default 0)
+#   tools/gpu_bundle.sh                (here, before the device call: the
+#                                       build's libraries as .deb files in
+#                                       gpu-bundle/, which the call carries)
+#   LOGS=DIR tools/devcheck.sh         (GPU index: DEVICE, default 0)
 #   tools/devcheck.sh --check-only     (no GPU, no build: see below)
 #
+#  0. the build's libraries: cJSON, SQLite, OpenBLAS and zlib development
+#     files are the system's when it has them, else gpu-bundle/'s (BUNDLE),
+#     unpacked into build/gpu-root with dpkg -x (no root; tools/gpu_bundle.sh
+#     unpack): CPATH, LIBRARY_PATH, and LD_LIBRARY_PATH for what the system
+#     lacks at run time;
 #  1. builds ./evictbench, the CUDA backend, ./evictbench-cuda and
 #     build/tools/gpu_check (make, make cuda, make devcheck-tools);
 #  2. kernels/cuda/build/cuda_selftest: every backend op against the CPU
@@ -14,33 +22,54 @@
 #  3. gpu_check fixtures: the tiny fixture models' logits on the GPU against
 #     the CPU and against transformers' golden logits (1e-4);
 #  4. writes random-weight checkpoints shaped like DeepSeek-R1-Distill-Qwen-7B
-#     and -Llama-8B with transformers on this GPU (tools/devcheck/hf_check.py),
+#     (and -Llama-8B with LLAMA8B=1) with transformers on this GPU
+#     (tools/devcheck/hf_check.py),
 #     and compares our GPU logits of a 64-token prompt with transformers' f32
 #     logits of the same checkpoint (tolerance justified in hf_check.py);
 #  4b. a whole decode against the CPU backend with the same weights (gpu_check
-#     compare) on the 7B widths over 4 layers (the CPU side must finish in
-#     about a minute): 256 greedy steps, bf16 cache, R-KV at budget 128 from a
-#     64-token prompt (so several compressions), the tokens picked by the
-#     device sampler inside generate(); both backends replay that trace in
-#     lockstep.  Prints top-1 agreement, the first divergent step and the KL at
-#     each compression; fails below 99% agreement before the first
-#     compression, on any non-finite logit, with fewer than 2 compressions, or
-#     when more than 1% of the device sampler's picks are not the argmax of
-#     the GPU's own logits (judge_compare);
+#     compare) on the 7B widths over 4 layers, its LM head made peaked
+#     (hf_check.py make-ckpt --peak 1: most steps' top-1 stands clear of the
+#     bf16 roundings; the CPU side must finish in about a minute): 256 greedy
+#     steps, bf16 cache, R-KV at budget 128 from a 64-token prompt (so several
+#     compressions), the tokens picked by the device sampler inside
+#     generate(); both backends replay that trace in lockstep, and at each
+#     compression the CPU's cache takes the GPU's keep-sets (the overlap of
+#     its own is reported apart).  judge_compare fails below 99% top-1
+#     agreement over the steps before the first compression where the CPU's
+#     margin exceeds 8 bf16 ulps (98% over all such steps), when the median
+#     margin is under that bound (not peaked), on KL > 0.05 before the first
+#     compression, any non-finite logit, fewer than 2 compressions, a
+#     compression on one side only, a keep-set overlap under 0.8, or when
+#     more than 1% of the device sampler's picks are not the argmax of the
+#     GPU's own logits;
+#  4c. the main job: ./evictbench-cuda exp experiments/devcheck_aime24.json
+#     (FullKV and R-KV at 128 on 4 AIME-24 problems, 256 new tokens) on the
+#     random 7B checkpoint (EVICTBENCH_MODELS=CKPT), then report; judge_exp
+#     checks the database: 2 runs of device cuda and status ok, 4 samples
+#     each with tokens, R-KV compressing, the report's index.html written;
 #  5. the device pool across batch sizes in one process: ./evictbench-cuda
 #     bench at batches 1, 16 and 64 (the pool is re-planned as the batch
 #     grows; every row must be measured);
-#  6. times prefill and decode: FullKV at batch 1 and 64 through the model
+#  6. times prefill and decode: FullKV at batch API_BATCHES through the model
 #     API (gpu_check decode: the device pool reserved as the harness does),
 #     then ./evictbench-cuda generate at batch BATCHES for POLICIES at budget
 #     BUDGET, GEN tokens each, on the 7B shape (bf16 weights: --weights
-#     native); FullKV batch 1 on the 8B shape; transformers generate at batch
-#     1 on both; beside each model-API row, the backend calls of a decode step
-#     (the counting wrapper of kernels/backend_count.c: no CUPTI is used);
+#     native); transformers generate at batch 1 (HF_NEW tokens); beside each
+#     model-API row, the backend calls of a decode step (the counting wrapper
+#     of kernels/backend_count.c: no CUPTI is used); with LLAMA8B=1 the 8B
+#     shape's checkpoint, logits check and batch-1 rows too;
+#  6b. the largest batch under a KV cap (run_max_batch: bench --max-batch,
+#     about 60 s; to be completed with the bench options it needs);
 #  7. prints the table and the issue's three targets: batch-1 decode of the
 #     7B shape >= 85% of the HBM roofline (weight bytes x tokens/s /
 #     bandwidth), rkv at budget 512 and batch 64 >= 9.6x FullKV's best
-#     throughput, and >= 5x transformers generate at batch 1.
+#     throughput, and >= 5x transformers generate at batch 1; last line, the
+#     max-batch ratio of R-KV at 1024 to FullKV (target >= 9).
+#
+# Trimmed to fit 8 minutes with the steps 4c and 6b added (the run before
+# took 547 s): BATCHES 1 16 64 -> 1 64 (the pool sweep still runs batch 16),
+# HF_NEW 256 -> 128, the model-API row at batch 64 dropped (the harness's
+# FullKV batch-64 row stays), the 8B shape off unless LLAMA8B=1.
 #
 # Exit status 1 on any mismatch or failed step, when a target cannot be
 # computed (a row is missing), and when the time budget ran out before every
@@ -52,22 +81,27 @@
 # replaced by a stand-in that checks its options against the real program
 # (evictbench generate/bench --help of EVICTBENCH_BIN, gpu_check.c's option
 # table, hf_check.py's argparse) and answers in the real output format, so
-# the parsing, the rows, the table and the three targets are exercised; the
-# comparison of hf_check.py must fail on perturbed logits (when numpy is
-# installed); judge_compare must pass the stand-in whole-decode comparison and
-# fail perturbed ones (agreement 95%, a non-finite logit, one compression, a
-# missing summary); and, when the smollm2-135m model is present, the real
-# evictbench generate on the CPU with the timing rows' options, whose --stats
-# lines must parse.
+# the parsing, the rows, the table and the three targets are exercised; and
+# every judge is shown to fail a perturbed input: hf_check.py compare on
+# logits that differ, judge_compare on each of its criteria, judge_exp on
+# databases with a wrong device, a lost sample, a lost run, an error run, no
+# compression, an empty sample and no report, require_passed on empty and
+# failing summaries, the table on a missing row.  When the smollm2-135m model
+# is present, the real CPU evictbench runs generate with the timing rows'
+# options (its --stats lines must parse) and exp with devcheck_aime24.json
+# (model swapped, 2 problems, 4 tokens), judged as on the GPU.
 #
 # Environment: DEVICE (0), GEN (2048), PROMPT_LEN (512), BUDGET (512),
-# BATCHES ("1 16 64"), POLICIES ("fullkv rkv skipkv-sent"), HF_NEW (256:
-# transformers' decode rate is measured on fewer tokens, which only flatters
-# it), DEADLINE_S (470: the whole run, builds included), BW_TBS (the GPU's HBM
-# bandwidth in TB/s; default from its name: H200 4.8, H100 3.35, A100 2.0),
-# JOBS (make -j, default: all cores), CKPT (build/devcheck), EVICTBENCH_BIN
-# (--check-only: the binary whose options are checked, ./evictbench),
-# DEVCHECK_CPU_RUN (--check-only: 0 skips the CPU generate).
+# BATCHES ("1 64"), POLICIES ("fullkv rkv skipkv-sent"), API_BATCHES (1),
+# HF_NEW (128: transformers' decode rate is measured on fewer tokens, which
+# only flatters it), LLAMA8B (0), DEADLINE_S (470: the whole run, builds
+# included), BW_TBS (the GPU's HBM bandwidth in TB/s; default from its name:
+# H200 4.8, H100 3.35, A100 2.0), JOBS (make -j, default: all cores), CKPT
+# (build/devcheck), BUNDLE (gpu-bundle), LOGS (where the console, as
+# devcheck.out, and the run's logs, in devcheck/, are copied; no logits
+# files), MB_FILL (512), EVICTBENCH_BIN (--check-only: the binary whose
+# options are checked, ./evictbench), DEVCHECK_CPU_RUN (--check-only: 0
+# skips the CPU generate and exp).
 #
 # What it needs of the harness: ./evictbench-cuda generate with the options
 # of ours_args below, --stats printing to stderr
@@ -104,9 +138,11 @@ DEVICE=${DEVICE:-0}
 GEN=${GEN:-2048}
 PROMPT_LEN=${PROMPT_LEN:-512}
 BUDGET=${BUDGET:-512}
-BATCHES=${BATCHES:-"1 16 64"}
+BATCHES=${BATCHES:-"1 64"}
 POLICIES=${POLICIES:-"fullkv rkv skipkv-sent"}
-HF_NEW=${HF_NEW:-256}
+HF_NEW=${HF_NEW:-128}
+API_BATCHES=${API_BATCHES:-1}
+LLAMA8B=${LLAMA8B:-0}
 DEADLINE_S=${DEADLINE_S:-470}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 CKPT=${CKPT:-build/devcheck}
@@ -322,7 +358,12 @@ parse_stats() { # log
 # The verdict on gpu_check compare's JSON line (see step 4b above).  The
 # bounds: KL_PRE (nats) bounds KL(CPU || GPU) of every step before the first
 # compression, where both caches hold the same tokens and only the arithmetic
-# differs; OVERLAP (the share of the GPU's kept positions the CPU would keep
+# differs.  The peaked checkpoint's top logits are ~20 (hf_check.py PEAK_TOP);
+# the GPU's bf16 roundings leave ~1% error in the final hidden state, which
+# moves the heavy rows' logits by ~0.3% of the top one (~0.06), and a
+# perturbation of range r costs at most ~r^2/8 of KL (0.002): KL_PRE is 25
+# times that, while a wrong kernel moves the logits by their own scale (KL of
+# order 1).  OVERLAP (the share of the GPU's kept positions the CPU would keep
 # too, mean over heads at each compression) sits far above the ~50% a
 # selection unrelated to the scores would give at budget 128 of ~257 slots.
 judge_compare() { # log
@@ -848,10 +889,9 @@ fi
 if [ $have_qwen = 0 ]; then
     step "qwen7b: the device pool across batches 1, 16, 64 in one process"
     [ $can_time = 1 ] && check_pool_sweep "$QWEN"
-    step "timing qwen7b: FullKV batch 1 and 64 through the model API, transformers generate"
-    time_model_api qwen7b "$QWEN" 1
+    step "timing qwen7b: FullKV batch $API_BATCHES through the model API, transformers generate"
+    for b in $API_BATCHES; do time_model_api qwen7b "$QWEN" "$b"; done
     time_hf qwen7b "$QWEN"
-    time_model_api qwen7b "$QWEN" 64
     if [ $can_time = 1 ]; then
         step "timing qwen7b: evictbench-cuda generate ($GEN tokens, budget $BUDGET)"
         for b in $BATCHES; do
@@ -865,7 +905,7 @@ if [ $have_qwen = 0 ]; then
     step "qwen7b: the largest batch under a KV cap (bench --max-batch)"
     run_max_batch "$QWEN"
 fi
-if check_shape llama8b "$LLAMA"; then
+if [ "$LLAMA8B" = 1 ] && check_shape llama8b "$LLAMA"; then
     step "timing llama8b: FullKV batch 1, transformers generate"
     time_model_api llama8b "$LLAMA" 1
     time_hf llama8b "$LLAMA"

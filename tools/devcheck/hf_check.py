@@ -11,13 +11,16 @@ from the repository's fixtures).
       DIR/devcheck.json {"params", "weight_bytes"}.  Skips the work when DIR
       already holds a checkpoint this script wrote for the same shape and peak.
       --peak S: peaked logits for the whole-decode comparison: each LM-head row
-      scaled by exp(S z), z ~ N(0, 1) per row.  Random weights give logits
-      like 152k Gaussian draws, whose top-1 margin is ~1/(2 ln V) of the top
-      logit, a median of ~4 bf16 ulps of it, so the GPU's bf16 roundings flip
-      many argmaxes; with rows of log-normal scale (S = 1) the top-1 comes from a
-      heavy row and stands clear: the median margin is ~50 ulps and 20-30
-      different tokens still win over 40 steps (simulated; gpu_check compare
-      prints the measured median).
+      scaled by exp(S z), z ~ N(0, 1) per row, then all by one factor that
+      gives the heaviest row PEAK_TOP times its initial scale.  Random weights
+      give logits like 152k Gaussian draws (sd ~1.2), whose top-1 margin is
+      ~1/(2 ln V) of the top logit, a median of ~4 bf16 ulps of it, so the
+      GPU's bf16 roundings flip many argmaxes; with rows of log-normal scale
+      (S = 1) the top-1 comes from a heavy row and stands clear: the median
+      margin is ~50 ulps and 20-30 different tokens still win over 40 steps
+      (simulated; gpu_check compare prints the measured median).  Margins in
+      ulps do not depend on the overall factor; it keeps the top logits near
+      20, so that the same relative error costs little KL.
   hf_check.py logits --model DIR --ids 1,2,3 --out FILE
       transformers' logits of every position (f32 reference: the bf16 weights
       upcast to f32, f32 arithmetic, eager attention), f32 little-endian [n][V].
@@ -82,6 +85,9 @@ SHAPES["tiny-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
     num_attention_heads=4, num_key_value_heads=2))
 
 
+PEAK_TOP = 4.0  # make-ckpt --peak: the heaviest LM-head row's scale
+
+
 def fail(msg):
     print(f"hf_check: {msg}", file=sys.stderr)
     sys.exit(1)
@@ -113,6 +119,7 @@ def make_ckpt(args):
         head = model.get_output_embeddings().weight
         gen = torch.Generator(device="cpu").manual_seed(1)
         scale = torch.exp(args.peak * torch.randn(head.shape[0], generator=gen))
+        scale *= PEAK_TOP / scale.max()
         with torch.no_grad():
             head.mul_(scale.to(head.device, head.dtype)[:, None])
     model.save_pretrained(args.out, safe_serialization=True, max_shard_size="5GB")
