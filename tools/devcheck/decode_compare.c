@@ -2,7 +2,10 @@
  * the CPU backend with the same weights (tools/devcheck.sh step 4b).
  *
  *   gpu_check compare --model DIR [--policy rkv] [--budget 128] [--new 256]
- *                     [--prompt-len 256] [--kv-type bf16] [--device cuda[:N]]
+ *                     [--prompt-len 256] [--kv-type bf16] [--device cuda[:N]|cpu]
+ *
+ *  --device cpu: a second CPU backend stands in for the GPU (both sides then
+ *  agree exactly; a test of this tool on a machine without a GPU).
  *
  *  1. The GPU generates: generate() with the policy's hooks, greedy, the
  *     device sampler (be->sample), a cache of --kv-type, EOS ignored.
@@ -442,7 +445,7 @@ int cmd_compare(int argc, char **argv)
     struct compare_opts o;
     if (parse_opts(argc, argv, &o)) {
         fprintf(stderr, "gpu_check: compare --model DIR [--policy P] [--budget N] [--new N] "
-                        "[--prompt-len N] [--kv-type f32|f16|bf16] [--device cuda[:N]]\n");
+                        "[--prompt-len N] [--kv-type f32|f16|bf16] [--device cuda[:N]|cpu]\n");
         return 2;
     }
     struct eb_err e = {0};
