@@ -4,8 +4,13 @@
  *   gpu_check compare --model DIR [--policy rkv] [--budget 128] [--new 256]
  *                     [--prompt-len 256] [--kv-type bf16] [--device cuda[:N]|cpu]
  *
+ *                     [--exact 0|1]
+ *
  *  --device cpu: a second CPU backend stands in for the GPU (both sides then
  *  agree exactly; a test of this tool on a machine without a GPU).
+ *  --exact 1: the CPU rounds activations to bf16 where the GPU does (every
+ *  input of a matmul by a bf16 weight; see exact_matmul), so the logits
+ *  should agree far more closely.  Off in devcheck.sh.
  *
  *  1. The GPU generates: generate() with the policy's hooks, greedy, the
  *     device sampler (be->sample), a cache of --kv-type, EOS ignored.
@@ -42,6 +47,7 @@
 #include <string.h>
 
 #include "harness/exp/session.h"
+#include "kernels/quant.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -83,6 +89,7 @@ struct compare_opts {
     const char *model, *device, *policy;
     int budget, n_new, plen;
     enum kv_type kv_type;
+    int exact;
 };
 
 static int argmax_of(const float *x, int n)
@@ -200,6 +207,33 @@ static int side_begin(struct side *s, const struct gen_request *r, const struct 
         return -1;
     if (h->begin_sequence && h->begin_sequence(h->ctx, 0, r, s->cache, e)) return -1;
     return side_forward(s, r->prompt, r->n_prompt, e);
+}
+
+/* --exact 1: the CPU side rounds every input of a matmul by a bf16 weight to
+ * bf16 first, as the GPU's 16-bit matmuls do (kernels/cuda/cuda_weight.cu):
+ * the two sides then differ only in the order of f32 sums and in attention.
+ * The CPU backend's own matmul does the product (cpu_matmul). */
+static void (*cpu_matmul)(struct backend *be, float *y, const float *x, const struct weight *w,
+                          const float *bias, int m);
+static float *exact_x;
+static size_t exact_cap;
+static int exact_nomem;
+
+static void exact_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
+                         const float *bias, int m)
+{
+    size_t n = (size_t)m * w->cols;
+    if (w->type == WEIGHT_BF16 && n > exact_cap) {
+        float *p = realloc(exact_x, n * sizeof *p);
+        if (p) exact_x = p, exact_cap = n;
+        else exact_nomem = 1; /* reported after the run: the mode was not exact */
+    }
+    if (w->type != WEIGHT_BF16 || n > exact_cap) {
+        cpu_matmul(be, y, x, w, bias, m);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) exact_x[i] = quant_bf16_to_f32(quant_f32_to_bf16(x[i]));
+    cpu_matmul(be, y, exact_x, w, bias, m);
 }
 
 static void snap_free(struct snap *sn)
@@ -408,11 +442,11 @@ static void report(struct tally *t, const struct compare_opts *o)
            MARGIN_ULPS, t->near_ties, med, 100 * agree_pre, t->decisive_pre, t->steps_pre,
            t->kl_pre_max, t->first_div, t->first_comp, t->n_comp, t->sched_mismatch, least,
            t->kl_max, t->nonfinite, t->sample_mismatch);
-    printf("{\"steps\": %d, \"decisive\": %d, \"near_ties\": %d, \"margin_ulps\": %d, "
+    printf("{\"exact\": %d, \"steps\": %d, \"decisive\": %d, \"near_ties\": %d, \"margin_ulps\": %d, "
            "\"margin_ulps_median\": %.3f, \"agree\": %.6f, \"agree_pre\": %.6f, "
            "\"steps_pre\": %d, \"decisive_pre\": %d, \"first_div\": %d, "
            "\"first_compression\": %d, \"compressions\": %d, \"sched_mismatch\": %d, \"kl\": [",
-           t->steps, t->decisive, t->near_ties, MARGIN_ULPS, med, agree, agree_pre, t->steps_pre,
+           o->exact, t->steps, t->decisive, t->near_ties, MARGIN_ULPS, med, agree, agree_pre, t->steps_pre,
            t->decisive_pre, t->first_div, t->first_comp, t->n_comp, t->sched_mismatch);
     for (int i = 0; i < t->n_comp; i++) printf("%s%.6g", i ? ", " : "", finite_or(t->comp_kl[i], -1));
     printf("], \"overlap\": [");
@@ -425,7 +459,7 @@ static void report(struct tally *t, const struct compare_opts *o)
 
 static int parse_opts(int argc, char **argv, struct compare_opts *o)
 {
-    *o = (struct compare_opts){NULL, "cuda", "rkv", 128, 256, 256, KV_BF16};
+    *o = (struct compare_opts){NULL, "cuda", "rkv", 128, 256, 256, KV_BF16, 0};
     for (int i = 0; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model")) o->model = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) o->device = argv[i + 1];
@@ -433,6 +467,7 @@ static int parse_opts(int argc, char **argv, struct compare_opts *o)
         else if (!strcmp(argv[i], "--budget")) o->budget = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--new")) o->n_new = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--prompt-len")) o->plen = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--exact")) o->exact = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv-type")) {
             if (kv_type_parse(argv[i + 1], &o->kv_type)) return -1;
         } else return -1;
@@ -445,7 +480,8 @@ int cmd_compare(int argc, char **argv)
     struct compare_opts o;
     if (parse_opts(argc, argv, &o)) {
         fprintf(stderr, "gpu_check: compare --model DIR [--policy P] [--budget N] [--new N] "
-                        "[--prompt-len N] [--kv-type f32|f16|bf16] [--device cuda[:N]|cpu]\n");
+                        "[--prompt-len N] [--kv-type f32|f16|bf16] [--device cuda[:N]|cpu] "
+                        "[--exact 0|1]\n");
         return 2;
     }
     struct eb_err e = {0};
@@ -463,6 +499,10 @@ int cmd_compare(int argc, char **argv)
     struct snap sn = {0};
     t.first_div = t.first_comp = -1;
     t.margin_ulps = malloc((size_t)o.n_new * sizeof *t.margin_ulps);
+    if (cb && o.exact) {
+        cpu_matmul = cb->matmul;
+        cb->matmul = exact_matmul;
+    }
     if (!inner || !cb || !ids || !t.margin_ulps || open_side(&gpu, inner, &o, &e) ||
         open_side(&cpu, cb, &o, &e))
         goto fail;
@@ -492,6 +532,10 @@ int cmd_compare(int argc, char **argv)
             goto fail;
     }
     if (!on_cpu && backend_cuda_status(inner, &e)) goto fail;
+    if (exact_nomem) {
+        eb_fail(&e, "--exact: no memory to round a matmul's input");
+        goto fail;
+    }
     report(&t, &o);
     rc = 0;
     goto done;
@@ -501,6 +545,7 @@ done:
     gen_results_free(&res, 1);
     free(ids);
     free(t.margin_ulps);
+    free(exact_x);
     snap_free(&sn);
     close_side(&cpu);
     close_side(&gpu);
