@@ -524,7 +524,7 @@ fi
 have_build_deps() {
     printf '#include <cblas.h>\n#include <cjson/cJSON.h>\n#include <sqlite3.h>\n#include <zlib.h>\nint main(void) { return 0; }\n' >"$OUT/deps.c" &&
         ${CC:-cc} -I/usr/include/openblas "$OUT/deps.c" -o "$OUT/deps" -lopenblas -lcjson \
-            -lsqlite3 -lz >"$OUT/deps.log" 2>&1
+            -lsqlite3 -lz >"$OUT/deps.log" 2>&1 && "$OUT/deps" >>"$OUT/deps.log" 2>&1
 }
 build_deps() {
     if have_build_deps; then
