@@ -234,7 +234,8 @@ struct backend {
     void (*add)(struct backend *be, float *y, const float *x, size_t n);
     /* y[i] = table[ids[i]] for n rows of dim (ids on host). */
     void (*embed)(struct backend *be, float *y, const float *table, const int *ids, int n, int dim);
-    /* y[i] = x[rows[i]] for n rows of dim (rows on host). */
+    /* y[i] = x[rows[i]] for n rows of dim (rows on host), read-all-first: y may
+     * overlap x (a tensor gathered onto itself) and gets what a copy of x would give. */
     void (*gather_rows)(struct backend *be, float *y, const float *x, const int *rows, int n, int dim);
     /* Causal attention of new queries over one sequence's cache (GQA: query head h
      * uses kv head h / (n_head / n_kv)).  The per-sequence form, for tests and

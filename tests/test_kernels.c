@@ -319,6 +319,38 @@ static void test_swiglu_add(void)
     }
 }
 
+/* gather_rows reads all its rows before it writes any (kernels/backend.h): a
+ * tensor gathered onto itself, rows out of order and repeated, and one
+ * gathered onto a window shifted into its own rows, must each give what a
+ * copy-then-gather gives. */
+static void test_gather_in_place(void)
+{
+    int dim = 7, n_rows = 12;
+    float *host = rand_host((size_t)n_rows * dim, 1.0);
+    struct { int out_off, n; int rows[8]; } cases[] = {
+        {0, 8, {11, 3, 0, 3, 7, 1, 10, 2}}, /* onto itself, reversed reads */
+        {2, 6, {0, 1, 5, 4, 4, 9}},         /* output two rows in: overwrites row 2.. */
+        {0, 5, {1, 2, 3, 4, 5}},            /* a forward shift, the compaction case */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *dx = to_be(host, (size_t)n_rows * dim);
+        be->gather_rows(be, dx + (size_t)cases[c].out_off * dim, dx, cases[c].rows, cases[c].n,
+                        dim);
+        float *got = from_be(dx, (size_t)n_rows * dim);
+        int ok = 1;
+        for (int i = 0; i < n_rows; i++) {
+            int k = i - cases[c].out_off; /* output row k, else untouched */
+            const float *want = k >= 0 && k < cases[c].n ? host + (size_t)cases[c].rows[k] * dim
+                                                          : host + (size_t)i * dim;
+            ok &= memcmp(got + (size_t)i * dim, want, dim * sizeof(float)) == 0;
+        }
+        CHECK(ok);
+        free(got);
+        be->free(be, dx);
+    }
+    free(host);
+}
+
 static void test_embed_gather(void)
 {
     int vocab = 50, dim = 13, n = 9;
@@ -674,6 +706,7 @@ int main(void)
     RUN(test_rope_pairings_agree);
     RUN(test_swiglu_add);
     RUN(test_embed_gather);
+    RUN(test_gather_in_place);
     RUN(test_attention_decode);
     RUN(test_attention_prefill);
     RUN(test_attention_mask);

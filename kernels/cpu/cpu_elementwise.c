@@ -2,6 +2,9 @@
 #include "kernels/cpu/cpu_ops.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, size_t n)
@@ -35,12 +38,33 @@ void cpu_embed(struct backend *be, float *y, const float *table, const int *ids,
         memcpy(y + (size_t)i * dim, table + (size_t)ids[i] * dim, (size_t)dim * sizeof(float));
 }
 
+/* Read-all-first (kernels/backend.h): y may overlap x, e.g. a tensor gathered
+ * onto itself in any order, and must then hold what a copy-then-gather would
+ * give.  Overlapping calls go through a staging copy of the output; row by row
+ * a later row could read what an earlier one just overwrote. */
 void cpu_gather_rows(struct backend *be, float *y, const float *x, const int *rows, int n,
                      int dim)
 {
     (void)be;
-    if (dim <= 0) return;
-    /* memmove: a compaction may gather a tensor onto itself. */
-    for (int i = 0; i < n; i++)
-        memmove(y + (size_t)i * dim, x + (size_t)rows[i] * dim, (size_t)dim * sizeof(float));
+    if (n <= 0 || dim <= 0) return;
+    size_t row = (size_t)dim * sizeof(float), out = (size_t)n * row;
+    int max_row = 0;
+    for (int i = 0; i < n; i++) max_row = rows[i] > max_row ? rows[i] : max_row;
+    uintptr_t y0 = (uintptr_t)y, y1 = y0 + out;
+    uintptr_t x0 = (uintptr_t)x, x1 = x0 + ((size_t)max_row + 1) * row;
+    if (y1 <= x0 || x1 <= y0) {
+        for (int i = 0; i < n; i++) memcpy(y + (size_t)i * dim, x + (size_t)rows[i] * dim, row);
+        return;
+    }
+    float *stage = malloc(out);
+    if (!stage) {
+        /* The op returns nothing, and a gather left half done would corrupt
+         * a cache silently; the staging is the size of the output itself. */
+        fprintf(stderr, "cpu_gather_rows: no memory to stage an overlapping gather of %zu bytes\n",
+                out);
+        abort();
+    }
+    for (int i = 0; i < n; i++) memcpy(stage + (size_t)i * dim, x + (size_t)rows[i] * dim, row);
+    memcpy(y, stage, out);
+    free(stage);
 }

@@ -6,7 +6,9 @@
  * Prints one line per op and "cuda_selftest: N passed, N failed"; exits
  * non-zero on any failure or when no device is usable.  Tolerance: max
  * |gpu - cpu| <= 1e-4 * (1 + |cpu|) (cuBLAS and the kernels sum in other
- * orders than OpenBLAS and the CPU loops); embed/gather exact.  Scoring
+ * orders than OpenBLAS and the CPU loops); embed exact; fill + copy and an
+ * in-place gather_rows (read-all-first) bit for bit against a host-computed
+ * expectation, on both backends.  Scoring
  * primitives: window scores |gpu - cpu| <= 1e-7 + 2e-4 |cpu|, key redundancy
  * 1e-7 + 1e-4 |cpu| (both are small probabilities, so relative); pool1d max
  * and row_range exact, pool1d avg 1e-6 * (1 + |cpu|); bad arguments must give
@@ -125,6 +127,25 @@ static void compare(const char *what, pair p, double tol)
     ok ? n_passed++ : n_failed++;
 }
 
+/* Both backends' first want.size() values of p against a host-computed
+ * expectation, bit for bit (ops that only move values). */
+static void check_exact(const char *what, pair p, const std::vector<float> &want)
+{
+    std::vector<float> a(want.size()), b(want.size());
+    cpu->download(cpu, a.data(), p.c, a.size());
+    gpu->download(gpu, b.data(), p.g, b.size());
+    const char *err = backend_cuda_error(gpu);
+    size_t bad_c = 0, bad_g = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        bad_c += memcmp(&a[i], &want[i], sizeof(float)) != 0;
+        bad_g += memcmp(&b[i], &want[i], sizeof(float)) != 0;
+    }
+    bool ok = !err && bad_c == 0 && bad_g == 0;
+    printf("  %-4s %-28s values off the host's expected: cpu %zu, gpu %zu of %zu%s%s\n",
+           ok ? "ok" : "FAIL", what, bad_c, bad_g, want.size(), err ? "  " : "", err ? err : "");
+    ok ? n_passed++ : n_failed++;
+}
+
 static void test_gemm(int m, int n, int k, bool bias)
 {
     pair x = make(random_vec((size_t)m * k, 1)), w = make(random_vec((size_t)n * k, 0.5f));
@@ -174,11 +195,15 @@ static void test_elementwise(void)
     cpu->add(cpu, y.c, u.c, n);
     gpu->add(gpu, y.g, u.g, n);
     compare("add", y, 1e-5);
+    /* The first half only: the rest still holds the add's tolerated difference. */
+    std::vector<float> want(n / 2, 0.25f), src(1000);
+    cpu->download(cpu, src.data(), g.c, src.size());
+    memcpy(want.data() + 7, src.data(), src.size() * sizeof(float));
     cpu->fill(cpu, y.c, 0.25f, n / 2);
     gpu->fill(gpu, y.g, 0.25f, n / 2);
     cpu->copy(cpu, y.c + 7, g.c, 1000);
     gpu->copy(gpu, y.g + 7, g.g, 1000);
-    compare("fill + copy", y, 0);
+    check_exact("fill + copy", y, want);
     drop(g), drop(u), drop(y);
 }
 
@@ -191,10 +216,18 @@ static void test_embed_gather(void)
     cpu->embed(cpu, y.c, table.c, ids.data(), n, dim);
     gpu->embed(gpu, y.g, table.g, ids.data(), n, dim);
     compare("embed", y, 0);
+    /* Onto itself, rows out of order and repeated: read-all-first
+     * (kernels/backend.h), so row i becomes the old row rows[i]. */
     int rows[5] = {3, 0, 16, 16, 9};
-    cpu->gather_rows(cpu, y.c, y.c, rows, 5, dim); /* overlapping: onto itself */
+    std::vector<float> before((size_t)n * dim), want;
+    cpu->download(cpu, before.data(), y.c, before.size());
+    want = before;
+    for (int i = 0; i < 5; i++)
+        memcpy(want.data() + (size_t)i * dim, before.data() + (size_t)rows[i] * dim,
+               (size_t)dim * sizeof(float));
+    cpu->gather_rows(cpu, y.c, y.c, rows, 5, dim);
     gpu->gather_rows(gpu, y.g, y.g, rows, 5, dim);
-    compare("gather_rows in place", y, 0);
+    check_exact("gather_rows in place", y, want);
     drop(table), drop(y);
 }
 

@@ -10,11 +10,19 @@ trap 'rm -rf "$TMP"' EXIT
 fail=0
 case "$BIN" in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
 
-if EVICTBENCH_BIN="$BIN" tools/devcheck.sh --check-only >"$TMP/ok.log" 2>&1; then
+if LOGS="$TMP/logs" EVICTBENCH_BIN="$BIN" tools/devcheck.sh --check-only >"$TMP/ok.log" 2>&1; then
     echo "ok   devcheck --check-only: $(tail -n 1 "$TMP/ok.log")"
 else
     tail -n 30 "$TMP/ok.log"
     echo "FAIL devcheck --check-only against $BIN"
+    fail=1
+fi
+# LOGS=DIR: the console and the run's logs land there, the logits files do not.
+if cmp -s "$TMP/ok.log" "$TMP/logs/devcheck.out" && [ -f "$TMP/logs/devcheck/rows.tsv" ] &&
+   [ -z "$(find "$TMP/logs" -name '*.bin')" ]; then
+    echo "ok   LOGS: console and logs copied, no logits files"
+else
+    echo "FAIL: LOGS=DIR did not get the console and the logs (or got logits files)"
     fail=1
 fi
 for target in "1\. qwen7b batch-1 decode .*HBM roofline" "2\. qwen7b rkv budget batch 64" \
@@ -25,12 +33,21 @@ done
 # The whole-decode comparison's verdict: the stand-in passes, perturbed ones fail.
 grep -q "^judge: 256 steps, top-1 agreement" "$TMP/ok.log" ||
     { echo "FAIL: the stand-in whole-decode comparison was not judged"; fail=1; }
-for why in "top-1 agreement 95.00% < 99% before the first compression" "1 non-finite logits" \
-           "1 compressions (need several)"; do
-    grep -qF "judge: FAILED: $why" "$TMP/ok.log" ||
-        { echo "FAIL: a perturbed comparison ($why) was not failed"; fail=1; }
+for why in agree_pre agree decisive_pre margin_ulps_median kl_pre_max nonfinite compressions \
+           sched_mismatch overlap sample_mismatch; do
+    grep -q "^$why=.*: judge: FAILED: " "$TMP/ok.log" ||
+        { echo "FAIL: a comparison perturbed in $why was not failed"; fail=1; }
 done
 [ $fail = 0 ] && echo "ok   whole-decode comparison: judged, and perturbed inputs fail it"
+# The experiment's database judge, where the CPU exp ran (smollm2-135m present).
+if grep -q "^judge_exp: 2 runs" "$TMP/ok.log"; then
+    n=$(grep -c "^perturbed (.*): judge_exp: FAILED: " "$TMP/ok.log")
+    if [ "$n" -eq 7 ]; then echo "ok   exp: judged on its database, and 7 perturbed databases fail it"
+    else echo "FAIL: $n of 7 perturbed exp databases failed the judge"; fail=1; fi
+elif ! grep -q "SKIP: smollm2-135m is not present" "$TMP/ok.log"; then
+    echo "FAIL: the exp step was neither judged nor skipped"
+    fail=1
+fi
 
 # A CLI that lost --ignore-eos (its help no longer lists it): check-only fails and names it.
 cat >"$TMP/evictbench" <<EOS
