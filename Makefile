@@ -120,9 +120,11 @@ fuzz:
 data:
 	tools/fetch_data.sh
 
+# MODEL=NAME runs the config's sweep as written on that model (exp --model).
 CONFIG ?= quickstart
+MODEL ?=
 exp: evictbench
-	./evictbench exp $(CONFIG)
+	./evictbench exp $(CONFIG) $(if $(MODEL),--model $(MODEL))
 	./evictbench report --db results/results.db --out results/report
 
 # The CPU reproduction (README): both experiments, then the reference tables.

@@ -118,6 +118,12 @@ enum kv_type exp_config_kv_type(const struct exp_config *c);
 /* A command's --device (NULL: keep the config's) replaces c->device. */
 int exp_config_set_device(struct exp_config *c, const char *device, struct eb_err *e);
 
+/* A command's --model (NULL: keep the config's) replaces the config's models
+ * with that one, in the points and in the JSON stored with the experiment:
+ * the sweep as written, on another model.  Run keys follow (they hash the
+ * model's name and file). */
+int exp_config_set_model(struct exp_config *c, const char *model, struct eb_err *e);
+
 /* The config's JSON text with its device set to c->device (a copy another
  * process expands to the same points); malloc'd, NULL when out of memory. */
 char *exp_config_json(const struct exp_config *c);
