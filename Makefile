@@ -36,7 +36,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
+.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
 
 all: evictbench
 
@@ -69,6 +69,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 # Every test program runs from the repository root; the suite fails if any fails.
 test: $(TEST_BIN) $(BUILD)/evictbench lint
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
+
+# Every evictbench and make command README.md and docs/*.md show still exists.
+check-docs: evictbench
+	@tools/check_docs.sh
 
 # harness/: no file over 600 lines, no function over 80 (tools/check_size.sh).
 lint:
@@ -121,11 +125,23 @@ data:
 	tools/fetch_data.sh
 
 # MODEL=NAME runs the config's sweep as written on that model (exp --model).
+# Then a short bench of the same model (tools/exp_bench.sh: about a minute,
+# once per model and database) and the report.
 CONFIG ?= quickstart
 MODEL ?=
+EXP_BENCH_MODEL = $(or $(MODEL),$(shell sed -n 's/^ *"models": *\[ *"\([^"]*\)".*/\1/p; /"models": *\[ *$$/{n;s/^ *"\([^"]*\)".*/\1/p;}' experiments/$(CONFIG).json 2>/dev/null | head -n 1))
 exp: evictbench
-	./evictbench exp $(CONFIG) $(if $(MODEL),--model $(MODEL))
-	./evictbench report --db results/results.db --out results/report
+	./evictbench exp $(CONFIG) $(if $(MODEL),--model $(MODEL)) --db $(DB)
+	$(MAKE) --no-print-directory exp-bench
+	./evictbench report --db $(DB) --out results/report
+
+exp-bench: evictbench
+	tools/exp_bench.sh $(or $(EXP_BENCH_MODEL),qwen2.5-coder-1.5b) $(DB)
+
+# The README's picture of the report (docs/report.png, under 200 KB), from
+# the quickstart's database: make exp, then make report-png.
+report-png: evictbench
+	tools/report_shot.sh $(DB) docs/report.png
 
 # The CPU reproduction (README): both experiments, then the reference tables.
 # About 3 hours on 2 cores; run again to resume.
