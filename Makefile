@@ -93,7 +93,7 @@ BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
 
-# What eviction buys (README): decode tokens/s at 1k-16k contexts, batch 1 and
+# What eviction buys (docs/benchmarks.md): decode tokens/s at 1k-16k contexts, batch 1 and
 # 8, f32 and f16 KV, FullKV against R-KV, SnapKV (decode) and StreamingLLM at
 # 1,024; then the largest batch whose K+V fits the A100-40GB-scaled cap
 # (10 FullKV sequences of 8,192 tokens) for FullKV, R-KV and SkipKV at 512.
@@ -143,7 +143,7 @@ exp-bench: evictbench
 report-png: evictbench
 	tools/report_shot.sh $(DB) docs/report.png
 
-# The CPU reproduction (README): both experiments, then the reference tables.
+# The CPU reproduction (docs/reproduce.md): both experiments, then the reference tables.
 # About 3 hours on 2 cores; run again to resume.
 cpu-sweep: evictbench
 	./evictbench exp gsm8k_cpu_sweep --db results/gsm8k_cpu.db
@@ -157,7 +157,7 @@ plots: evictbench
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
 
-# The static HTML report (results/report/index.html; README "The report").
+# The static HTML report (results/report/index.html; docs/report.md).
 report: evictbench
 	./evictbench report --db $(DB) --out results/report
 
