@@ -116,6 +116,7 @@ static int run_config(struct exp_config *cfg, const struct exp_common *c)
         return 1;
     }
     if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
+    if (cfg->n_budget_fracs) return exp_run_fractions(cfg, &sw, c);
     return exp_run_sweep(cfg, &sw, c);
 }
 
