@@ -2,7 +2,7 @@
 # check_docs.sh - documented commands still exist.  Every line of a fenced
 # code block in the given Markdown files (default: README.md docs/*.md) that
 # runs `evictbench` or `make` is checked:
-#   evictbench SUB --opt ...  SUB is listed by `evictbench --help`, and every
+#   evictbench SUB --opt ...  (or ./evictbench-cuda: the same CLI) SUB is listed by `evictbench --help`, and every
 #                             --opt by `evictbench SUB --help` (bench with
 #                             --contexts or --max-batch: `bench --contexts 1
 #                             --help`), as tools/devcheck.sh checks its options;
@@ -92,6 +92,8 @@ check_line() {
         case $part in
         evictbench\ *|./evictbench\ *|build/evictbench\ *|evictbench|./evictbench)
             n_lines=$((n_lines + 1)); check_evictbench "$part"; run_cheap "$part" ;;
+        ./evictbench-cuda\ *)   # the CUDA build: the same commands and options
+            n_lines=$((n_lines + 1)); check_evictbench "$part" ;;
         make|make\ *) n_lines=$((n_lines + 1)); check_make "$part" ;;
         esac
     done < "$TMP/parts"
