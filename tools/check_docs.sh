@@ -8,6 +8,7 @@
 #                             --help`), as tools/devcheck.sh checks its options;
 #   make TARGET VAR=...       TARGET is a rule of the Makefile, VAR a variable
 #                             it reads.
+# And every relative link leads to a file, and to a heading of it.
 # The cheap ones run outright, when they hold no placeholder (an upper-case
 # word, "...", brackets): --help, --dry-run and info.  Prints one line per
 # problem, file:line first, and exits 1 if there was any.
@@ -99,8 +100,30 @@ check_line() {
     done < "$TMP/parts"
 }
 
+# A heading's anchor as the Markdown renderers make it: lower case, spaces to
+# hyphens, punctuation other than hyphens and underscores dropped.
+anchors() { sed -n 's/^#\{1,6\} //p' "$1" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9 _-]//g; s/ /-/g'; }
+
+# Every relative link [..](path#anchor) of md: the file exists, the anchor too.
+check_links() { # md
+    dir=$(dirname "$1")
+    grep -n -o '\]([^)[:space:]]*)' "$1" | while IFS=: read -r at link; do
+        target=${link#](}; target=${target%)}
+        case $target in http*|mailto:*) continue ;; esac
+        file=${target%%#*}; anchor=""
+        case $target in *'#'*) anchor=${target#*#} ;; esac
+        [ -n "$file" ] && path="$dir/$file" || path=$1
+        if [ ! -e "$path" ]; then echo "$1:$at: link to $file: no such file"; continue; fi
+        case $path in *.md) ;; *) continue ;; esac
+        [ -z "$anchor" ] || anchors "$path" | grep -qx -- "$anchor" ||
+            echo "$1:$at: link to $file#$anchor: no such heading"
+    done
+}
+
 for md in "$@"; do
     [ -f "$md" ] || { echo "check_docs: $md: no such file"; bad=1; continue; }
+    check_links "$md" > "$TMP/links"
+    [ -s "$TMP/links" ] && { cat "$TMP/links"; bad=1; }
     # fenced lines, comments cut, continuations joined: "LINENO<tab>text"
     awk '/^[ \t]*```/ { fence = !fence; next }
          fence { sub(/(^|[ \t])#.*/, ""); if (cont != "") { line = cont " " $0 } else { line = $0; at = NR }
