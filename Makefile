@@ -129,7 +129,7 @@ data:
 # once per model and database) and the report.
 CONFIG ?= quickstart
 MODEL ?=
-EXP_BENCH_MODEL = $(or $(MODEL),$(shell sed -n 's/^ *"models": *\[ *"\([^"]*\)".*/\1/p; /"models": *\[ *$$/{n;s/^ *"\([^"]*\)".*/\1/p;}' experiments/$(CONFIG).json 2>/dev/null | head -n 1))
+EXP_BENCH_MODEL = $(or $(MODEL),$(shell sed -n 's/^ *"models": *\[ *"\([^"]*\)".*/\1/p; /"models": *\[ *$$/{n;s/^ *"\([^"]*\)".*/\1/p;}' $(if $(filter %.json,$(CONFIG)),$(CONFIG),experiments/$(CONFIG).json) 2>/dev/null | head -n 1))
 exp: evictbench
 	./evictbench exp $(CONFIG) $(if $(MODEL),--model $(MODEL)) --db $(DB)
 	$(MAKE) --no-print-directory exp-bench
