@@ -36,7 +36,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp cpu-sweep data plots tables report lint FORCE
+.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
 
 all: evictbench
 
@@ -70,6 +70,10 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 test: $(TEST_BIN) $(BUILD)/evictbench lint
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
 
+# Every evictbench and make command README.md and docs/*.md show still exists.
+check-docs: evictbench
+	@tools/check_docs.sh
+
 # harness/: no file over 600 lines, no function over 80 (tools/check_size.sh).
 lint:
 	@tools/check_size.sh harness
@@ -89,7 +93,7 @@ BENCH_POLICIES ?= fullkv,streamingllm,h2o,h2o-rkv,snapkv-decode,rkv,skipkv-sent,
 bench: evictbench
 	./evictbench bench --model smollm2-135m --policies $(BENCH_POLICIES) --budgets 256,512,1024
 
-# What eviction buys (README): decode tokens/s at 1k-16k contexts, batch 1 and
+# What eviction buys (docs/benchmarks.md): decode tokens/s at 1k-16k contexts, batch 1 and
 # 8, f32 and f16 KV, FullKV against R-KV, SnapKV (decode) and StreamingLLM at
 # 1,024; then the largest batch whose K+V fits the A100-40GB-scaled cap
 # (10 FullKV sequences of 8,192 tokens) for FullKV, R-KV and SkipKV at 512.
@@ -120,12 +124,26 @@ fuzz:
 data:
 	tools/fetch_data.sh
 
+# MODEL=NAME runs the config's sweep as written on that model (exp --model).
+# Then a short bench of the same model (tools/exp_bench.sh: about a minute,
+# once per model and database) and the report.
 CONFIG ?= quickstart
+MODEL ?=
+EXP_BENCH_MODEL = $(or $(MODEL),$(shell sed -n 's/^ *"models": *\[ *"\([^"]*\)".*/\1/p; /"models": *\[ *$$/{n;s/^ *"\([^"]*\)".*/\1/p;}' $(if $(filter %.json,$(CONFIG)),$(CONFIG),experiments/$(CONFIG).json) 2>/dev/null | head -n 1))
 exp: evictbench
-	./evictbench exp $(CONFIG)
-	./evictbench report --db results/results.db --out results/report
+	./evictbench exp $(CONFIG) $(if $(MODEL),--model $(MODEL)) --db $(DB)
+	$(MAKE) --no-print-directory exp-bench || echo "exp-bench failed: the report follows without it"
+	./evictbench report --db $(DB) --out results/report
 
-# The CPU reproduction (README): both experiments, then the reference tables.
+exp-bench: evictbench
+	tools/exp_bench.sh $(or $(EXP_BENCH_MODEL),qwen2.5-coder-1.5b) $(DB)
+
+# The README's picture of the report (docs/report.png, under 200 KB), from
+# the quickstart's database: make exp, then make report-png.
+report-png: evictbench
+	tools/report_shot.sh $(DB) docs/report.png
+
+# The CPU reproduction (docs/reproduce.md): both experiments, then the reference tables.
 # About 3 hours on 2 cores; run again to resume.
 cpu-sweep: evictbench
 	./evictbench exp gsm8k_cpu_sweep --db results/gsm8k_cpu.db
@@ -139,7 +157,7 @@ plots: evictbench
 tables: evictbench
 	./evictbench tables --db $(DB) --out results/tables
 
-# The static HTML report (results/report/index.html; README "The report").
+# The static HTML report (results/report/index.html; docs/report.md).
 report: evictbench
 	./evictbench report --db $(DB) --out results/report
 

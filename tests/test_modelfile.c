@@ -436,8 +436,10 @@ static void test_registry(void)
     if (stat("models/DeepSeek-R1-Distill-Qwen-7B", &sb) != 0 && !getenv("EVICTBENCH_MODELS")) {
         CHECK(model_resolve("deepseek-r1-distill-qwen-7b", out, sizeof out, &e) == -1);
         CHECK_MSG(strstr(e.msg, "model 'deepseek-r1-distill-qwen-7b': file "
-                                "models/DeepSeek-R1-Distill-Qwen-7B not found; obtain it with: place "
-                                "the Hugging Face checkpoint directory") != NULL, "%s", e.msg);
+                                "models/DeepSeek-R1-Distill-Qwen-7B not found; obtain it with: on a "
+                                "machine with access to the Hugging Face hub: huggingface-cli download "
+                                "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B --local-dir "
+                                "models/DeepSeek-R1-Distill-Qwen-7B") != NULL, "%s", e.msg);
         expect_open_fails("deepseek-r1-distill-qwen-7b", "obtain it with");
     }
     if (stat(SMOLLM2, &sb) != 0 && !getenv("EVICTBENCH_MODELS")) {

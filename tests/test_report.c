@@ -103,8 +103,8 @@ static int write_run(struct store *st, const char *key, const char *policy, int6
     for (int i = 0; i < N_TOK; i++) strcat(rkv_text, RKV_TOKENS[i]);
     struct run_record r;
     run_record_init(&r);
-    r.run_key = key, r.model = "tiny", r.dataset = "gsm8k", r.data_limit = 2, r.policy = policy;
-    r.budget = budget, r.batch_size = 1, r.batching = "ragged", r.status = "ok";
+    r.run_key = key, r.model = "qwen2.5-coder-1.5b", r.dataset = "gsm8k", r.data_limit = 2;
+    r.policy = policy, r.budget = budget, r.batch_size = 16, r.batching = "continuous", r.status = "ok";
     r.sampling_json = "{\"greedy\":true}", r.max_new_tokens = 64, r.tokens_per_s = tps;
     r.peak_kv_bytes = (int64_t)(1000 * tps), r.wall_s = 100 / tps, r.gen_tokens = 2 * N_TOK;
     struct sample_record s[2];
@@ -128,6 +128,33 @@ static int write_run(struct store *st, const char *key, const char *policy, int6
 
 static char db[300], empty_db[300], old_db[300];
 
+/* Bench rows: FullKV and R-KV at two contexts, and one max-batch sweep. */
+static int write_bench(struct store *st)
+{
+    static const int64_t ctx[2] = {1024, 4096};
+    static const double tps[2][2] = {{24.5, 23.75}, {20.25, 24.125}};
+    struct eb_err e = {0};
+    for (int i = 0; i < 4; i++) {
+        struct bench_record r;
+        bench_record_init(&r);
+        r.kind = "context", r.model = "qwen2.5-coder-1.5b", r.device = "cpu", r.kv_type = "f16";
+        r.policy = i & 1 ? "rkv" : "fullkv", r.budget = i & 1 ? 1024 : STORE_NONE;
+        r.fill = "repeat:gsm8k:64", r.status = "ok", r.code_version = "test", r.threads = 2;
+        r.context = ctx[i / 2], r.batch_size = 1, r.n_new = 16, r.decode_tok_s = tps[i / 2][i & 1];
+        r.decode_step_ms = 1000 / r.decode_tok_s, r.kv_bytes = 28 * r.context * 1024;
+        r.compress_first_ms = i & 1 ? 45.5 * (1 + i / 2) : NAN;
+        if (store_write_bench(st, &r, &e)) return fprintf(stderr, "  bench: %s\n", e.msg), -1;
+    }
+    struct bench_record m;
+    bench_record_init(&m);
+    m.kind = "max_batch", m.model = "qwen2.5-coder-1.5b", m.device = "cpu", m.kv_type = "f16";
+    m.policy = "fullkv", m.budget = STORE_NONE, m.fill = "repeat:gsm8k:64", m.status = "ok";
+    m.code_version = "test", m.threads = 2, m.kv_cap_bytes = 1 << 30, m.batch_size = 2;
+    m.context = 4096, m.n_new = 4, m.decode_tok_s = 7.5, m.decode_step_ms = 266.7;
+    if (store_write_bench(st, &m, &e)) return fprintf(stderr, "  bench: %s\n", e.msg), -1;
+    return 0;
+}
+
 static void test_build(void)
 {
     make_retention();
@@ -139,6 +166,7 @@ static void test_build(void)
     CHECK(write_run(st, "k-full", "fullkv", STORE_NONE, 30.5, HTML_OUT, 0) == 0);
     CHECK(write_run(st, "k-rkv", "rkv", 4, 10.25, NULL, 1) == 0);
     CHECK(write_run(st, "k-snap", "snapkv-decode", 4, 20.75, "The answer: 7 </div> &amp;", 0) == 0);
+    CHECK(write_bench(st) == 0);
     store_close(st);
     CHECK(store_open(empty_db, &st, &e) == 0);
     store_close(st);
@@ -166,9 +194,15 @@ static void test_files(void)
     struct report_summary sum;
     CHECK(make_report(db, site, 0, &sum) == 0);
     CHECK(sum.n_runs == 3 && sum.n_problems == 2 && sum.n_retention == 1);
+    CHECK_MSG(sum.n_bench_rows == 5, "%d bench rows in the report, the database has 5", sum.n_bench_rows);
     char path[400];
-    snprintf(path, sizeof path, "%s/problems/p0001.html", site);
+    snprintf(path, sizeof path, "%s/index.html", site);
     char *page = slurp(path);
+    CHECK(page && strstr(page, "id=\"bench-context-table\"") && strstr(page, "id=\"bench-max-batch-table\"")
+          && !strstr(page, "id=\"no-bench\""));
+    free(page);
+    snprintf(path, sizeof path, "%s/problems/p0001.html", site);
+    page = slurp(path);
     CHECK(page != NULL);
     if (!page) return;
     /* model output holding HTML is text */
@@ -213,6 +247,8 @@ static void test_older_schema(void)
     snprintf(path, sizeof path, "%s/index.html", out);
     char *page = slurp(path);
     CHECK(page && strstr(page, "(schema version 4)"));
+    CHECK(page && strstr(page, "id=\"no-bench\"") && strstr(page, "holds no bench rows"));
+    CHECK(sum.n_bench_rows == 0);
     free(page);
     snprintf(path, sizeof path, "%s/problems/p0001.html", out);
     page = slurp(path);
@@ -251,7 +287,7 @@ static int browse(const char *mode, const char *page, const char *hash, const ch
     char abs[PATH_MAX], cmd[3 * PATH_MAX];
     if (!realpath(page, abs)) return -1;
     const char *base = "timeout 120 %s --headless --no-sandbox --disable-gpu --no-first-run "
-                       "--enable-logging=stderr --v=0 --hide-scrollbars --window-size=1300,1000 ";
+                       "--enable-logging=stderr --v=0 --hide-scrollbars --window-size=1400,1000 ";
     int n = snprintf(cmd, sizeof cmd, base, chromium());
     if (!strcmp(mode, "dump"))
         snprintf(cmd + n, sizeof cmd - n, "--dump-dom 'file://%s%s' > '%s' 2> '%s'", abs, hash, out, err);
@@ -268,28 +304,107 @@ struct fails {
 #define EXPECT(f, cond, ...) do { if (!(cond)) { if (!(f)->n++) snprintf((f)->first, \
     sizeof (f)->first, __VA_ARGS__); } } while (0)
 
-/* The runs table of a dumped DOM: per row, the run id and the data-v of the named column. */
-static int dom_column(const char *dom, const char *col, long *ids, double *vals, int max)
+/* A table of a dumped DOM (by id): per row (<tr ROW="id">), the id and the
+ * data-v of the named column. */
+static int dom_table(const char *dom, const char *table, const char *row, const char *col,
+                     long *ids, double *vals, int max)
 {
-    const char *t = strstr(dom, "id=\"runs-table\"");
+    char key[80], tr[80];
+    snprintf(key, sizeof key, "id=\"%s\"", table);
+    snprintf(tr, sizeof tr, "<tr %s=\"", row);
+    const char *t = strstr(dom, key);
     const char *end = t ? strstr(t, "</table>") : NULL;
     if (!t || !end) return -1;
     int idx = -1, k = 0;
-    char key[80];
     snprintf(key, sizeof key, "data-col=\"%s\"", col);
     for (const char *c = strstr(t, "data-col=\""); c && c < end && idx < 0; c = strstr(c + 1, "data-col=\""), k++)
         if (!strncmp(c, key, strlen(key))) idx = k;
     if (idx < 0) return -1;
     int n = 0;
-    for (const char *r = strstr(t, "<tr data-run-id=\""); r && r < end && n < max;
-         r = strstr(r + 1, "<tr data-run-id=\"")) {
-        ids[n] = atol(r + strlen("<tr data-run-id=\""));
+    for (const char *r = strstr(t, tr); r && r < end && n < max; r = strstr(r + 1, tr)) {
+        ids[n] = atol(r + strlen(tr));
         const char *cell = r;
         for (int i = 0; i <= idx && cell; i++) cell = strstr(cell + 1, "<td");
         const char *v = cell ? strstr(cell, "data-v=\"") : NULL;
-        vals[n++] = v ? strtod(v + 8, NULL) : NAN;
+        vals[n++] = v && v[8] != '"' ? strtod(v + 8, NULL) : NAN;
     }
     return n;
+}
+
+/* The runs table's column, per run id. */
+static int dom_column(const char *dom, const char *col, long *ids, double *vals, int max)
+{
+    return dom_table(dom, "runs-table", "data-run-id", col, ids, vals, max);
+}
+
+struct numbers {
+    int n;
+    double v[16];
+};
+
+static int add_number(void *ctx, int ncols, const char *const *names, const char *const *values)
+{
+    struct numbers *x = ctx;
+    (void)names;
+    if (ncols > 0 && x->n < 16) x->v[x->n++] = values[0] ? strtod(values[0], NULL) : NAN;
+    return 0;
+}
+
+/* The first column of every row sql returns. */
+static int db_numbers(const char *sql, struct numbers *out)
+{
+    struct store *st = NULL;
+    struct eb_err e = {0};
+    out->n = 0;
+    if (store_open_readonly(db, &st, &e)) return -1;
+    int rc = store_query(st, sql, add_number, out, &e);
+    store_close(st);
+    return rc;
+}
+
+/* What the bench tables show equals the bench views, row for row. */
+static void check_bench_dom(const char *d, struct fails *f)
+{
+    static const char *const q[3][3] = {
+        {"bench-context-table", "decode_tok_s", "SELECT decode_tok_s FROM v_bench_context ORDER BY "
+         "model, device, threads, kv_type, fill, n_new, batch_size, context, policy <> 'fullkv', "
+         "policy, budget"},
+        {"bench-context-table", "compress_first_ms", "SELECT compress_first_ms FROM v_bench_context "
+         "ORDER BY model, device, threads, kv_type, fill, n_new, batch_size, context, "
+         "policy <> 'fullkv', policy, budget"},
+        {"bench-max-batch-table", "decode_tok_s", "SELECT decode_tok_s FROM v_bench_max_batch"}};
+    for (int t = 0; t < 3; t++) {
+        long ids[16];
+        double vals[16];
+        struct numbers want;
+        int n = dom_table(d, q[t][0], "data-bench-row", q[t][1], ids, vals, 16);
+        EXPECT(f, db_numbers(q[t][2], &want) == 0 && n == want.n && n > 0,
+               "%s: %d rows on the page, %d in the database", q[t][0], n, want.n);
+        for (int i = 0; i < n && n == want.n; i++)
+            EXPECT(f, vals[i] == want.v[i] || (isnan(vals[i]) && isnan(want.v[i])),
+                   "%s row %d: %s %g on the page, %g in the database", q[t][0], i + 1, q[t][1],
+                   vals[i], want.v[i]);
+    }
+}
+
+/* In a 1400-pixel window, the runs table's right edge is inside the window:
+ * measured by a copy of index.html that writes the numbers into its DOM. */
+static void check_runs_width(const char *dir, struct fails *f, const char *dom, const char *err)
+{
+    char cmd[1600], page[400];
+    snprintf(page, sizeof page, "%s/measure.html", dir);
+    snprintf(cmd, sizeof cmd, "sed 's|</body>|<script>var r = document.getElementById(\"runs-table\")"
+             ".getBoundingClientRect(); document.body.setAttribute(\"data-runs-right\", Math.ceil(r.right)); "
+             "document.body.setAttribute(\"data-view-width\", document.documentElement.clientWidth);"
+             "</script></body>|' '%s/index.html' > '%s'", dir, page);
+    EXPECT(f, system(cmd) == 0, "could not write %s", page);
+    EXPECT(f, browse("dump", page, "", dom, err) == 0, "chromium failed on %s", page);
+    char *d = slurp(dom);
+    const char *r = d ? strstr(d, "data-runs-right=\"") : NULL, *w = d ? strstr(d, "data-view-width=\"") : NULL;
+    long right = r ? atol(r + 17) : -1, width = w ? atol(w + 17) : -1;
+    EXPECT(f, r && w && right > 0 && right <= width && width >= 1300,
+           "the runs table ends at %ld px in a window %ld px wide", right, width);
+    free(d);
 }
 
 static double db_number(const char *sql)
@@ -354,6 +469,7 @@ static void check_in_browser(const char *dir, struct fails *f)
                           "not sorted by tokens/s (%s)", dir_sort ? "desc" : "asc");
         }
         EXPECT(f, d && strstr(d, "data-ready=\"1\""), "the page's script did not finish");
+        if (d && !dir_sort) check_bench_dom(d, f);
         EXPECT(f, log && !strstr(log, "CONSOLE"), "console output: %.200s",
                log && strstr(log, "CONSOLE") ? strstr(log, "CONSOLE") : "");
         free(d);
@@ -376,6 +492,7 @@ static void check_in_browser(const char *dir, struct fails *f)
     free(d);
     free(log);
     EXPECT(f, browse("shot", index, "", shot, err) == 0 && png_not_blank(shot), "blank screenshot %s", shot);
+    check_runs_width(dir, f, dom, err);
 }
 
 static void test_browser(void)

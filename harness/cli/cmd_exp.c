@@ -107,8 +107,16 @@ static int run_config(struct exp_config *cfg, const struct exp_common *c)
     struct sweep sw;
     if (exp_config_set_device(cfg, c->device, &e)) return cli_error(e.msg);
     if (!c->dry_run && device_ready(cfg->device, &e)) return cli_error(e.msg);
-    if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) return cli_error(e.msg);
+    if (!c->dry_run && exp_config_check_resources(cfg, c->data_dir, &e)) {
+        cli_error(e.msg);
+        if (strstr(e.msg, "$.models["))
+            fprintf(stderr, "evictbench: or run the same sweep on a model you have: evictbench exp %s "
+                            "--model NAME (make exp CONFIG=%s MODEL=NAME), e.g. qwen2.5-coder-1.5b, "
+                            "which make deps fetches\n", cfg->name, cfg->name);
+        return 1;
+    }
     if (sweep_expand(cfg, c->data_dir, &sw, &e)) return cli_error(e.msg);
+    if (cfg->n_budget_fracs) return exp_run_fractions(cfg, &sw, c);
     return exp_run_sweep(cfg, &sw, c);
 }
 
@@ -207,7 +215,7 @@ const char EXP_COMMON_HELP[] =
 
 int cmd_exp(int argc, char **argv)
 {
-    const char *config = NULL;
+    const char *config = NULL, *model = NULL;
     struct exp_common c = {0};  /* --db default: results/results.db, or the shard's own file */
     char shard_db[4096];
     for (int i = 1; i < argc; i++) {
@@ -215,6 +223,9 @@ int cmd_exp(int argc, char **argv)
             printf("usage: evictbench exp CONFIG.json|NAME [options]\n\n"
                    "Runs every point of an experiment config (NAME: experiments/NAME.json) that\n"
                    "is not yet in the results database; a rerun resumes a killed sweep.\n\n%s"
+                   "  --model NAME         run the sweep as written on this model (a registry name,\n"
+                   "                       a .gguf file or a checkpoint directory) instead of the\n"
+                   "                       config's models; run keys and the report name it\n"
                    "  --shard I/N          run only shard I of N (1 <= I <= N): the points split by\n"
                    "                       run key, balanced by samples x max tokens; default --db\n"
                    "                       results/slurm/<config>/shard-I-of-N.db (see `slurm`)\n",
@@ -224,6 +235,10 @@ int cmd_exp(int argc, char **argv)
         int k = exp_common_option(argc, argv, &i, &c);
         if (k < 0) return 2;
         if (k) continue;
+        if (!strcmp(argv[i], "--model")) {
+            if (!(model = cli_value(argc, argv, &i))) return 2;
+            continue;
+        }
         if (!strcmp(argv[i], "--shard")) {
             struct eb_err se = {0};
             const char *v = cli_value(argc, argv, &i);
@@ -239,6 +254,10 @@ int cmd_exp(int argc, char **argv)
     struct exp_config cfg;
     struct eb_err e = {0};
     if (exp_config_load(config, &cfg, &e)) return cli_error(e.msg);
+    if (exp_config_set_model(&cfg, model, &e)) {
+        exp_config_free(&cfg);
+        return cli_error(e.msg);
+    }
     if (!c.db && c.shard_count) {
         if (shard_default_db(cfg.name, c.shard_index, c.shard_count, shard_db, sizeof shard_db,
                              !c.dry_run, &e)) {

@@ -52,8 +52,8 @@ int cmd_report(int argc, char **argv)
     int rc = report_make(s, &o, &sum, &e);
     store_close(s);
     if (rc) return cli_errorf("report: %s", e.msg);
-    printf("report: %d runs, %d problems (%d outputs with a retention view), %d figures; "
-           "%.1f MB in %.1f s\n%s/index.html\n", sum.n_runs, sum.n_problems, sum.n_retention,
-           sum.n_figures, sum.bytes / 1e6, clock_now_s() - t0, o.out_dir);
+    printf("report: %d runs, %d problems (%d outputs with a retention view), %d figures, "
+           "%d bench rows; %.1f MB in %.1f s\n%s/index.html\n", sum.n_runs, sum.n_problems,
+           sum.n_retention, sum.n_figures, sum.n_bench_rows, sum.bytes / 1e6, clock_now_s() - t0, o.out_dir);
     return 0;
 }

@@ -26,4 +26,9 @@ int exp_common_option(int argc, char **argv, int *i, struct exp_common *c);
  * print the summary; takes s (frees it).  The exit code of exp/run. */
 int exp_run_sweep(struct exp_config *cfg, struct sweep *s, const struct exp_common *c);
 
+/* Run a config whose budgets include fractions of FullKV's mean generation
+ * length: first (its slot budgets and FullKV), then the fractions resolved
+ * per model and dataset slice (exp_frac.c); takes first. */
+int exp_run_fractions(struct exp_config *cfg, struct sweep *first, const struct exp_common *c);
+
 #endif

@@ -470,7 +470,7 @@ static int parse_root(struct ctx *c, const cJSON *root, struct exp_config *cfg)
     if (parse_policies(c, cJSON_GetObjectItemCaseSensitive(root, "policies"), cfg)) return -1;
 
     if ((f = cJSON_GetObjectItemCaseSensitive(root, "budgets"))) {
-        if (get_int_list(c, f, "$.budgets", 1, 1e9, &cfg->budgets, &cfg->n_budgets)) return -1;
+        if (exp_config_parse_budgets(f, c->source, cfg, c->e)) return -1;
     } else {
         if (!(cfg->budgets = malloc(sizeof *cfg->budgets))) return bad(c, "$", "out of memory");
         cfg->budgets[0] = 1024;
@@ -577,6 +577,7 @@ void exp_config_free(struct exp_config *c)
     }
     free(c->policies);
     free(c->budgets);
+    free(c->budget_fracs);
     free(c->batch_sizes);
     free(c->batchings);
     free(c->steer_vector);

@@ -17,7 +17,9 @@
  *   prompt          template name, see prompt_templates(); "r1-boxed"
  *   policies        string or [string | {name, budget(s), PARAM: value or [values]}];
  *                   ["fullkv"]
- *   budgets         int or [int] (tokens; ignored by fullkv); [1024]
+ *   budgets         number or [numbers]: KV slots (integers >= 1), or fractions of FullKV's
+ *                   mean generation length on the same model and dataset slice (numbers
+ *                   in (0, 1): resolved once FullKV's point has run); ignored by fullkv; [1024]
  *   batch_sizes     int or [int]; [1]
  *   batching        mode or [modes]: "padded" | "grouped" | "ragged" | "continuous"; "ragged"
  *   sampling        "greedy" or {greedy, temperature, top_p, top_k, n_samples, seed}; "greedy"
@@ -91,8 +93,11 @@ struct exp_config {
     const struct prompt_template *prompt;
     struct exp_policy *policies;
     int n_policies;
-    int64_t *budgets;
+    int64_t *budgets;       /* KV slots */
     int n_budgets;
+    double *budget_fracs;   /* fractions of FullKV's mean generation length (cmd_exp
+                             * resolves them into budgets once FullKV has run) */
+    int n_budget_fracs;
     int *batch_sizes;
     int n_batch_sizes;
     enum exp_batching *batchings;
@@ -118,6 +123,12 @@ enum kv_type exp_config_kv_type(const struct exp_config *c);
 /* A command's --device (NULL: keep the config's) replaces c->device. */
 int exp_config_set_device(struct exp_config *c, const char *device, struct eb_err *e);
 
+/* A command's --model (NULL: keep the config's) replaces the config's models
+ * with that one, in the points and in the JSON stored with the experiment:
+ * the sweep as written, on another model.  Run keys follow (they hash the
+ * model's name and file). */
+int exp_config_set_model(struct exp_config *c, const char *model, struct eb_err *e);
+
 /* The config's JSON text with its device set to c->device (a copy another
  * process expands to the same points); malloc'd, NULL when out of memory. */
 char *exp_config_json(const struct exp_config *c);
@@ -140,6 +151,16 @@ int batching_parse(const char *s, enum exp_batching *out);
  * *out is left empty (safe to free). */
 int exp_config_parse(const char *text, size_t len, const char *source, struct exp_config *out,
                      struct eb_err *e);
+
+/* The config's "budgets" (config_budget.c): integers >= 1 into budgets,
+ * numbers in (0, 1) into budget_fracs. */
+int exp_config_parse_budgets(const cJSON *v, const char *source, struct exp_config *cfg,
+                             struct eb_err *e);
+
+/* The fractions of cfg resolved against FullKV's mean generation length:
+ * slots (>= 1, rounded, duplicates dropped) into out (room for
+ * n_budget_fracs); their count. */
+int exp_config_resolve_fracs(const struct exp_config *cfg, double fullkv_len, int64_t *out);
 
 /* Read a config: a path ending in ".json", or NAME for experiments/NAME.json. */
 int exp_config_load(const char *path_or_name, struct exp_config *out, struct eb_err *e);

@@ -110,9 +110,10 @@ int report_make(struct store *s, const struct report_options *o, struct report_s
                       "<code>evictbench report</code> again.</p>\n");
     } else {
         sb_printf(&b, "<nav><a href=\"#runs\">Runs</a><a href=\"#figures\">Figures</a>"
-                      "<a href=\"#problems\">Problems</a><a href=\"#provenance\">Provenance</a></nav>\n");
+                      "<a href=\"#bench\">Benchmarks</a><a href=\"#problems\">Problems</a><a href=\"#provenance\">Provenance</a></nav>\n");
         rc = report_runs(s, &b, e);
         if (rc == 0) rc = report_figures(s, o, &b, &sum->n_figures, e);
+        if (rc == 0) rc = report_bench(s, &b, &sum->n_bench_rows, e);
         if (rc == 0) rc = report_problems(s, o, &b, sum, e);
         if (rc == 0) rc = report_provenance(s, o, &b, e);
     }

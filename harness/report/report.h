@@ -30,6 +30,7 @@ struct report_options {
 
 struct report_summary {
     int n_runs, n_problems, n_figures, n_retention;
+    int n_bench_rows;           /* rows of the bench section's tables */
     long long bytes;            /* the site's size */
 };
 

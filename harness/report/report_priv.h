@@ -17,6 +17,10 @@ int report_figures(struct store *s, const struct report_options *o, struct sbuf 
 int report_problems(struct store *s, const struct report_options *o, struct sbuf *index,
                     struct report_summary *sum, struct eb_err *e);
 
+/* The bench section: the bench views' rows as tables, or a note that there
+ * are none; *n_rows receives their count. */
+int report_bench(struct store *s, struct sbuf *b, int *n_rows, struct eb_err *e);
+
 /* Whole file into memory (NUL-terminated); NULL when unreadable. */
 char *report_slurp(const char *path, size_t *len);
 
