@@ -365,8 +365,9 @@ int kvcache_compact_batch(struct backend *be, const struct kv_compact_seq *seqs,
     if (rc == 0)
         be->upload(be, (float *)units, (const float *)units_host,
                    kvcache_batch_units_floats(c0->n_layer, c0->n_kv, n));
+    /* Every layer gets its call, moving rows or not: the count is the same
+     * whatever the batch holds. */
     for (int l = 0; l < c0->n_layer && rc == 0; l++) {
-        if (per_layer[l] == 0) continue;
         if (be->kv_gather_batch(be, (const struct gather_unit *)((float *)units + l * per * words),
                                 per_layer[l], scratch, unit_floats))
             rc = eb_fail(e, "kvcache: batched gather of layer %d failed", l);

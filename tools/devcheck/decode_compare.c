@@ -172,8 +172,11 @@ static int step_both(struct side *cpu, struct side *gpu, int tok, int nv, struct
         t->comp_kl[t->n_comp - 1] = kl; /* the first logits after the compression */
     t->steps++;
     long before = cache_slots(gpu->cache);
-    for (struct side *s = cpu; s; s = s == cpu ? gpu : NULL)
+    for (struct side *s = cpu; s; s = s == cpu ? gpu : NULL) {
         if (s->hooks.on_step && s->hooks.on_step(s->hooks.ctx, 0, tok, s->cache, e)) return -1;
+        /* the compression point (generate's after_step) */
+        if (s->hooks.after_step && s->hooks.after_step(s->hooks.ctx, e)) return -1;
+    }
     if (cache_slots(gpu->cache) < before && t->n_comp < MAX_COMPRESSIONS) {
         if (t->first_comp < 0) t->first_comp = t->steps - 1;
         t->comp_step[t->n_comp] = t->steps - 1;
