@@ -222,6 +222,7 @@ struct score_unit {        /* 72 bytes; every pointer is backend memory */
 struct score_batch_args {
     const struct score_unit *units; /* backend memory: n_units descriptors */
     int n_units;
+    int max_len;                    /* >= every unit's len (a device sizes scratch by it) */
     int n_head, n_kv, head_dim;
     /* window_scores_batch, as window_score_args, then pooled as pool1d
      * (kernel 1: not pooled); scale as window_score_args.scale */

@@ -97,8 +97,11 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
     const struct cache_view *cv = job->seqs[0].cv;
     be->upload(be, (float *)job->units, (const float *)job->units_host,
                select_batch_unit_floats(job->n_units));
+    int max_len = 1;
+    for (int u = 0; u < job->n_units; u++)
+        if (job->units_host[u].len > max_len) max_len = job->units_host[u].len;
     struct score_batch_args a = {
-        .units = job->units, .n_units = job->n_units, .n_head = cv->n_head, .n_kv = cv->n_kv,
+        .units = job->units, .n_units = job->n_units, .max_len = max_len, .n_head = cv->n_head, .n_kv = cv->n_kv,
         .head_dim = cv->head_dim, .scale = 1.0f / sqrtf((float)cv->head_dim),
         .softmax_all = plan->imp.softmax_all, .gqa = plan->imp.gqa,
         .kernel = plan->imp.kernel > 1 ? plan->imp.kernel : 1, .pool = plan->imp.pool,
