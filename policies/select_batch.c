@@ -49,8 +49,8 @@ static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s
     job->units_host[u] = (struct score_unit){
         .k = (const char *)bs->k[l] + (size_t)h * cv->capacity * row,
         .q = uses_q ? bs->q_ring[l] : NULL,
-        .imp = job->imp + (size_t)u * job->stride,
-        .red = job->red + (size_t)u * job->stride,
+        .imp = job->imp ? job->imp + (size_t)u * job->stride : NULL, /* only what the plan uses */
+        .red = job->red ? job->red + (size_t)u * job->stride : NULL,
         .keep = job->keep_dev + ((size_t)s * cv->n_layer * cv->n_kv + head) * job->stride,
         .kv_type = bs->kv_type, .kv_head = h, .len = len, .n_cand = n_cand,
         .n_select = budget - plan->n_recent, .n_q = uses_q ? rows : 0,

@@ -137,14 +137,20 @@ size_t policy_glue_scratch_bytes(const struct policy *p, int budget,
 
 /* ---- the queue ---- */
 
-void glue_batch_init(struct policy_glue *g)
+/* 1 when this policy's selections and this backend batch. */
+static int batch_possible(struct policy_glue *g)
 {
     struct glue_batch *b = &g->bt;
-    memset(b, 0, sizeof *b);
     const struct policy_ops *ops = g->p->ops;
-    b->on = ops->batch_plan && ops->batch_plan(g->p->self, g->budget, &b->plan) &&
-            g->be->kv_gather_batch && g->be->upload && g->be->download &&
-            (b->plan.host_select || select_batch_backend_ok(g->be, &b->plan));
+    return ops->batch_plan && ops->batch_plan(g->p->self, g->budget, &b->plan) &&
+           g->be->kv_gather_batch && g->be->upload && g->be->download &&
+           (b->plan.host_select || select_batch_backend_ok(g->be, &b->plan));
+}
+
+void glue_batch_init(struct policy_glue *g)
+{
+    memset(&g->bt, 0, sizeof g->bt);
+    g->bt.on = batch_possible(g);
 }
 
 void glue_batch_free(struct policy_glue *g)
@@ -155,8 +161,7 @@ void glue_batch_free(struct policy_glue *g)
 
 void policy_glue_set_batch(struct policy_glue *g, int on)
 {
-    if (!on) g->bt.on = 0;
-    else glue_batch_init(g);
+    g->bt.on = on && batch_possible(g);
 }
 
 void policy_glue_time_phases(struct policy_glue *g, int on)
