@@ -417,7 +417,8 @@ static void test_hooks(void)
     hs.ring_ok = 1;
     hs.compact_keep_all = 1;
     struct model_hooks mh = {&hs, 0, h_layer, NULL, NULL};
-    struct gen_hooks gh = {&hs, &mh, 4, h_begin, h_step, h_end, 0};
+    struct gen_hooks gh = {.ctx = &hs, .model = &mh, .recent_q_window = 4,
+                           .begin_sequence = h_begin, .on_step = h_step, .end_sequence = h_end};
     opt.hooks = &gh;
     struct gen_stats st;
     CHECK(generate(m, req, NP, &opt, hooked, &st, &e) == 0);

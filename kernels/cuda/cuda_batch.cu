@@ -71,20 +71,19 @@ struct window_params {
     float scale;
 };
 
-/* The group's pooled logit of ring row i against key j. */
-__device__ static float window_logit(const struct score_unit *u, const window_params &p, int i,
-                                     int j)
+enum { WIN_MAX_HD = 256 }; /* a lane holds head_dim / 32 of a key, at most 8 */
+
+/* The group's pooled logit of query rows qs (shared, [group][head_dim])
+ * against key j: a warp per key, lanes across the dimensions (kr: this
+ * lane's elements of the key); every lane gets it. */
+__device__ static float window_logit(const window_params &p, const float *qs, const float *kr)
 {
-    size_t qstride = (size_t)p.n_head * p.head_dim;
-    const float *q = u->q + (size_t)((u->q_first + i) % u->q_ring) * qstride +
-                     (size_t)u->kv_head * p.group * p.head_dim;
+    int lane = threadIdx.x & 31;
     float v = 0.0f;
     for (int g = 0; g < p.group; g++) {
         float dot = 0.0f;
-        for (int d = 0; d < p.head_dim; d++)
-            dot += q[(size_t)g * p.head_dim + d] *
-                   key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
-        dot *= p.scale;
+        for (int t = 0, d = lane; d < p.head_dim; t++, d += 32) dot += qs[g * p.head_dim + d] * kr[t];
+        dot = warp_sum_all(dot) * p.scale;
         v = g == 0 ? dot : (p.gqa_mean ? v + dot : fmaxf(v, dot));
     }
     return p.gqa_mean ? v / (float)p.group : v;
@@ -93,24 +92,35 @@ __device__ static float window_logit(const struct score_unit *u, const window_pa
 __global__ static void k_batch_window(const struct score_unit *units, window_params p,
                                       float *logit_buf, double *acc_buf)
 {
+    extern __shared__ float qs[]; /* [group][head_dim]: row i's queries of the group */
     __shared__ double red[32];
     const struct score_unit *u = &units[blockIdx.x];
     float *s = logit_buf + (size_t)blockIdx.x * p.max_len;
     double *acc = acc_buf + (size_t)blockIdx.x * p.max_len;
     int cols = p.softmax_all ? u->len : u->n_cand, nc = u->n_cand;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    size_t qstride = (size_t)p.n_head * p.head_dim;
     for (int j = threadIdx.x; j < nc; j += blockDim.x) acc[j] = 0.0;
     for (int i = 0; i < u->n_q; i++) {
+        const float *q = u->q + (size_t)((u->q_first + i) % u->q_ring) * qstride +
+                         (size_t)u->kv_head * p.group * p.head_dim;
+        for (int d = threadIdx.x; d < p.group * p.head_dim; d += blockDim.x) qs[d] = q[d];
+        __syncthreads();
         int visible = cols;
         if (p.softmax_all) {
             visible = u->len - u->n_q + i + 1;
             visible = visible < 0 ? 0 : (visible > cols ? cols : visible);
         }
         double mx = -INFINITY;
-        for (int j = threadIdx.x; j < visible; j += blockDim.x) {
-            s[j] = window_logit(u, p, i, j);
-            mx = fmax(mx, (double)s[j]);
+        for (int j = warp; j < visible; j += n_warps) {
+            float kr[WIN_MAX_HD / 32];
+            for (int t = 0, d = lane; d < p.head_dim; t++, d += 32)
+                kr[t] = key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
+            float v = window_logit(p, qs, kr);
+            if (lane == 0) s[j] = v;
+            mx = fmax(mx, (double)v);
         }
-        mx = reduce_d(mx, red, true);
+        mx = reduce_d(mx, red, true); /* its barriers also publish s */
         double sum = 0.0;
         if (mx != -INFINITY)
             for (int j = threadIdx.x; j < visible; j += blockDim.x) sum += exp((double)s[j] - mx);
@@ -144,13 +154,16 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
 int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *a)
 {
     if (!a->units || a->n_units < 0 || a->max_len < 1 || a->kernel < 1 || a->kernel % 2 == 0 ||
-        a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0)
+        a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0 || a->head_dim < 1 ||
+        a->head_dim > WIN_MAX_HD)
         return -1;
     if (failed(be)) return -1;
     if (a->n_units == 0) return 0;
     window_params p = {a->n_head, a->head_dim, a->n_head / a->n_kv, a->softmax_all,
                        a->gqa == SCORE_GQA_MEAN, a->kernel, a->pool == SCORE_POOL_AVG,
                        a->max_len, a->scale};
+    size_t shared = (size_t)p.group * a->head_dim * sizeof(float);
+    if (shared > 48 * 1024) return -1;
     int chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
     size_t row = (size_t)chunk * a->max_len;
     double *acc = (double *)float_scratch(be, row * (sizeof(double) + sizeof(float)),
@@ -159,7 +172,7 @@ int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *
     float *logits = (float *)(acc + row);
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
-        k_batch_window<<<n, CUDA_THREADS>>>(a->units + u0, p, logits, acc);
+        k_batch_window<<<n, CUDA_THREADS, shared>>>(a->units + u0, p, logits, acc);
         if (!launched(be, "batched window scores")) return -1;
     }
     return 0;
@@ -201,7 +214,12 @@ __global__ static void k_batch_key_sum(const struct score_unit *units, int hd, i
     }
 }
 
-/* One block per (row i, unit): as cuda_score.cu's k_redundancy_rows. */
+enum { RED_SPAN = 16 }; /* columns a warp searches per round, from the top down */
+
+/* One block per (row i, unit): as cuda_score.cu's k_redundancy_rows, but a
+ * warp per column (lanes across the dimensions: coalesced reads), each warp
+ * searching its own span of RED_SPAN columns from the most recent down and
+ * stopping at its first match; a round covers n_warps spans. */
 __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, int max_len,
                                         const float *inv_buf, const double *sum_buf,
                                         double *base_buf, double *sub_buf, float threshold,
@@ -210,10 +228,11 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
     extern __shared__ float ki[];
     __shared__ double red[32];
     __shared__ int red_i[32];
-    __shared__ float match_c;
+    __shared__ float warp_c[32];
     const struct score_unit *u = &units[blockIdx.y];
     int i = blockIdx.x, len = u->len;
     if (i >= len) return; /* the whole block */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     const float *inv = inv_buf + (size_t)blockIdx.y * max_len;
     const double *sum = sum_buf + (size_t)blockIdx.y * hd;
     double *sub = sub_buf + (size_t)blockIdx.y * max_len;
@@ -228,21 +247,25 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
     dot = reduce_d(dot, red, false);
     if (threadIdx.x == 0) base_buf[(size_t)blockIdx.y * max_len + i] = dot - self;
     int jstar = -1;
-    for (int e = len; e > 0 && jstar < 0; e -= (int)blockDim.x) {
-        int j = e - 1 - (int)threadIdx.x, cand = -1;
-        float c = 0.0f;
-        if (j >= 0 && j != i) {
-            for (int d = 0; d < hd; d++) c += ki[d] * kn_at(u, inv, hd, j, d);
-            if (c > threshold) cand = j;
+    for (int e = len; e > 0 && jstar < 0; e -= n_warps * RED_SPAN) {
+        int top = e - 1 - warp * RED_SPAN, cand = -1;
+        float cand_c = 0.0f;
+        for (int j = top; j > top - RED_SPAN && j >= 0 && cand < 0; j--) {
+            if (j == i) continue;
+            float c = 0.0f;
+            for (int d = lane; d < hd; d += 32) c += ki[d] * kn_at(u, inv, hd, j, d);
+            c = warp_sum_all(c);
+            if (c > threshold) cand = j, cand_c = c;
         }
+        if (lane == 0) warp_c[warp] = cand_c;
         jstar = reduce_max_int(cand, red_i);
-        if (jstar >= 0 && j == jstar) match_c = c;
+        if (jstar >= 0 && threadIdx.x == 0) {
+            int w = (e - 1 - jstar) / RED_SPAN; /* the warp whose span holds jstar */
+            atomicAdd(&sub[jstar], (double)warp_c[w]);
+        }
         __syncthreads();
     }
-    if (jstar >= 0) {
-        if (threadIdx.x == 0) atomicAdd(&sub[jstar], (double)match_c);
-        return;
-    }
+    if (jstar >= 0) return;
     if (!quirk || i == 0) return;
     double d0 = 0.0;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) d0 += (double)ki[d] * kn_at(u, inv, hd, 0, d);
