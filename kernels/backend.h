@@ -191,6 +191,64 @@ struct redundancy_args {
     const unsigned char *pad; /* host [len] or NULL: pad keys count as zero vectors */
 };
 
+/* ---- batched eviction (kernels/cpu/cpu_batch.c, kernels/cuda/cuda_batch.cu) ----
+ * One compression of many sequences at once.  A *unit* is one (sequence,
+ * layer, kv head); an op works on an array of units held in backend memory
+ * (written with one upload), so nothing per unit or per head crosses the
+ * bus and the number of calls does not depend on the batch.  Each unit's
+ * result equals what the per-head primitives above compute for it, bit for
+ * bit on the CPU. */
+
+/* What scores a unit's candidates for batch_topk. */
+enum batch_score {
+    BATCH_SCORE_AGE = 0,   /* z[j] = -j: the oldest first (StreamingLLM's sinks) */
+    BATCH_SCORE_IMP = 1,   /* z = imp */
+    BATCH_SCORE_MIX = 2,   /* z = lambda * imp - (1 - lambda) * red, in double */
+    BATCH_SCORE_KNORM = 3  /* z = -|k_j| (double sum of squares): the lowest norm first */
+};
+
+struct score_unit {        /* 72 bytes; every pointer is backend memory */
+    const void *k;         /* [len][head_dim] keys of kv_type */
+    const float *q;        /* query ring [q_ring][n_head*head_dim] of this layer; row i of
+                              the n_q used is ring row (q_first + i) % q_ring, oldest first */
+    float *imp;            /* [n_cand] out: window importance (pooled) */
+    float *red;            /* [len] out: key redundancy */
+    int *keep;             /* [n_select + len - n_cand] out: keep indices */
+    int kv_type;           /* enum kv_type of k */
+    int kv_head, len, n_cand, n_select;
+    int n_q, q_ring, q_first;
+};
+
+struct score_batch_args {
+    const struct score_unit *units; /* backend memory: n_units descriptors */
+    int n_units;
+    int max_len;                    /* >= every unit's len (a device sizes scratch by it) */
+    int n_head, n_kv, head_dim;
+    /* window_scores_batch, as window_score_args, then pooled as pool1d
+     * (kernel 1: not pooled); scale as window_score_args.scale */
+    float scale;
+    int softmax_all;
+    enum score_gqa gqa;
+    int kernel;
+    enum score_pool pool;
+    /* key_redundancy_batch, as redundancy_args */
+    float threshold;
+    int no_match_zero_col0;
+    /* batch_topk: z from `score`; keep = the n_select best candidates by
+     * score.h's tie rule (higher first, equal: lower index, NaN last), best
+     * first or (by_position) ascending, then the window [n_cand, len). */
+    enum batch_score score;
+    double lambda;
+    int by_position;
+};
+
+/* One (sequence, kv head) of one layer to compact (kv_gather_batch). */
+struct gather_unit {       /* 32 bytes; backend memory */
+    float *k, *v;          /* the head's K and V rows, row_words floats each */
+    const int *keep;       /* [n_keep]: the rows to keep, in the order they land */
+    int n_keep, row_words;
+};
+
 /* One row of the optional `sample` op: how model/sampler.c would pick a
  * token from it (greedy, or temperature + top-k + top-p), with the
  * sequence's uniform draw already taken on the host, so a device samples
@@ -296,6 +354,23 @@ struct backend {
      * failure. */
     int (*sample)(struct backend *be, int *tokens, const float *logits, int n_rows, int n_vocab,
                   const struct sample_row *rows);
+
+    /* ---- batched eviction (see "batched eviction" above; each may be NULL:
+     * callers then select and compact per sequence).  0, or -1 on bad
+     * arguments or no memory. ---- */
+    /* unit.imp of every unit: window_scores then pool1d. */
+    int (*window_scores_batch)(struct backend *be, const struct score_batch_args *a);
+    /* unit.red of every unit: key_redundancy. */
+    int (*key_redundancy_batch)(struct backend *be, const struct score_batch_args *a);
+    /* unit.keep of every unit (see score_batch_args). */
+    int (*batch_topk)(struct backend *be, const struct score_batch_args *a);
+    /* Every unit's K and V rows become rows keep[0, n_keep) in that order.
+     * scratch: backend, n_units * unit_floats floats, unit_floats >=
+     * n_keep * row_words of every unit (the rows move within their buffer). */
+    int (*kv_gather_batch)(struct backend *be, const struct gather_unit *units, int n_units,
+                           float *scratch, size_t unit_floats);
+    /* Wait for all queued work (timing); NULL on a backend that never queues. */
+    void (*sync)(struct backend *be);
 
     /* ---- typed KV caches (may be NULL on a backend with f32 caches only) ----
      * A cache of a 16-bit type is backend memory from alloc (n elements take

@@ -222,6 +222,37 @@ static int count_attention_layer(struct backend *be, struct kv_table *t,
     return inner->attention_layer(inner, t, a);
 }
 
+static int count_window_scores_batch(struct backend *be, const struct score_batch_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->window_scores_batch(inner, a);
+}
+
+static int count_key_redundancy_batch(struct backend *be, const struct score_batch_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->key_redundancy_batch(inner, a);
+}
+
+static int count_batch_topk(struct backend *be, const struct score_batch_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->batch_topk(inner, a);
+}
+
+static int count_kv_gather_batch(struct backend *be, const struct gather_unit *units,
+                                 int n_units, float *scratch, size_t unit_floats)
+{
+    struct backend *inner = inner_of(be);
+    return inner->kv_gather_batch(inner, units, n_units, scratch, unit_floats);
+}
+
+static void count_sync(struct backend *be)
+{
+    struct backend *inner = inner_of(be);
+    inner->sync(inner);
+}
+
 static void count_destroy(struct backend *be)
 {
     if (!be) return;
@@ -277,6 +308,11 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->kv_table_step) be->kv_table_step = count_kv_table_step;
     if (inner->kv_append) be->kv_append = count_kv_append;
     if (inner->attention_layer) be->attention_layer = count_attention_layer;
+    if (inner->window_scores_batch) be->window_scores_batch = count_window_scores_batch;
+    if (inner->key_redundancy_batch) be->key_redundancy_batch = count_key_redundancy_batch;
+    if (inner->batch_topk) be->batch_topk = count_batch_topk;
+    if (inner->kv_gather_batch) be->kv_gather_batch = count_kv_gather_batch;
+    if (inner->sync) be->sync = count_sync;
     return be;
 }
 

@@ -291,6 +291,115 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     return freed;
 }
 
+/* A head's keep-set is distinct indices in [0, len); *identity set when it
+ * keeps every slot where it is.  mark: len bytes of scratch. */
+static int keep_check(const int *keep, int n_keep, int len, unsigned char *mark, int *identity)
+{
+    if (n_keep < 0 || n_keep > len) return -1;
+    memset(mark, 0, (size_t)len);
+    *identity = 1;
+    for (int i = 0; i < n_keep; i++) {
+        if (keep[i] < 0 || keep[i] >= len || mark[keep[i]]) return -1;
+        mark[keep[i]] = 1;
+        if (keep[i] != i) *identity = 0;
+    }
+    return 0;
+}
+
+size_t kvcache_batch_units_floats(int n_layer, int n_kv, int n)
+{
+    return (size_t)n_layer * n_kv * n * (sizeof(struct gather_unit) / sizeof(float));
+}
+
+/* The host side of one head's compaction (rows already gathered). */
+static void compact_mirror(struct kvcache *c, int head, const int *keep, int n_keep)
+{
+    int *pos = c->pos + (size_t)head * c->capacity, *moved = c->idx;
+    unsigned char *pad = c->pad + (size_t)head * c->capacity;
+    for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
+    for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
+    for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];
+    for (int i = 0; i < n_keep; i++) pad[i] = (unsigned char)moved[i];
+}
+
+/* Check every head of every cache, and stage the gather descriptors of
+ * those that move (per layer: sequence-major, then kv head); *per_layer[l]
+ * gets how many layer l has. */
+static int batch_plan(const struct kv_compact_seq *seqs, int n, struct gather_unit *units_host,
+                      int *per_layer, struct eb_err *e)
+{
+    const struct kvcache *c0 = seqs[0].c;
+    for (int l = 0; l < c0->n_layer; l++) {
+        int m = 0;
+        struct gather_unit *u = units_host + (size_t)l * c0->n_kv * n;
+        for (int s = 0; s < n; s++) {
+            struct kvcache *c = seqs[s].c;
+            for (int h = 0; h < c->n_kv; h++) {
+                int head = l * c->n_kv + h, nk = seqs[s].n_keep[head], same;
+                const int *keep = seqs[s].keep + (size_t)head * seqs[s].stride;
+                if (nk < 0) continue;
+                if (reserve_idx(c, c->len[head] + 1, e)) return -1;
+                if (nk > seqs[s].stride ||
+                    keep_check(keep, nk, c->len[head], (unsigned char *)c->idx, &same))
+                    return eb_fail(e, "kvcache: malformed keep-set of %d slots (layer %d, kv head "
+                                      "%d, holding %d)", nk, l, h, c->len[head]);
+                if (same) continue;
+                u[m++] = (struct gather_unit){
+                    .k = kvcache_k(c, l, h), .v = kvcache_v(c, l, h),
+                    .keep = seqs[s].keep_dev + (size_t)head * seqs[s].stride,
+                    .n_keep = nk, .row_words = (int)(c->row_bytes / sizeof(float))};
+            }
+        }
+        per_layer[l] = m;
+    }
+    return 0;
+}
+
+int kvcache_compact_batch(struct backend *be, const struct kv_compact_seq *seqs, int n,
+                          struct gather_unit *units, struct gather_unit *units_host,
+                          float *scratch, size_t unit_floats, int64_t *freed, struct eb_err *e)
+{
+    if (n <= 0) return 0;
+    const struct kvcache *c0 = seqs[0].c;
+    if (!be->kv_gather_batch) return eb_fail(e, "kvcache: the %s backend has no batched gather",
+                                             be->name);
+    for (int s = 1; s < n; s++)
+        if (seqs[s].c->n_layer != c0->n_layer || seqs[s].c->n_kv != c0->n_kv)
+            return eb_fail(e, "kvcache: batched compaction of caches of different shapes");
+    int *per_layer = malloc((size_t)c0->n_layer * sizeof *per_layer);
+    if (!per_layer) return eb_fail_nomem(e, "kvcache: out of memory");
+    int rc = batch_plan(seqs, n, units_host, per_layer, e);
+    size_t per = (size_t)c0->n_kv * n, words = sizeof(struct gather_unit) / sizeof(float);
+    if (rc == 0)
+        be->upload(be, (float *)units, (const float *)units_host,
+                   kvcache_batch_units_floats(c0->n_layer, c0->n_kv, n));
+    /* Every layer gets its call, moving rows or not: the count is the same
+     * whatever the batch holds. */
+    for (int l = 0; l < c0->n_layer && rc == 0; l++) {
+        if (be->kv_gather_batch(be, (const struct gather_unit *)((float *)units + l * per * words),
+                                per_layer[l], scratch, unit_floats))
+            rc = eb_fail(e, "kvcache: batched gather of layer %d failed", l);
+    }
+    free(per_layer);
+    if (rc) return -1;
+    for (int s = 0; s < n; s++) {
+        struct kvcache *c = seqs[s].c;
+        int64_t f = 0;
+        for (int head = 0; head < c->n_layer * c->n_kv; head++) {
+            int nk = seqs[s].n_keep[head];
+            if (nk < 0) continue;
+            compact_mirror(c, head, seqs[s].keep + (size_t)head * seqs[s].stride, nk);
+            f += (int64_t)(c->len[head] - nk) * (int64_t)slot_bytes(c);
+            c->len[head] = nk;
+        }
+        c->bytes -= (size_t)f;
+        c->view_of[0] = c->view_of[1] = -1;
+        kvcache_touch(c);
+        if (freed) freed[s] = f;
+    }
+    return 0;
+}
+
 const float *kvcache_rows_f32(struct kvcache *c, int which, int layer, int kv_head)
 {
     if (which < 0 || which > 1 || layer < 0 || layer >= c->n_layer || kv_head < 0 ||

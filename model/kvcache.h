@@ -153,6 +153,33 @@ const float *kvcache_rows_f32(struct kvcache *c, int which, int layer, int kv_he
 int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
                         struct eb_err *e);
 
+/* One cache's part of a batched compaction (kvcache_compact_batch): per
+ * (layer, kv head) h = layer * n_kv + kv_head, n_keep[h] slots (-1: leave
+ * the head) listed at keep + h * stride, on the host and the same in backend
+ * memory at keep_dev + h * stride. */
+struct kv_compact_seq {
+    struct kvcache *c;
+    const int *n_keep;       /* host [n_layer * n_kv] */
+    const int *keep;         /* host [n_layer * n_kv][stride] */
+    const int *keep_dev;     /* backend, same layout */
+    int stride;
+};
+
+/* kvcache_compact for every listed head of n caches (same backend, layers
+ * and kv heads), with be->kv_gather_batch: one upload of the row
+ * descriptors, then one gather per layer for all sequences and heads; the
+ * host mirrors (lengths, positions, pads, bytes) move as kvcache_compact
+ * moves them.  units: backend room for n_layer * n * n_kv descriptors
+ * (kvcache_batch_units_floats), staged through units_host (as many);
+ * scratch: n * n_kv * unit_floats floats, unit_floats >= every n_keep times
+ * the row's floats.  freed (may be NULL) gets the K+V bytes freed per cache.
+ * 0, or -1 with e set (a malformed keep-set changes nothing). */
+int kvcache_compact_batch(struct backend *be, const struct kv_compact_seq *seqs, int n,
+                          struct gather_unit *units, struct gather_unit *units_host,
+                          float *scratch, size_t unit_floats, int64_t *freed, struct eb_err *e);
+/* Backend floats of the descriptors kvcache_compact_batch uploads for n caches. */
+size_t kvcache_batch_units_floats(int n_layer, int n_kv, int n);
+
 /* Extend every head from its length L (all equal, no left pads) to n_slots
  * by repeating its L rows in order (kvcache_fill.c): the added slots take
  * positions next_pos.. and next_pos advances past them.  Long-context

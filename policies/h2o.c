@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "policies.h"
+#include "select_batch.h"
 #include "select_params.h"
 
 /* ---- h2o (accumulated) ---- */
@@ -148,6 +149,14 @@ static int h2o_select(void *self, int seq, const struct cache_view *cv, int budg
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, budget - heavy, out, e);
 }
 
+/* Its scores are on the host already: select there, compact batched. */
+static int h2o_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)self; (void)budget;
+    *out = (struct batch_plan){.host_select = 1};
+    return 1;
+}
+
 const struct policy_ops h2o_ops = {
     .name = "h2o",
     .create = h2o_create,
@@ -156,6 +165,7 @@ const struct policy_ops h2o_ops = {
     .end_sequence = h2o_end,
     .observe_attn = h2o_observe_attn,
     .select = h2o_select,
+    .batch_plan = h2o_batch_plan,
 };
 
 /* ---- h2o-rkv (last query, shared per layer) ---- */

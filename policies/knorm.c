@@ -5,7 +5,7 @@
  * compression_interval-th decoding forward, here divide_length, compresses
  * to target_size, here the budget: divide_decode_only). */
 #include "policies.h"
-#include "select.h"
+#include "select_batch.h"
 
 static int knorm_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
                        int n_cand, double *z, struct eb_err *e)
@@ -29,5 +29,15 @@ static int knorm_create(const struct policy_params *p, const struct policy_model
     return 0;
 }
 
+static int knorm_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct scored_policy *s = self;
+    if (!select_batch_plan_of(&s->sc, s->n_recent, out)) return 0;
+    out->score = BATCH_SCORE_KNORM;
+    return 1;
+}
+
 const struct policy_ops knorm_ops = {.name = "knorm", .create = knorm_create,
-    .destroy = scored_policy_destroy, .select = scored_policy_select};
+    .destroy = scored_policy_destroy, .select = scored_policy_select,
+    .batch_plan = knorm_batch_plan};

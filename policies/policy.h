@@ -200,6 +200,7 @@ struct policy_params {
 
 struct policy_trace_stats;   /* steering.h */
 struct sent_info;            /* sentences.h */
+struct batch_plan;           /* select_batch.h */
 
 struct policy_ops {
     const char *name;
@@ -243,6 +244,11 @@ struct policy_ops {
     size_t (*device_bytes)(const void *self, const struct policy_model *m, int n_live,
                            int max_slots);
     int (*check_budget)(const struct policy_params *p, int budget, struct eb_err *e);
+    /* Optional: the batched form of select (policies/select_batch.h): 1 and
+     * *out filled when this instance's selections at this budget can run for
+     * many sequences at once; 0 (or NULL): select per sequence.  The plan must
+     * pick the keep-sets select would. */
+    int (*batch_plan)(const void *self, int budget, struct batch_plan *out);
     /* Optional: a parameter table shared with other policies (e.g. the
      * selector's options, select_params.h) whose parameters follow those of
      * the registry row's own table. */

@@ -17,6 +17,7 @@
 #include "rkv.h"
 
 #include "policies.h"
+#include "select_batch.h"
 #include "select_params.h"
 
 const struct param_def rkv_params[] = {
@@ -218,6 +219,19 @@ static int rkv_select(void *self, int seq, const struct cache_view *cv, int budg
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
+static int rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct rkv *s = self;
+    if (s->batch0_bug || !select_batch_plan_of(&s->sc, s->o.imp.window, out)) return 0;
+    out->score = s->o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
+    out->imp = s->o.imp;
+    out->lambda = s->o.lambda;
+    out->threshold = s->threshold;
+    out->no_match_zero_col0 = s->quirk;
+    return 1;
+}
+
 const struct policy_ops rkv_ops = {
     .name = "rkv",
     .create = rkv_create,
@@ -225,5 +239,6 @@ const struct policy_ops rkv_ops = {
     .begin_sequence = rkv_begin,
     .end_sequence = rkv_end,
     .select = rkv_select,
+    .batch_plan = rkv_batch_plan,
     .shared_params = select_params,
 };

@@ -8,6 +8,7 @@
  * a group's logits are pooled before the softmax (gqa), as a per-kv-head
  * cache keeps one set per group.  Selector options: select_params.h. */
 #include "policies.h"
+#include "select_batch.h"
 #include "select_params.h"
 
 const struct param_def snapkv_params[] = {
@@ -54,6 +55,17 @@ static int snapkv_create(const struct policy_params *p, const struct policy_mode
     return 0;
 }
 
+static int snapkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct snapkv *s = self;
+    if (!select_batch_plan_of(&s->base.sc, s->base.n_recent, out)) return 0;
+    out->score = BATCH_SCORE_IMP;
+    out->imp = s->imp;
+    return 1;
+}
+
 const struct policy_ops snapkv_ops = {.name = "snapkv", .create = snapkv_create,
     .destroy = scored_policy_destroy, .select = scored_policy_select,
+    .batch_plan = snapkv_batch_plan,
     .shared_params = select_params};

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "policies.h"
-#include "select.h"
+#include "select_batch.h"
 
 const struct param_def streamingllm_params[] = {
     {"sinks", PARAM_INT, 4, 0, 1 << 20, NULL, "oldest slots always kept"},
@@ -52,9 +52,18 @@ static int streaming_select(void *self, int seq, const struct cache_view *cv, in
                            out, e);
 }
 
+static int streaming_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    const struct streaming *s = self;
+    if (!select_batch_plan_of(&streaming_scorer, budget - s->sinks, out)) return 0;
+    out->score = BATCH_SCORE_AGE;
+    return 1;
+}
+
 const struct policy_ops streamingllm_ops = {
     .name = "streamingllm",
     .create = streaming_create,
     .destroy = streaming_destroy,
     .select = streaming_select,
+    .batch_plan = streaming_batch_plan,
 };

@@ -1,37 +1,12 @@
 /* policy_glue.c - wires a policy to generate()'s hooks (see policy_glue.h). */
 #include "harness/exp/policy_glue.h"
+#include "harness/exp/policy_glue_priv.h"
 #include "harness/exp/retention.h"
 #include "util/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct glue_seq {
-    int n_steps;             /* tokens sampled so far */
-    struct sched_seq sched;
-};
-
-struct policy_glue {
-    struct policy *p;
-    int budget;
-    const struct model *m;
-    struct backend *be;
-    struct policy_model pm;
-    struct model_hooks mh;
-    const struct gen_hooks *inner;
-    struct glue_seq *seqs;
-    int seqs_cap;
-    float **qbuf;            /* [n_layer] backend, q_window rows of n_head * head_dim */
-    float *host;             /* probabilities / hidden rows downloaded for the policy */
-    size_t host_cap;
-    struct keep_set ks;
-    unsigned char *mark;     /* [ks.stride] duplicate check */
-    struct policy_glue_stats st;
-    double kv_bytes_sum;
-    struct sched_run sched;  /* when to select, and what carries between sequences */
-    struct retention *rec;   /* the token-retention record; NULL: off */
-};
 
 struct policy_model policy_model_of(const struct model *m)
 {
@@ -60,6 +35,7 @@ void policy_glue_free(struct policy_glue *g)
     free(g->ks.idx);
     free(g->mark);
     retention_free(g->rec);
+    glue_batch_free(g);
     free(g);
 }
 
@@ -189,11 +165,10 @@ static const float *view_rows(const struct cache_view *v, int which, int layer, 
     return kvcache_rows_f32(v->rows_ctx, which, layer, kv_head);
 }
 
-static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_prefill,
-                      struct eb_err *e)
+void glue_cache_view(const struct policy_glue *g, struct kvcache *c, int at_prefill,
+                     struct cache_view *cv)
 {
-    if (reserve_keep(g, c->capacity, e)) return -1;
-    struct cache_view cv = {
+    *cv = (struct cache_view){
         .be = g->be,
         .n_layer = g->pm.n_layer,
         .n_head = g->pm.n_head,
@@ -213,6 +188,30 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
         .rope_inv_freq = g->m->inv_freq,
         .rope_pairing = g->m->pairing,
     };
+}
+
+int glue_note_retention(struct policy_glue *g, int seq, const struct kvcache *c,
+                        const int *n_keep, const int *keep, int stride, struct eb_err *e)
+{
+    if (!g->rec) return 0;
+    for (int l = 0; l < g->pm.n_layer; l++)
+        for (int h = 0; h < g->pm.n_kv; h++) {
+            int head = l * g->pm.n_kv + h, n = n_keep[head];
+            if (n >= 0 && n < kvcache_len(c, l, h) &&
+                retention_evict(g->rec, seq, c, l, h, keep + (size_t)head * stride, n,
+                                g->seqs[seq].n_steps, e))
+                return -1;
+        }
+    return 0;
+}
+
+int glue_run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_prefill,
+                    struct eb_err *e)
+{
+    if (reserve_keep(g, c->capacity, e)) return -1;
+    double t0 = clock_now_s();
+    struct cache_view cv;
+    glue_cache_view(g, c, at_prefill, &cv);
     if (g->qbuf) {
         for (int l = 0; l < g->pm.n_layer; l++) cv.n_q = kvcache_qring_gather(c, l, g->qbuf[l]);
         cv.q = g->qbuf;
@@ -222,20 +221,20 @@ static int run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_
     if (g->p->ops->select(g->p->self, seq, &cv, g->budget, &g->ks, e))
         return eb_wrap(e, g->p->ops->name);
     if (validate(g, c, e)) return -1;
+    double t1 = clock_now_s();
+    g->st.select_s += t1 - t0;
+    if (glue_note_retention(g, seq, c, g->ks.n_keep, g->ks.idx, g->ks.stride, e)) return -1;
     long evicted = 0;
     for (int l = 0; l < g->pm.n_layer; l++)
         for (int h = 0; h < g->pm.n_kv; h++) {
             int n = g->ks.n_keep[l * g->pm.n_kv + h], len = kvcache_len(c, l, h);
             if (n < 0) continue; /* n == len may still reorder the slots */
-            if (g->rec && n < len &&
-                retention_evict(g->rec, seq, c, l, h, keep_set_head(&g->ks, l, h), n,
-                                g->seqs[seq].n_steps, e))
-                return -1;
             if (kvcache_compact(c, l, h, keep_set_head(&g->ks, l, h), n, e) < 0) return -1;
             evicted += len - n;
         }
     if (evicted > 0) g->st.compressions++;
     g->st.evicted_slots += evicted;
+    g->st.compact_s += clock_now_s() - t1;
     return 0;
 }
 
@@ -283,7 +282,13 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
         if (g->p->ops->observe(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
     }
     int wants = sched_step(&g->sched, &s->sched, processed, at_prefill);
-    if (wants && run_select(g, seq, cache, at_prefill, e)) return -1;
+    if (wants && glue_batch_wants(g, cache)) {
+        /* The batch's compression (after_step) runs it, then inner's on_step. */
+        int rc = glue_batch_queue(g, seq, token, at_prefill, cache, e);
+        g->st.policy_s += clock_now_s() - t0;
+        return rc;
+    }
+    if (wants && glue_run_select(g, seq, cache, at_prefill, e)) return -1;
     g->st.policy_s += clock_now_s() - t0;
     if (g->inner && g->inner->on_step) return g->inner->on_step(g->inner->ctx, seq, token, cache, e);
     return 0;
@@ -293,9 +298,18 @@ static void glue_end(void *ctx, int seq, const struct gen_result *r)
 {
     struct policy_glue *g = ctx;
     if (r->peak_kv_bytes > g->st.peak_kv_bytes) g->st.peak_kv_bytes = r->peak_kv_bytes;
+    glue_batch_drop(g, seq);
     if (seq >= 0 && seq < g->seqs_cap) sched_end(&g->sched, &g->seqs[seq].sched);
     if (g->p->ops->end_sequence) g->p->ops->end_sequence(g->p->self, seq);
     if (g->inner && g->inner->end_sequence) g->inner->end_sequence(g->inner->ctx, seq, r);
+}
+
+static int glue_after_step(void *ctx, struct eb_err *e)
+{
+    struct policy_glue *g = ctx;
+    if (policy_glue_flush(g, e)) return -1;
+    if (g->inner && g->inner->after_step) return g->inner->after_step(g->inner->ctx, e);
+    return 0;
 }
 
 int policy_glue_create(struct policy *p, int budget, const struct model *m,
@@ -342,6 +356,7 @@ int policy_glue_create(struct policy *p, int budget, const struct model *m,
         g->mh.hidden_last = glue_hidden_last;
     }
     if (p->ops->steer) g->mh.after_layer = glue_after_layer;
+    glue_batch_init(g);
     *out = g;
     return 0;
 fail:
@@ -372,6 +387,7 @@ void policy_glue_hooks(struct policy_glue *g, const struct gen_hooks *inner,
     out->kv_slot_limit = sched_slot_limit(&g->sched, g->budget);
     out->begin_sequence = glue_begin;
     out->on_step = glue_step;
+    out->after_step = glue_after_step;
     out->end_sequence = glue_end;
     out->device_bytes = glue_device_bytes;
 }

@@ -120,6 +120,7 @@ static int replay_one(const struct model *m, const struct gen_request *r, int se
         else if (*first_div < 0) *first_div = steps;
         steps++;
         if (h && h->on_step && h->on_step(h->ctx, seq, ref, rp.pol, e)) goto out;
+        if (h && h->after_step && h->after_step(h->ctx, e)) goto out; /* the compression point */
         if (generate_is_eos(m, opt, ref)) { g->finish = GEN_FINISH_EOS; break; }
         g->tokens[g->n_tokens++] = ref;
         if (g->n_tokens >= max_new) { g->finish = GEN_FINISH_LENGTH; break; }

@@ -114,6 +114,10 @@ struct backend *backend_cpu_create(int n_threads)
     be->pool1d = cpu_pool1d;
     be->key_redundancy = cpu_key_redundancy;
     be->row_range = cpu_row_range;
+    be->window_scores_batch = cpu_window_scores_batch;
+    be->key_redundancy_batch = cpu_key_redundancy_batch;
+    be->batch_topk = cpu_batch_topk;
+    be->kv_gather_batch = cpu_kv_gather_batch;
     be->weight_create = cpu_weight_create;
     be->weight_free = cpu_weight_free;
     be->matmul = cpu_matmul;

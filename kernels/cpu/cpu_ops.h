@@ -110,5 +110,11 @@ struct cpu_kv_rows {
 int cpu_kv_rows_for(enum kv_type type, enum cpu_simd level, struct cpu_kv_rows *out);
 /* cpu_vscore.c: value-aware primitives */
 int cpu_row_range(struct backend *be, float *out, const float *x, int n, int dim);
+/* cpu_batch.c: the batched eviction ops */
+int cpu_window_scores_batch(struct backend *be, const struct score_batch_args *a);
+int cpu_key_redundancy_batch(struct backend *be, const struct score_batch_args *a);
+int cpu_batch_topk(struct backend *be, const struct score_batch_args *a);
+int cpu_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
+                        float *scratch, size_t unit_floats);
 
 #endif

@@ -617,6 +617,11 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->pool1d = cuda_pool1d;
     be->key_redundancy = cuda_key_redundancy;
     be->row_range = cuda_row_range;
+    be->window_scores_batch = cuda_window_scores_batch;
+    be->key_redundancy_batch = cuda_key_redundancy_batch;
+    be->batch_topk = cuda_batch_topk;
+    be->kv_gather_batch = cuda_kv_gather_batch;
+    be->sync = cuda_sync;
     be->sample = backend_cuda_sample;
     be->weight_create = cuda_weight_create;
     be->weight_free = cuda_weight_free;

@@ -210,6 +210,13 @@ int cuda_pool1d(struct backend *be, float *out, const float *in, int n, int kern
                 enum score_pool mode);
 int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a);
 int cuda_row_range(struct backend *be, float *out, const float *x, int n, int dim);
+/* cuda_batch.cu: the batched eviction ops */
+int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *a);
+int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args *a);
+int cuda_batch_topk(struct backend *be, const struct score_batch_args *a);
+int cuda_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
+                         float *scratch, size_t unit_floats);
+void cuda_sync(struct backend *be);
 /* Sets be's layer-granular ops (cuda_layer.cu). */
 void cuda_layer_ops_install(struct backend *be);
 /* Scratch of `bytes` in d_floats (256-byte aligned by cudaMalloc). */

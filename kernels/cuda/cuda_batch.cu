@@ -1,0 +1,478 @@
+/* cuda_batch.cu - the batched eviction ops (kernels/backend.h, "batched
+ * eviction") on the GPU: many (sequence, layer, kv head) units per launch,
+ * the unit descriptors read from device memory, so a compression costs a
+ * few launches whatever the batch.  The reference is kernels/cpu/cpu_batch.c
+ * (each unit as cpu_score.c computes one head).  Softmax sums, means and
+ * the scores the top-k ranks accumulate in double as on the CPU; the top-k
+ * uses the same total order (higher first, ties to the lower index, NaN
+ * last) and the mix and key norm are computed without fused multiply-adds,
+ * so the same scores give the same keep-sets.
+ *
+ * Scratch comes from the backend's grow-on-demand float buffer
+ * (float_scratch), for at most BATCH_CHUNK units at a time:
+ *   window scores   12 bytes per unit and slot (logits row, double sums)
+ *   redundancy      20 bytes per unit and slot + 8 per unit and dimension
+ *   top-k           12 bytes per unit and slot (scores, ranks). */
+#include "kernels/cuda/cuda_internal.h"
+
+enum { BATCH_CHUNK = 512 };
+
+__device__ static float key_at(const void *k, int type, size_t i)
+{
+    if (type == KV_F16) return __half2float(((const __half *)k)[i]);
+    if (type == KV_BF16) return __bfloat162float(((const __nv_bfloat16 *)k)[i]);
+    return ((const float *)k)[i];
+}
+
+/* Double sum / max over the block; every thread gets it.  `red`: 32 doubles. */
+__device__ static double reduce_d(double v, double *red, bool is_max)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        double t = __shfl_down_sync(0xffffffffu, v, o);
+        v = is_max ? fmax(v, t) : v + t;
+    }
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        double r = is_max ? -INFINITY : 0.0;
+        double t = lane < n_warps ? red[lane] : r;
+        for (int o = 16; o > 0; o >>= 1) {
+            double u = __shfl_down_sync(0xffffffffu, t, o);
+            t = is_max ? fmax(t, u) : t + u;
+        }
+        if (lane == 0) red[0] = t;
+    }
+    __syncthreads();
+    return red[0];
+}
+
+__device__ static int reduce_max_int(int v, int *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_down_sync(0xffffffffu, v, o));
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int t = lane < n_warps ? red[lane] : -1;
+        for (int o = 16; o > 0; o >>= 1) t = max(t, __shfl_down_sync(0xffffffffu, t, o));
+        if (lane == 0) red[0] = t;
+    }
+    __syncthreads();
+    return red[0];
+}
+
+/* ---- window importance: one block per unit, its query rows in order ---- */
+
+struct window_params {
+    int n_head, head_dim, group, softmax_all, gqa_mean, kernel, avg, max_len;
+    float scale;
+};
+
+enum { WIN_MAX_HD = 256 }; /* a lane holds head_dim / 32 of a key, at most 8 */
+
+/* The group's pooled logit of query rows qs (shared, [group][head_dim])
+ * against key j: a warp per key, lanes across the dimensions (kr: this
+ * lane's elements of the key); every lane gets it. */
+__device__ static float window_logit(const window_params &p, const float *qs, const float *kr)
+{
+    int lane = threadIdx.x & 31;
+    float v = 0.0f;
+    for (int g = 0; g < p.group; g++) {
+        float dot = 0.0f;
+        for (int t = 0, d = lane; d < p.head_dim; t++, d += 32) dot += qs[g * p.head_dim + d] * kr[t];
+        dot = warp_sum_all(dot) * p.scale;
+        v = g == 0 ? dot : (p.gqa_mean ? v + dot : fmaxf(v, dot));
+    }
+    return p.gqa_mean ? v / (float)p.group : v;
+}
+
+__global__ static void k_batch_window(const struct score_unit *units, window_params p,
+                                      float *logit_buf, double *acc_buf)
+{
+    extern __shared__ float qs[]; /* [group][head_dim]: row i's queries of the group */
+    __shared__ double red[32];
+    const struct score_unit *u = &units[blockIdx.x];
+    float *s = logit_buf + (size_t)blockIdx.x * p.max_len;
+    double *acc = acc_buf + (size_t)blockIdx.x * p.max_len;
+    int cols = p.softmax_all ? u->len : u->n_cand, nc = u->n_cand;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    size_t qstride = (size_t)p.n_head * p.head_dim;
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) acc[j] = 0.0;
+    for (int i = 0; i < u->n_q; i++) {
+        const float *q = u->q + (size_t)((u->q_first + i) % u->q_ring) * qstride +
+                         (size_t)u->kv_head * p.group * p.head_dim;
+        for (int d = threadIdx.x; d < p.group * p.head_dim; d += blockDim.x) qs[d] = q[d];
+        __syncthreads();
+        int visible = cols;
+        if (p.softmax_all) {
+            visible = u->len - u->n_q + i + 1;
+            visible = visible < 0 ? 0 : (visible > cols ? cols : visible);
+        }
+        double mx = -INFINITY;
+        for (int j = warp; j < visible; j += n_warps) {
+            float kr[WIN_MAX_HD / 32];
+            for (int t = 0, d = lane; d < p.head_dim; t++, d += 32)
+                kr[t] = key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
+            float v = window_logit(p, qs, kr);
+            if (lane == 0) s[j] = v;
+            mx = fmax(mx, (double)v);
+        }
+        mx = reduce_d(mx, red, true); /* its barriers also publish s */
+        double sum = 0.0;
+        if (mx != -INFINITY)
+            for (int j = threadIdx.x; j < visible; j += blockDim.x) sum += exp((double)s[j] - mx);
+        sum = reduce_d(sum, red, false);
+        if (sum > 0)
+            for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
+                acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
+        __syncthreads();
+    }
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) s[j] = (float)acc[j];
+    __syncthreads();
+    int half = p.kernel / 2;
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+        if (p.kernel <= 1) {
+            u->imp[j] = s[j];
+            continue;
+        }
+        int lo = j - half < 0 ? 0 : j - half, hi = j + half >= nc ? nc - 1 : j + half;
+        if (p.avg) {
+            double a = 0.0;
+            for (int t = lo; t <= hi; t++) a += s[t];
+            u->imp[j] = (float)(a / p.kernel);
+        } else {
+            float m = s[lo];
+            for (int t = lo + 1; t <= hi; t++) m = fmaxf(m, s[t]);
+            u->imp[j] = m;
+        }
+    }
+}
+
+int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *a)
+{
+    if (!a->units || a->n_units < 0 || a->max_len < 1 || a->kernel < 1 || a->kernel % 2 == 0 ||
+        a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0 || a->head_dim < 1 ||
+        a->head_dim > WIN_MAX_HD)
+        return -1;
+    if (failed(be)) return -1;
+    if (a->n_units == 0) return 0;
+    window_params p = {a->n_head, a->head_dim, a->n_head / a->n_kv, a->softmax_all,
+                       a->gqa == SCORE_GQA_MEAN, a->kernel, a->pool == SCORE_POOL_AVG,
+                       a->max_len, a->scale};
+    size_t shared = (size_t)p.group * a->head_dim * sizeof(float);
+    if (shared > 48 * 1024) return -1;
+    int chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
+    size_t row = (size_t)chunk * a->max_len;
+    double *acc = (double *)float_scratch(be, row * (sizeof(double) + sizeof(float)),
+                                         "batched window scratch");
+    if (!acc) return -1;
+    float *logits = (float *)(acc + row);
+    for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
+        int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
+        k_batch_window<<<n, CUDA_THREADS, shared>>>(a->units + u0, p, logits, acc);
+        if (!launched(be, "batched window scores")) return -1;
+    }
+    return 0;
+}
+
+/* ---- key redundancy ---- */
+
+/* inv[j] = 1 / (|k_j| + 1e-8) for every unit's keys; sub cleared. */
+__global__ static void k_batch_norms(const struct score_unit *units, int hd, int max_len,
+                                     float *inv_buf, double *sub_buf)
+{
+    const struct score_unit *u = &units[blockIdx.y];
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < u->len; j += gridDim.x * blockDim.x) {
+        double ss = 0.0;
+        for (int d = 0; d < hd; d++) {
+            double x = key_at(u->k, u->kv_type, (size_t)j * hd + d);
+            ss += x * x;
+        }
+        inv_buf[(size_t)blockIdx.y * max_len + j] = (float)(1.0 / (sqrt(ss) + 1e-8));
+        sub_buf[(size_t)blockIdx.y * max_len + j] = 0.0;
+    }
+}
+
+__device__ static float kn_at(const struct score_unit *u, const float *inv, int hd, int j, int d)
+{
+    return key_at(u->k, u->kv_type, (size_t)j * hd + d) * inv[j];
+}
+
+/* sum[d] over the normalised keys, in key order; one block per unit. */
+__global__ static void k_batch_key_sum(const struct score_unit *units, int hd, int max_len,
+                                       const float *inv_buf, double *sum_buf)
+{
+    const struct score_unit *u = &units[blockIdx.x];
+    const float *inv = inv_buf + (size_t)blockIdx.x * max_len;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        double acc = 0.0;
+        for (int i = 0; i < u->len; i++) acc += kn_at(u, inv, hd, i, d);
+        sum_buf[(size_t)blockIdx.x * hd + d] = acc;
+    }
+}
+
+enum { RED_SPAN = 16 }; /* columns a warp searches per round, from the top down */
+
+/* One block per (row i, unit): as cuda_score.cu's k_redundancy_rows, but a
+ * warp per column (lanes across the dimensions: coalesced reads), each warp
+ * searching its own span of RED_SPAN columns from the most recent down and
+ * stopping at its first match; a round covers n_warps spans. */
+__global__ static void k_batch_red_rows(const struct score_unit *units, int hd, int max_len,
+                                        const float *inv_buf, const double *sum_buf,
+                                        double *base_buf, double *sub_buf, float threshold,
+                                        int quirk)
+{
+    extern __shared__ float ki[];
+    __shared__ double red[32];
+    __shared__ int red_i[32];
+    __shared__ float warp_c[32];
+    const struct score_unit *u = &units[blockIdx.y];
+    int i = blockIdx.x, len = u->len;
+    if (i >= len) return; /* the whole block */
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    const float *inv = inv_buf + (size_t)blockIdx.y * max_len;
+    const double *sum = sum_buf + (size_t)blockIdx.y * hd;
+    double *sub = sub_buf + (size_t)blockIdx.y * max_len;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) ki[d] = kn_at(u, inv, hd, i, d);
+    __syncthreads();
+    double self = 0.0, dot = 0.0;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        self += (double)ki[d] * ki[d];
+        dot += (double)ki[d] * sum[d];
+    }
+    self = reduce_d(self, red, false);
+    dot = reduce_d(dot, red, false);
+    if (threadIdx.x == 0) base_buf[(size_t)blockIdx.y * max_len + i] = dot - self;
+    int jstar = -1;
+    for (int e = len; e > 0 && jstar < 0; e -= n_warps * RED_SPAN) {
+        int top = e - 1 - warp * RED_SPAN, cand = -1;
+        float cand_c = 0.0f;
+        for (int j = top; j > top - RED_SPAN && j >= 0 && cand < 0; j--) {
+            if (j == i) continue;
+            float c = 0.0f;
+            for (int d = lane; d < hd; d += 32) c += ki[d] * kn_at(u, inv, hd, j, d);
+            c = warp_sum_all(c);
+            if (c > threshold) cand = j, cand_c = c;
+        }
+        if (lane == 0) warp_c[warp] = cand_c;
+        jstar = reduce_max_int(cand, red_i);
+        if (jstar >= 0 && threadIdx.x == 0) {
+            int w = (e - 1 - jstar) / RED_SPAN; /* the warp whose span holds jstar */
+            atomicAdd(&sub[jstar], (double)warp_c[w]);
+        }
+        __syncthreads();
+    }
+    if (jstar >= 0) return;
+    if (!quirk || i == 0) return;
+    double d0 = 0.0;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) d0 += (double)ki[d] * kn_at(u, inv, hd, 0, d);
+    d0 = reduce_d(d0, red, false);
+    if (threadIdx.x == 0) atomicAdd(&sub[0], d0);
+}
+
+/* One block per unit: red = softmax_j((base[j] - sub[j]) / len). */
+__global__ static void __launch_bounds__(1024)
+k_batch_red_softmax(const struct score_unit *units, int max_len, double *base_buf,
+                    const double *sub_buf)
+{
+    __shared__ double red[32];
+    const struct score_unit *u = &units[blockIdx.x];
+    double *base = base_buf + (size_t)blockIdx.x * max_len;
+    const double *sub = sub_buf + (size_t)blockIdx.x * max_len;
+    int len = u->len;
+    double mx = -INFINITY;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+        double v = (base[j] - sub[j]) / len;
+        base[j] = v;
+        mx = fmax(mx, v);
+    }
+    mx = reduce_d(mx, red, true);
+    double total = 0.0;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) total += exp(base[j] - mx);
+    total = reduce_d(total, red, false);
+    for (int j = threadIdx.x; j < len; j += blockDim.x) u->red[j] = (float)(exp(base[j] - mx) / total);
+}
+
+int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args *a)
+{
+    if (!a->units || a->n_units < 0 || a->max_len < 1 || a->head_dim < 1) return -1;
+    if (failed(be)) return -1;
+    if (a->n_units == 0) return 0;
+    int hd = a->head_dim, chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
+    size_t shared = (size_t)hd * sizeof(float);
+    if (shared > 48 * 1024) return -1;
+    size_t slots = (size_t)chunk * a->max_len;
+    /* base, sub (doubles), sum (doubles), inv (floats) */
+    double *base = (double *)float_scratch(be, slots * 2 * sizeof(double) +
+                                                   (size_t)chunk * hd * sizeof(double) +
+                                                   slots * sizeof(float),
+                                           "batched redundancy scratch");
+    if (!base) return -1;
+    double *sub = base + slots, *sum = sub + slots;
+    float *inv = (float *)(sum + (size_t)chunk * hd);
+    for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
+        int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
+        const struct score_unit *units = a->units + u0;
+        k_batch_norms<<<dim3(blocks_for(a->max_len, 128), n), 128>>>(units, hd, a->max_len, inv,
+                                                                       sub);
+        if (!launched(be, "batched key norms")) return -1;
+        k_batch_key_sum<<<n, 128>>>(units, hd, a->max_len, inv, sum);
+        if (!launched(be, "batched key sums")) return -1;
+        k_batch_red_rows<<<dim3(a->max_len, n), CUDA_THREADS, shared>>>(
+            units, hd, a->max_len, inv, sum, base, sub, a->threshold, a->no_match_zero_col0);
+        if (!launched(be, "batched redundancy rows")) return -1;
+        k_batch_red_softmax<<<n, 1024>>>(units, a->max_len, base, sub);
+        if (!launched(be, "batched redundancy softmax")) return -1;
+    }
+    return 0;
+}
+
+/* ---- top-k: every candidate's rank by counting, O(n^2) per unit ---- */
+
+struct topk_params {
+    int score, by_position, head_dim, max_len;
+    double lambda;
+};
+
+/* Scores in double, no contraction: as the CPU's expressions round. */
+__global__ static void k_batch_scores(const struct score_unit *units, topk_params p,
+                                      double *z_buf)
+{
+    const struct score_unit *u = &units[blockIdx.y];
+    double *z = z_buf + (size_t)blockIdx.y * p.max_len;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < u->n_cand;
+         j += gridDim.x * blockDim.x) {
+        double v;
+        if (p.score == BATCH_SCORE_AGE) {
+            v = -j;
+        } else if (p.score == BATCH_SCORE_IMP) {
+            v = u->imp[j];
+        } else if (p.score == BATCH_SCORE_MIX) {
+            v = __dsub_rn(__dmul_rn(p.lambda, (double)u->imp[j]),
+                          __dmul_rn(1.0 - p.lambda, (double)u->red[j]));
+        } else {
+            double s = 0.0;
+            for (int d = 0; d < p.head_dim; d++) {
+                double x = key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
+                s = __dadd_rn(s, __dmul_rn(x, x));
+            }
+            v = -sqrt(s);
+        }
+        z[j] = v;
+    }
+}
+
+/* a (score, index) ranks before b. */
+__device__ static bool ranks_before(double za, int ia, double zb, int ib)
+{
+    bool na = isnan(za), nb = isnan(zb);
+    if (na != nb) return nb;
+    if (!na && za != zb) return za > zb;
+    return ia < ib;
+}
+
+__global__ static void k_batch_rank(const struct score_unit *units, topk_params p,
+                                    const double *z_buf, int *rank_buf)
+{
+    const struct score_unit *u = &units[blockIdx.y];
+    const double *z = z_buf + (size_t)blockIdx.y * p.max_len;
+    int *rank = rank_buf + (size_t)blockIdx.y * p.max_len, n = u->n_cand;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < u->len; j += gridDim.x * blockDim.x) {
+        if (j >= n) { /* the window, after the selected */
+            u->keep[u->n_select + j - n] = j;
+            continue;
+        }
+        int r = 0;
+        double zj = z[j];
+        for (int i = 0; i < n; i++) r += ranks_before(z[i], i, zj, j);
+        rank[j] = r;
+        if (!p.by_position && r < u->n_select) u->keep[r] = j;
+    }
+}
+
+/* By position: a kept candidate lands after the kept ones before it. */
+__global__ static void k_batch_place(const struct score_unit *units, topk_params p,
+                                     const int *rank_buf)
+{
+    const struct score_unit *u = &units[blockIdx.y];
+    const int *rank = rank_buf + (size_t)blockIdx.y * p.max_len;
+    int k = u->n_select;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < u->n_cand;
+         j += gridDim.x * blockDim.x) {
+        if (rank[j] >= k) continue;
+        int at = 0;
+        for (int i = 0; i < j; i++) at += rank[i] < k;
+        u->keep[at] = j;
+    }
+}
+
+int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
+{
+    if (!a->units || a->n_units < 0 || a->max_len < 1) return -1;
+    if (failed(be)) return -1;
+    if (a->n_units == 0) return 0;
+    int chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
+    size_t slots = (size_t)chunk * a->max_len;
+    double *z = (double *)float_scratch(be, slots * (sizeof(double) + sizeof(int)),
+                                       "batched top-k scratch");
+    if (!z) return -1;
+    int *rank = (int *)(z + slots);
+    topk_params p = {a->score, a->by_position, a->head_dim, a->max_len, a->lambda};
+    unsigned bx = blocks_for(a->max_len, CUDA_THREADS);
+    for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
+        int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
+        const struct score_unit *units = a->units + u0;
+        k_batch_scores<<<dim3(bx, n), CUDA_THREADS>>>(units, p, z);
+        if (!launched(be, "batched scores")) return -1;
+        k_batch_rank<<<dim3(bx, n), CUDA_THREADS>>>(units, p, z, rank);
+        if (!launched(be, "batched ranks")) return -1;
+        if (a->by_position) {
+            k_batch_place<<<dim3(bx, n), CUDA_THREADS>>>(units, p, rank);
+            if (!launched(be, "batched placement")) return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- compaction: rows to the staging, then back ---- */
+
+__global__ static void k_batch_gather(const struct gather_unit *units, float *scratch,
+                                      size_t unit_floats, int which, int back)
+{
+    const struct gather_unit *u = &units[blockIdx.y];
+    float *rows = which ? u->v : u->k, *s = scratch + (size_t)blockIdx.y * unit_floats;
+    size_t w = (size_t)u->row_words, n = (size_t)u->n_keep * w;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
+         t += (size_t)gridDim.x * blockDim.x) {
+        if (back) rows[t] = s[t];
+        else s[t] = rows[(size_t)u->keep[t / w] * w + t % w];
+    }
+}
+
+int cuda_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
+                         float *scratch, size_t unit_floats)
+{
+    if (n_units < 0 || (n_units > 0 && (!units || !scratch))) return -1;
+    if (failed(be)) return -1;
+    if (n_units == 0 || unit_floats == 0) return 0;
+    unsigned bx = blocks_for(unit_floats, CUDA_THREADS);
+    if (bx > 4096) bx = 4096;
+    for (int u0 = 0; u0 < n_units; u0 += 65535) { /* grid.y's limit */
+        int n = n_units - u0 < 65535 ? n_units - u0 : 65535;
+        for (int which = 0; which < 2; which++)
+            for (int back = 0; back < 2; back++) {
+                k_batch_gather<<<dim3(bx, n), CUDA_THREADS>>>(
+                    units + u0, scratch + (size_t)u0 * unit_floats, unit_floats, which, back);
+                if (!launched(be, "batched gather")) return -1;
+            }
+    }
+    return 0;
+}
+
+void cuda_sync(struct backend *be)
+{
+    if (!failed(be)) cuda_ok(be, cudaDeviceSynchronize(), "sync");
+}

@@ -1,0 +1,260 @@
+/* cuda_selftest_batch.cu - the batched eviction ops (window_scores_batch,
+ * key_redundancy_batch, batch_topk, kv_gather_batch) against the CPU
+ * backend: scores to f32 rounding, keep-sets exactly when both sides rank
+ * the same scores, gathers bit for bit. */
+#include "kernels/cuda/cuda_selftest_util.h"
+
+#include <math.h>
+#include <string.h>
+
+#include <string>
+
+namespace {
+
+enum { HEAD_DIM = 64, N_HEAD = 8, N_KV = 2, RING = 8 };
+
+struct batch_case {
+    std::vector<int> lens;     /* one unit per entry */
+    enum kv_type type;
+    int n_q, q_first, n_recent, budget;
+};
+
+/* One backend's side of a case: keys, ring, outputs, descriptors. */
+struct side {
+    struct backend *be;
+    std::vector<float *> keys, imp, red, keep;
+    float *ring, *units;
+    std::vector<score_unit> host;
+};
+
+float *alloc_up(struct backend *be, const std::vector<float> &h)
+{
+    float *p = be->alloc(be, h.size());
+    if (!p) {
+        fprintf(stderr, "cuda_selftest: out of memory\n");
+        exit(1);
+    }
+    be->upload(be, p, h.data(), h.size());
+    return p;
+}
+
+/* Keys of len rows stored as type (f32 floats, or 16-bit pairs packed in floats). */
+std::vector<float> typed_keys(struct selftest *st, int len, enum kv_type t)
+{
+    size_t n = (size_t)len * HEAD_DIM;
+    std::vector<float> f(n);
+    for (size_t i = 0; i < n; i++) f[i] = st_rnd(st);
+    if (t == KV_F32) return f;
+    std::vector<float> packed((n + 1) / 2);
+    uint16_t *h = (uint16_t *)packed.data();
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &f[i], 4);
+        h[i] = t == KV_BF16 ? (uint16_t)(u >> 16) : 0x3c00u ^ (uint16_t)(u & 0x03ffu); /* f16 in [1, 2) */
+    }
+    return packed;
+}
+
+void build(struct selftest *st, const batch_case &c, side &s, const std::vector<std::vector<float>> &keys,
+           const std::vector<float> &ring)
+{
+    (void)st;
+    s.ring = alloc_up(s.be, ring);
+    for (size_t u = 0; u < c.lens.size(); u++) {
+        int len = c.lens[u];
+        s.keys.push_back(alloc_up(s.be, keys[u]));
+        s.imp.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
+        s.red.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
+        s.keep.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
+        score_unit d = {};
+        d.k = s.keys[u];
+        d.q = s.ring;
+        d.imp = s.imp[u];
+        d.red = s.red[u];
+        d.keep = (int *)s.keep[u];
+        d.kv_type = c.type;
+        d.kv_head = (int)u % N_KV;
+        d.len = len;
+        d.n_cand = len - c.n_recent;
+        d.n_select = c.budget - c.n_recent;
+        d.n_q = c.n_q;
+        d.q_ring = RING;
+        d.q_first = c.q_first;
+        s.host.push_back(d);
+    }
+    size_t n = s.host.size() * sizeof(score_unit) / sizeof(float);
+    s.units = s.be->alloc(s.be, n);
+    s.be->upload(s.be, s.units, (const float *)s.host.data(), n);
+}
+
+void release(side &s)
+{
+    for (size_t u = 0; u < s.keys.size(); u++) {
+        s.be->free(s.be, s.keys[u]);
+        s.be->free(s.be, s.imp[u]);
+        s.be->free(s.be, s.red[u]);
+        s.be->free(s.be, s.keep[u]);
+    }
+    s.be->free(s.be, s.ring);
+    s.be->free(s.be, s.units);
+}
+
+std::vector<float> fetch(struct backend *be, const float *p, size_t n)
+{
+    std::vector<float> h(n);
+    be->download(be, h.data(), p, n);
+    return h;
+}
+
+/* Largest |a - b| / (atol + rtol |a|) over the units' rows. */
+double worst(side &a, side &b, std::vector<float *> side::*rows, const batch_case &c, bool cand)
+{
+    double w = 0;
+    for (size_t u = 0; u < c.lens.size(); u++) {
+        size_t n = cand ? (size_t)(c.lens[u] - c.n_recent) : (size_t)c.lens[u];
+        std::vector<float> x = fetch(a.be, (a.*rows)[u], n), y = fetch(b.be, (b.*rows)[u], n);
+        for (size_t j = 0; j < n; j++) {
+            double e = fabs((double)x[j] - y[j]) / (1e-6 + 1e-3 * fabs((double)x[j]));
+            if (!(e <= w)) w = e; /* NaN counts as worst */
+        }
+    }
+    return w;
+}
+
+void run_case(struct selftest *st, const char *name, const batch_case &c, enum batch_score score,
+              int by_position)
+{
+    std::vector<std::vector<float>> keys;
+    for (int len : c.lens) keys.push_back(typed_keys(st, len, c.type));
+    std::vector<float> ring((size_t)RING * N_HEAD * HEAD_DIM);
+    for (float &x : ring) x = st_rnd(st);
+    side cs, gs;
+    cs.be = st->cpu;
+    gs.be = st->gpu;
+    build(st, c, cs, keys, ring);
+    build(st, c, gs, keys, ring);
+    int max_len = 1;
+    for (int len : c.lens) max_len = len > max_len ? len : max_len;
+    score_batch_args a = {};
+    a.n_units = (int)c.lens.size();
+    a.max_len = max_len;
+    a.n_head = N_HEAD;
+    a.n_kv = N_KV;
+    a.head_dim = HEAD_DIM;
+    a.scale = 1.0f / sqrtf((float)HEAD_DIM);
+    a.softmax_all = by_position; /* both forms, one per order */
+    a.gqa = by_position ? SCORE_GQA_MEAN : SCORE_GQA_MAX;
+    a.kernel = by_position ? 5 : 7;
+    a.pool = by_position ? SCORE_POOL_AVG : SCORE_POOL_MAX;
+    a.threshold = 0.5f;
+    a.no_match_zero_col0 = 1;
+    a.score = score;
+    a.lambda = 0.1;
+    a.by_position = by_position;
+    char detail[160];
+    a.units = (const score_unit *)cs.units;
+    int rc_c = cs.be->window_scores_batch(cs.be, &a) | cs.be->key_redundancy_batch(cs.be, &a);
+    a.units = (const score_unit *)gs.units;
+    int rc_g = gs.be->window_scores_batch(gs.be, &a) | gs.be->key_redundancy_batch(gs.be, &a);
+    double wi = worst(cs, gs, &side::imp, c, true), wr = worst(cs, gs, &side::red, c, false);
+    snprintf(detail, sizeof detail, "imp %.2g red %.2g (units of atol 1e-6 + rtol 1e-3)", wi, wr);
+    std::string what = std::string("batch scores ") + name;
+    st_verdict(st, what.c_str(), rc_c == 0 && rc_g == 0 && wi <= 1 && wr <= 1, detail);
+    /* The same scores on both sides: the keep-sets must match exactly. */
+    for (size_t u = 0; u < c.lens.size(); u++) {
+        std::vector<float> i = fetch(cs.be, cs.imp[u], (size_t)c.lens[u]);
+        std::vector<float> r = fetch(cs.be, cs.red[u], (size_t)c.lens[u]);
+        gs.be->upload(gs.be, gs.imp[u], i.data(), i.size());
+        gs.be->upload(gs.be, gs.red[u], r.data(), r.size());
+    }
+    a.units = (const score_unit *)cs.units;
+    rc_c = cs.be->batch_topk(cs.be, &a);
+    a.units = (const score_unit *)gs.units;
+    rc_g = gs.be->batch_topk(gs.be, &a);
+    bool same = rc_c == 0 && rc_g == 0;
+    for (size_t u = 0; u < c.lens.size() && same; u++) {
+        size_t n = (size_t)(c.budget);
+        std::vector<float> x = fetch(cs.be, cs.keep[u], n), y = fetch(gs.be, gs.keep[u], n);
+        same = memcmp(x.data(), y.data(), n * sizeof(float)) == 0;
+    }
+    what = std::string("batch top-k ") + name;
+    st_verdict(st, what.c_str(), same, by_position ? "by position" : "by score");
+    release(cs);
+    release(gs);
+}
+
+/* Gathers of random keep-sets, K and V, f32 rows and 16-bit ones (half the words). */
+void gather_case(struct selftest *st, int words)
+{
+    const int cap = 300, n_units = 5;
+    std::vector<int> n_keep = {100, 1, 0, 299, 64};
+    side cs, gs;
+    cs.be = st->cpu;
+    gs.be = st->gpu;
+    std::vector<std::vector<float>> rows(2 * n_units);
+    std::vector<std::vector<float>> keep(n_units);
+    for (auto &r : rows) {
+        r.resize((size_t)cap * words);
+        for (float &x : r) x = st_rnd(st);
+    }
+    for (int u = 0; u < n_units; u++) {
+        std::vector<int> perm(cap);
+        for (int i = 0; i < cap; i++) perm[i] = i;
+        for (int i = cap - 1; i > 0; i--) {
+            int j = (int)((st_rnd(st) + 1) * 0.5 * (i + 1)) % (i + 1);
+            int t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+        keep[u].resize(cap > 0 ? cap : 1);
+        memcpy(keep[u].data(), perm.data(), (size_t)cap * sizeof(int));
+    }
+    size_t unit_floats = (size_t)cap * words;
+    bool ok = true;
+    std::vector<std::vector<float>> out[2];
+    for (int b = 0; b < 2; b++) {
+        struct backend *be = b ? st->gpu : st->cpu;
+        std::vector<gather_unit> host(n_units);
+        std::vector<float *> bufs, kbufs;
+        for (int u = 0; u < n_units; u++) {
+            float *k = alloc_up(be, rows[2 * u]), *v = alloc_up(be, rows[2 * u + 1]);
+            float *kp = alloc_up(be, keep[u]);
+            bufs.push_back(k);
+            bufs.push_back(v);
+            kbufs.push_back(kp);
+            host[u] = gather_unit{k, v, (const int *)kp, n_keep[u], words};
+        }
+        size_t n = host.size() * sizeof(gather_unit) / sizeof(float);
+        float *units = be->alloc(be, n), *scratch = be->alloc(be, n_units * unit_floats);
+        be->upload(be, units, (const float *)host.data(), n);
+        ok = ok && be->kv_gather_batch(be, (const gather_unit *)units, n_units, scratch,
+                                       unit_floats) == 0;
+        for (float *p : bufs) out[b].push_back(fetch(be, p, unit_floats));
+        for (float *p : bufs) be->free(be, p);
+        for (float *p : kbufs) be->free(be, p);
+        be->free(be, units);
+        be->free(be, scratch);
+    }
+    for (size_t i = 0; i < out[0].size() && ok; i++)
+        ok = memcmp(out[0][i].data(), out[1][i].data(), unit_floats * sizeof(float)) == 0;
+    char what[64];
+    snprintf(what, sizeof what, "batch gather (%d words)", words);
+    st_verdict(st, what, ok, "");
+}
+
+} /* namespace */
+
+void selftest_batch(struct selftest *st)
+{
+    batch_case f32 = {{300, 1000, 257, 64, 513, 2049}, KV_F32, 8, 3, 8, 48};
+    run_case(st, "f32 mix", f32, BATCH_SCORE_MIX, 0);
+    run_case(st, "f32 imp", f32, BATCH_SCORE_IMP, 1);
+    batch_case f16 = {{129, 700, 40, 40}, KV_F16, 5, 6, 8, 33};
+    run_case(st, "f16 mix", f16, BATCH_SCORE_MIX, 0);
+    run_case(st, "f16 knorm", f16, BATCH_SCORE_KNORM, 1);
+    batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20};
+    run_case(st, "bf16 age", bf16, BATCH_SCORE_AGE, 1);
+    run_case(st, "bf16 mix", bf16, BATCH_SCORE_MIX, 0);
+    gather_case(st, HEAD_DIM);
+    gather_case(st, HEAD_DIM / 2);
+}

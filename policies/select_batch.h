@@ -1,0 +1,75 @@
+/* select_batch.h - the shared selector for many sequences at once: a policy
+ * on select.h states *what* scores its candidates as a plan (batch_plan), and
+ * select_batch_run asks the backend's batched ops (backend.h, "batched
+ * eviction") for every due sequence, layer and kv head together: one upload
+ * of the unit descriptors, one window-importance call, one redundancy call
+ * (R-KV), one top-k call.  The keep indices stay in backend memory for the
+ * batched compaction (kvcache_compact_batch); their counts are known on the
+ * host.  Gate, candidates, window and tie rule are select.h's.
+ *
+ * What does not batch keeps the per-sequence select: per-layer keep-sets
+ * (h2o-rkv), bf16 scores, pads, R-KV's batch0 bug, and the policies with
+ * their own select (VaSE, RPC, BeaconKV, SEAL: state that moves with every
+ * sequence's sentences, host-side rules).  H2O's scores live on the host
+ * (observe_attn sums them there), so it selects per sequence on the host
+ * (host_select) and only its compaction is batched. */
+#ifndef EB_POLICY_SELECT_BATCH_H
+#define EB_POLICY_SELECT_BATCH_H
+
+#include "select.h"
+
+struct batch_plan {
+    int host_select;             /* 1: run select per sequence (host only), compact batched */
+    enum batch_score score;
+    struct importance_opts imp;  /* BATCH_SCORE_IMP, _MIX */
+    double lambda;               /* _MIX */
+    float threshold;             /* _MIX: key redundancy */
+    int no_match_zero_col0;
+    int n_recent;                /* the newest slots always kept */
+    int evict_above;             /* gate len > B instead of len >= B */
+    enum keep_order order;
+};
+
+/* One due sequence as the batched selector sees it. */
+struct batch_seq {
+    const struct cache_view *cv;
+    const void *const *k;        /* [n_layer] the cache's K buffers, kv_type elements */
+    enum kv_type kv_type;
+    float *const *q_ring;        /* [n_layer] query rings of q_ring_rows rows, or NULL */
+    int q_ring_rows, q_next, q_count;
+};
+
+/* The due sequences and the backend scratch (sized by select_batch_floats). */
+struct batch_job {
+    struct backend *be;
+    int n_seq;
+    const struct batch_seq *seqs;
+    int stride;                  /* slots per head in keep and the score rows, >= capacities */
+    struct score_unit *units;    /* backend: n_seq * n_layer * n_kv descriptors */
+    struct score_unit *units_host;
+    float *imp, *red;            /* backend: n_seq * n_layer * n_kv rows of stride floats */
+    int *keep_dev;               /* backend: [n_seq][n_layer * n_kv][stride] */
+    int *n_keep;                 /* host [n_seq][n_layer * n_kv] out: kept slots, -1: unchanged */
+    int sync;                    /* 1: wait for the backend at the score / select boundary */
+    double score_s, select_s;    /* out: wall time of the two phases */
+    int n_units;                 /* out: heads selected */
+};
+
+/* Backend floats of the descriptors and score rows of one job. */
+size_t select_batch_unit_floats(int n_units);
+size_t select_batch_score_floats(int n_units, int stride);
+
+/* 1 when the backend has what plan needs. */
+int select_batch_backend_ok(const struct backend *be, const struct batch_plan *plan);
+
+/* Score and select every head of every sequence of job: job->n_keep and the
+ * keep indices in job->keep_dev.  0, or -1 with e set. */
+int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int budget,
+                     struct eb_err *e);
+
+/* policy_ops.batch_plan of a plain selector policy: 0 when sc's options
+ * keep it per sequence (per-layer sets, bf16), else 1 with the gate, order
+ * and n_recent filled (the caller sets the score). */
+int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_plan *out);
+
+#endif

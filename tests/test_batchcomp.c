@@ -1,0 +1,195 @@
+/* test_batchcomp.c - the whole batch's compression (issue 33 item 3):
+ * generate with a policy on the batched path (due sequences compressed
+ * together at after_step with the backend's batched ops) must give the
+ * per-sequence path's tokens and caches step for step, at batch 1 and 16,
+ * and the backend calls of one compression must not depend on the batch
+ * (and stay O(layers)).  The batched ops are also checked head by head
+ * against the per-head primitives. */
+#include "test.h"
+#include "test_util.h"
+
+#include <stdint.h>
+
+#include "harness/exp/policy_glue.h"
+#include "model/kvcache.h"
+
+static struct backend *be;
+static enum kv_type run_type = KV_F32;
+
+#define TINY_PATH "tests/fixtures/models/tiny-llama/model.gguf"
+
+enum { MAX_REQ = 16, MAX_NEW = 72, BUDGET = 32 };
+
+/* What an inner on_step sees: a hash of every head's slots after the step's
+ * compression, per (request, step). */
+struct watch {
+    uint64_t h[MAX_REQ][MAX_NEW + 1];
+    int steps[MAX_REQ];
+};
+
+static int watch_step(void *ctx, int seq, int token, struct kvcache *c, struct eb_err *e)
+{
+    (void)e;
+    struct watch *w = ctx;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)token;
+    for (int i = 0; i < c->n_layer * c->n_kv; i++) {
+        h = (h ^ (uint64_t)c->len[i]) * 1099511628211ull;
+        for (int j = 0; j < c->len[i]; j++)
+            h = (h ^ (uint64_t)(uint32_t)c->pos[(size_t)i * c->capacity + j]) * 1099511628211ull;
+    }
+    if (seq >= 0 && seq < MAX_REQ && w->steps[seq] <= MAX_NEW) w->h[seq][w->steps[seq]++] = h;
+    return 0;
+}
+
+struct outcome {
+    struct gen_result res[MAX_REQ];
+    struct watch w;
+    struct policy_glue_stats st;
+};
+
+/* n requests of different lengths, all in flight at once; batched or not. */
+static int run(const struct model *m, const char *spec, int n, int batched, struct outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    int *prompts[MAX_REQ] = {0};
+    struct gen_request req[MAX_REQ];
+    for (int i = 0; i < n; i++) {
+        int len = 24 + 5 * i;
+        prompts[i] = malloc((size_t)len * sizeof *prompts[i]);
+        unsigned x = 2166136261u ^ (unsigned)i;
+        for (int t = 0; t < len; t++) {
+            x = x * 1664525u + 1013904223u;
+            prompts[i][t] = (int)(x >> 8) % m->cfg.n_vocab;
+        }
+        req[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = len, .max_new = MAX_NEW,
+                                      .sampling = sampler_params_greedy()};
+    }
+    struct eb_err e = {0};
+    struct session_policy sp = {0};
+    struct gen_hooks inner = {.ctx = &o->w, .on_step = watch_step}, hooks;
+    struct gen_options opt = {.max_live = n, .ignore_eos = 1, .kv_type = run_type};
+    int rc = open_test_policy(m, NULL, spec, BUDGET, &sp, &e);
+    if (rc == 0) {
+        policy_glue_set_batch(sp.glue, batched);
+        session_policy_hooks(&sp, &inner, &hooks);
+        opt.hooks = &hooks;
+        rc = generate(m, req, n, &opt, o->res, NULL, &e);
+        policy_glue_stats(sp.glue, &o->st);
+    }
+    if (rc) fprintf(stderr, "  %s: %s\n", spec, e.msg);
+    session_policy_close(&sp);
+    for (int i = 0; i < n; i++) free(prompts[i]);
+    return rc;
+}
+
+static void outcome_free(struct outcome *o)
+{
+    for (int r = 0; r < MAX_REQ; r++) {
+        free(o->res[r].tokens);
+        o->res[r].tokens = NULL;
+    }
+}
+
+static int same_run(const struct outcome *a, const struct outcome *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (!same_ints(a->res[i].tokens, a->res[i].n_tokens, b->res[i].tokens,
+                       b->res[i].n_tokens) ||
+            a->w.steps[i] != b->w.steps[i] ||
+            memcmp(a->w.h[i], b->w.h[i], (size_t)a->w.steps[i] * sizeof a->w.h[i][0]))
+            return 0;
+    }
+    return a->st.compressions == b->st.compressions &&
+           a->st.evicted_slots == b->st.evicted_slots;
+}
+
+static void test_batched_equals_per_sequence(void)
+{
+    struct model *m = open_model_on(be, TINY_PATH);
+    if (!m) SKIP("tiny-llama fixture missing");
+    const char *specs[] = {"rkv:divide_length=16",
+                           "snapkv:schedule=divide,divide_length=16,window=8",
+                           "streamingllm:divide_length=16", "h2o", "knorm:divide_length=16",
+                           "rkv:divide_length=16,cache_order=position,lambda=1"};
+    static struct outcome one_b, one_s, many_b, many_s;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        const char *spec = specs[i];
+        int ok = run(m, spec, 1, 1, &one_b) == 0 && run(m, spec, 1, 0, &one_s) == 0 &&
+                 run(m, spec, MAX_REQ, 1, &many_b) == 0 && run(m, spec, MAX_REQ, 0, &many_s) == 0;
+        CHECK_MSG(ok, "%s: a run failed", spec);
+        if (ok) {
+            CHECK_MSG(same_run(&one_b, &one_s, 1), "%s: batch 1 differs from per sequence", spec);
+            CHECK_MSG(same_run(&many_b, &many_s, MAX_REQ),
+                      "%s: batch 16 differs from per sequence", spec);
+            CHECK_MSG(many_b.st.compressions > MAX_REQ, "%s: %ld compressions", spec,
+                      many_b.st.compressions);
+            CHECK_MSG(one_b.st.batch_compressions > 0 && many_b.st.batch_compressions > 0 &&
+                      one_s.st.batch_compressions == 0,
+                      "%s: %ld / %ld batched compressions", spec, one_b.st.batch_compressions,
+                      many_b.st.batch_compressions);
+        }
+        outcome_free(&one_b), outcome_free(&one_s), outcome_free(&many_b), outcome_free(&many_s);
+    }
+    model_free(m);
+}
+
+/* A 16-bit cache: the batched ops widen the keys as the per-head path does. */
+static void test_f16_cache(void)
+{
+    struct model *m = open_model_on(be, TINY_PATH);
+    if (!m) SKIP("tiny-llama fixture missing");
+    static struct outcome b, s;
+    run_type = KV_F16;
+    const char *specs[] = {"rkv:divide_length=16", "knorm:divide_length=16"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        int ok = run(m, specs[i], MAX_REQ, 1, &b) == 0 && run(m, specs[i], MAX_REQ, 0, &s) == 0;
+        CHECK_MSG(ok && same_run(&b, &s, MAX_REQ) && b.st.batch_compressions > 0,
+                  "%s: f16 batch 16 differs from per sequence", specs[i]);
+        outcome_free(&b), outcome_free(&s);
+    }
+    run_type = KV_F32;
+    model_free(m);
+}
+
+/* N = backend calls / batched compression: the same at batch 1 and 16, and
+ * at most a few per layer. */
+static void test_calls_per_compression(void)
+{
+    struct model *m = open_model_on(be, TINY_PATH);
+    if (!m) SKIP("tiny-llama fixture missing");
+    const char *specs[] = {"rkv:divide_length=16",
+                           "snapkv:schedule=divide,divide_length=16,window=8",
+                           "streamingllm:divide_length=16", "h2o"};
+    static struct outcome one, many;
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        int ok = run(m, specs[i], 1, 1, &one) == 0 && run(m, specs[i], MAX_REQ, 1, &many) == 0;
+        CHECK_MSG(ok, "%s: a run failed", specs[i]);
+        if (ok && one.st.batch_compressions > 0 && many.st.batch_compressions > 0) {
+            unsigned long long n1 = one.st.compress_calls / one.st.batch_compressions;
+            unsigned long long n16 = many.st.compress_calls / many.st.batch_compressions;
+            CHECK_MSG(one.st.compress_calls % one.st.batch_compressions == 0 &&
+                      many.st.compress_calls % many.st.batch_compressions == 0 && n1 == n16,
+                      "%s: %llu calls over %ld compressions at batch 1, %llu over %ld at 16",
+                      specs[i], one.st.compress_calls, one.st.batch_compressions,
+                      many.st.compress_calls, many.st.batch_compressions);
+            CHECK_MSG(n1 <= 2 * (unsigned long long)m->cfg.n_layer + 8, "%s: %llu calls",
+                      specs[i], n1);
+            printf("  %-40s backend calls per compression: %llu (batch 1 and 16)\n", specs[i],
+                   n1);
+        } else if (ok) {
+            CHECK_MSG(0, "%s: no batched compression", specs[i]);
+        }
+        outcome_free(&one), outcome_free(&many);
+    }
+    model_free(m);
+}
+
+int main(void)
+{
+    be = backend_count_create(backend_cpu_create(2));
+    RUN(test_batched_equals_per_sequence);
+    RUN(test_f16_cache);
+    RUN(test_calls_per_compression);
+    be->destroy(be);
+    return test_summary("batchcomp");
+}
