@@ -150,6 +150,18 @@ static int beaconkv_select(void *self, int seq, const struct cache_view *cv, int
     return 0;
 }
 
+/* policy_ops.device_bytes: attend_reduce's query rows and logits for the
+ * observation rows of a kv group ((beacons + recent) per query head of the
+ * group) against a head's slots. */
+static size_t beaconkv_device_bytes(const void *self, const struct policy_model *m, int n_live,
+                                    int max_slots)
+{
+    const struct beaconkv *s = self;
+    (void)n_live;
+    size_t nq = (size_t)(s->beacons + s->recent) * (size_t)(m->n_head / m->n_kv);
+    return backend_alloc_bytes(nq * m->head_dim) + backend_alloc_bytes(nq * max_slots);
+}
+
 const struct policy_ops beaconkv_ops = {
     .name = "beaconkv",
     .create = beaconkv_create,
@@ -157,4 +169,5 @@ const struct policy_ops beaconkv_ops = {
     .begin_sequence = beaconkv_begin,
     .end_sequence = beaconkv_end,
     .select = beaconkv_select,
+    .device_bytes = beaconkv_device_bytes,
 };

@@ -172,6 +172,18 @@ static int vase_select(void *self, int seq, const struct cache_view *cv, int bud
     return 0;
 }
 
+/* policy_ops.device_bytes: the scores of a head (a sketch row per slot for
+ * DKV) and DKV's sketch [rank][head_dim] (vase_reserve). */
+static size_t vase_device_bytes(const void *self, const struct policy_model *m, int n_live,
+                                int max_slots)
+{
+    const struct vase *s = self;
+    (void)n_live;
+    if (s->mode != VASE_DKV) return backend_alloc_bytes((size_t)max_slots);
+    return backend_alloc_bytes((size_t)max_slots * s->rank) +
+           backend_alloc_bytes((size_t)s->rank * m->head_dim);
+}
+
 const struct policy_ops vase_attnv_ops = {
     .name = "vase-attnv",
     .create = attnv_create,
@@ -180,6 +192,7 @@ const struct policy_ops vase_attnv_ops = {
     .end_sequence = vase_end,
     .select = vase_select,
     .check_budget = vase_check_budget,
+    .device_bytes = vase_device_bytes,
 };
 
 const struct policy_ops vase_dkv_ops = {
@@ -190,4 +203,5 @@ const struct policy_ops vase_dkv_ops = {
     .end_sequence = vase_end,
     .select = vase_select,
     .check_budget = vase_check_budget,
+    .device_bytes = vase_device_bytes,
 };

@@ -447,8 +447,13 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
         fprintf(stderr, "policy kv: peak %zu bytes, mean %.0f bytes per sequence; at most %d "
                         "slots in a head\n", ps.peak_kv_bytes, ps.mean_kv_bytes, ps.max_slots);
         fprintf(stderr, "policy time: %.3f ms per batch step (%.1f%% of the generate's wall "
-                        "time)\n", 1e3 * ps.policy_s / steps,
-                all > 0 ? 100.0 * ps.policy_s / all : 0.0);
+                        "time): score %.3f, select %.3f, compact %.3f ms per batch step\n",
+                1e3 * ps.policy_s / steps, all > 0 ? 100.0 * ps.policy_s / all : 0.0,
+                1e3 * ps.score_s / steps, 1e3 * ps.select_s / steps, 1e3 * ps.compact_s / steps);
+        if (ps.batch_compressions > 0 && ps.compress_calls > 0)
+            fprintf(stderr, "backend calls per compression: %llu (%ld batched compressions)\n",
+                    ps.compress_calls / (unsigned long long)ps.batch_compressions,
+                    ps.batch_compressions);
         for (int i = 0; i < n; i++) print_trace_stats(pol, i, n);
     }
 }
@@ -537,6 +542,12 @@ static int gen_run(const struct gen_cli *a, struct gen_state *g, struct session_
         hooks.ctx = &sc;
         hooks.on_step = stream_step;
         so->hooks = &hooks;
+    }
+    /* --stats: the policy's phases timed at the device's pace (it waits for
+     * the backend at each boundary; off otherwise, so runs stay asynchronous). */
+    if (a->stats && so->policy) {
+        if (session_policy_glue(so->policy, m, e)) return eb_wrap(e, "generate");
+        if (so->policy->glue) policy_glue_time_phases(so->policy->glue, 1);
     }
     struct gen_stats st;
     if (session_generate(&g->s, g->reqs, g->n, so, g->res, &st, e)) {

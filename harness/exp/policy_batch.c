@@ -132,7 +132,10 @@ size_t policy_glue_scratch_bytes(const struct policy *p, int budget,
         return 0;
     struct batch_sizes z = sizes_of(&plan, c->n_layer, c->n_head_kv, c->head_dim, n_live,
                                     max_slots, budget);
-    return (z.units + z.imp + z.red + z.keep + z.gunits + z.gscratch) * sizeof(float);
+    size_t parts[] = {z.units, z.imp, z.red, z.keep, z.gunits, z.gscratch}, bytes = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (parts[i]) bytes += backend_alloc_bytes(parts[i]); /* as a rounding pool takes it */
+    return bytes;
 }
 
 /* ---- the queue ---- */

@@ -366,13 +366,15 @@ fail:
 
 /* gen_hooks.device_bytes: what the policy allocates on the backend while a
  * generate runs: its scoring scratch (policies/score.c: two rows of a
- * head's scores) and whatever it declares (policy_ops.device_bytes). */
+ * head's scores), whatever it declares (policy_ops.device_bytes), and the
+ * batched compression's scratch (policy_glue_scratch_bytes). */
 static size_t glue_device_bytes(void *ctx, int n_live, int max_slots)
 {
     struct policy_glue *g = ctx;
     if (g->p->info.schedule == POLICY_NEVER && !g->p->ops->steer) return 0;
     size_t n = backend_alloc_bytes(2 * (size_t)max_slots);
     if (g->p->ops->device_bytes) n += g->p->ops->device_bytes(g->p->self, &g->pm, n_live, max_slots);
+    if (g->bt.on) n += policy_glue_scratch_bytes(g->p, g->budget, &g->m->cfg, n_live, max_slots);
     return n;
 }
 
