@@ -186,7 +186,9 @@ static int ensure_pool(struct session *s, const struct gen_request *reqs, int n,
     backend_cuda_pool_serve(s->be, 1);
     size_t used, peak;
     backend_cuda_pool_usage(s->be, &used, &peak);
-    size_t cap = s->m->weight_bytes + (plan.pool_bytes - used);
+    /* The check counts host bytes too (positions, pad flags, host logits):
+     * they are not in the pool. */
+    size_t cap = s->m->weight_bytes + (plan.pool_bytes - used) + plan_out->host;
     if (!opt->mem_limit || opt->mem_limit > cap) opt->mem_limit = cap;
     return 0;
 }
