@@ -847,7 +847,7 @@ MB_RATIO="-"
 MB_NOTE="not measured"
 max_batch_args() { # model_dir
     echo bench --device cuda --model "$1" --max-batch --fill-len "$MB_FILL" --gen-len "$MB_GEN" \
-        --new "$MB_NEW" --kv-types bf16 --policies rkv,snapkv,skipkv-sent --budgets 1024 \
+        --new "$MB_NEW" --kv-types bf16 --policies rkv,snapkv-decode,skipkv-sent --budgets 1024 \
         --largest-only --batch-limit "$MB_LIMIT" --no-db
 }
 
@@ -857,7 +857,7 @@ dry_max_batch() {
     printf '%-14s %6s %6s %8s %12s %10s %9s\n' policy budget batch context "KV MB" "decode t/s" "step ms"
     echo "fullkv              -   126*     8224     121000.0    3000.00      42.0"
     echo "rkv              1024   256*     1088      17000.0   12000.00      21.3"
-    echo "largest batch by the plan: fullkv 126 (1.00x FullKV); rkv:1024 1800 (14.29x FullKV); snapkv:1024 1800 (14.29x FullKV); skipkv-sent:1024 1790 (14.21x FullKV)"
+    echo "largest batch by the plan: fullkv 126 (1.00x FullKV); rkv:1024 1800 (14.29x FullKV); snapkv-decode:1024 1800 (14.29x FullKV); skipkv-sent:1024 1790 (14.21x FullKV)"
     echo "measured at 256, not 1800 (--batch-limit): rkv:1024"
     echo "max-batch throughput ratio to FullKV: 4.00 (rkv:1024 at batch 256, 12000.0 tok/s, against FullKV's best 3000.0 tok/s)"
 }
