@@ -95,19 +95,6 @@ static int write_vector(const struct model *m, char *path)
     return rc;
 }
 
-/* spec opened at BUDGET with the tokenizer and the vector. */
-static int open_policy(const struct model *m, const char *spec, const char *vector,
-                       struct session_policy *sp, struct eb_err *e)
-{
-    const struct policy_entry *entry;
-    struct policy_params params;
-    memset(sp, 0, sizeof *sp);
-    if (session_policy_resolve(spec, NULL, NULL, BUDGET, 1, &entry, &params, e)) return -1;
-    struct policy_target t = {&m->cfg, m, tok, NULL};
-    struct policy_request rq = {entry, &params, BUDGET, vector, 1};
-    return policy_target_open(&t, &rq, sp, e);
-}
-
 /* One generate of `batch` copies of a prompt under `spec` (NULL: FullKV):
  * 1 and the reason on stderr when the policy cannot be opened here. */
 static int plan_one(struct model *m, const char *spec, const char *vector, int batch,
@@ -133,7 +120,7 @@ static int plan_one(struct model *m, const char *spec, const char *vector, int b
     for (int i = 0; i < batch; i++)
         req[i] = (struct gen_request){prompt, PROMPT, NEW, sampler_params_greedy()};
     if (spec) {
-        if (open_policy(m, spec, vector, &sp, &e) ||
+        if (open_test_policy_vector(m, tok, spec, BUDGET, vector, &sp, &e) ||
             session_policy_glue(&sp, m, &e)) {
             printf("  %s: %s not planned here: %s\n", label, spec, e.msg);
             session_policy_close(&sp);

@@ -102,17 +102,25 @@ static inline int same_ints(const int *a, int na, const int *b, int nb)
 /* spec (no defaults file) opened at budget for a model the test loaded, by
  * the session's one policy-opening sequence (harness/exp/session.h); tok
  * may be NULL.  0, or -1 with e set. */
-static inline int open_test_policy(const struct model *m, const struct tokenizer *tok,
-                                   const char *spec, int budget, struct session_policy *sp,
-                                   struct eb_err *e)
+static inline int open_test_policy_vector(const struct model *m, const struct tokenizer *tok,
+                                          const char *spec, int budget, const char *vector,
+                                          struct session_policy *sp, struct eb_err *e)
 {
     const struct policy_entry *entry;
     struct policy_params params;
     memset(sp, 0, sizeof *sp);
     if (session_policy_resolve(spec, NULL, NULL, budget, 1, &entry, &params, e)) return -1;
     struct policy_target t = {&m->cfg, m, tok, NULL};
-    struct policy_request rq = {entry, &params, budget, NULL, 1};
+    struct policy_request rq = {entry, &params, budget, vector, 1};
     return policy_target_open(&t, &rq, sp, e);
+}
+
+/* The same with the policy's default steering vector. */
+static inline int open_test_policy(const struct model *m, const struct tokenizer *tok,
+                                   const char *spec, int budget, struct session_policy *sp,
+                                   struct eb_err *e)
+{
+    return open_test_policy_vector(m, tok, spec, budget, NULL, sp, e);
 }
 
 /* Greedy generation, in one batch, of the prompt and the prompt less its

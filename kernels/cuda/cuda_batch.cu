@@ -14,6 +14,7 @@
  *   redundancy      20 bytes per unit and slot + 8 per unit and dimension
  *   top-k           12 bytes per unit and slot (scores, ranks). */
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_reduce.h"
 
 enum { BATCH_CHUNK = 512 };
 
@@ -24,45 +25,6 @@ __device__ static float key_at(const void *k, int type, size_t i)
     return ((const float *)k)[i];
 }
 
-/* Double sum / max over the block; every thread gets it.  `red`: 32 doubles. */
-__device__ static double reduce_d(double v, double *red, bool is_max)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    for (int o = 16; o > 0; o >>= 1) {
-        double t = __shfl_down_sync(0xffffffffu, v, o);
-        v = is_max ? fmax(v, t) : v + t;
-    }
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        double r = is_max ? -INFINITY : 0.0;
-        double t = lane < n_warps ? red[lane] : r;
-        for (int o = 16; o > 0; o >>= 1) {
-            double u = __shfl_down_sync(0xffffffffu, t, o);
-            t = is_max ? fmax(t, u) : t + u;
-        }
-        if (lane == 0) red[0] = t;
-    }
-    __syncthreads();
-    return red[0];
-}
-
-__device__ static int reduce_max_int(int v, int *red)
-{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_down_sync(0xffffffffu, v, o));
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        int t = lane < n_warps ? red[lane] : -1;
-        for (int o = 16; o > 0; o >>= 1) t = max(t, __shfl_down_sync(0xffffffffu, t, o));
-        if (lane == 0) red[0] = t;
-    }
-    __syncthreads();
-    return red[0];
-}
 
 /* ---- window importance: one block per unit, its query rows in order ---- */
 
@@ -120,11 +82,11 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
             if (lane == 0) s[j] = v;
             mx = fmax(mx, (double)v);
         }
-        mx = reduce_d(mx, red, true); /* its barriers also publish s */
+        mx = block_reduce_d(mx, red, true); /* its barriers also publish s */
         double sum = 0.0;
         if (mx != -INFINITY)
             for (int j = threadIdx.x; j < visible; j += blockDim.x) sum += exp((double)s[j] - mx);
-        sum = reduce_d(sum, red, false);
+        sum = block_reduce_d(sum, red, false);
         if (sum > 0)
             for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
                 acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
@@ -243,8 +205,8 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
         self += (double)ki[d] * ki[d];
         dot += (double)ki[d] * sum[d];
     }
-    self = reduce_d(self, red, false);
-    dot = reduce_d(dot, red, false);
+    self = block_reduce_d(self, red, false);
+    dot = block_reduce_d(dot, red, false);
     if (threadIdx.x == 0) base_buf[(size_t)blockIdx.y * max_len + i] = dot - self;
     int jstar = -1;
     for (int e = len; e > 0 && jstar < 0; e -= n_warps * RED_SPAN) {
@@ -258,7 +220,7 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
             if (c > threshold) cand = j, cand_c = c;
         }
         if (lane == 0) warp_c[warp] = cand_c;
-        jstar = reduce_max_int(cand, red_i);
+        jstar = block_max_int(cand, red_i);
         if (jstar >= 0 && threadIdx.x == 0) {
             int w = (e - 1 - jstar) / RED_SPAN; /* the warp whose span holds jstar */
             atomicAdd(&sub[jstar], (double)warp_c[w]);
@@ -269,7 +231,7 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
     if (!quirk || i == 0) return;
     double d0 = 0.0;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) d0 += (double)ki[d] * kn_at(u, inv, hd, 0, d);
-    d0 = reduce_d(d0, red, false);
+    d0 = block_reduce_d(d0, red, false);
     if (threadIdx.x == 0) atomicAdd(&sub[0], d0);
 }
 
@@ -289,10 +251,10 @@ k_batch_red_softmax(const struct score_unit *units, int max_len, double *base_bu
         base[j] = v;
         mx = fmax(mx, v);
     }
-    mx = reduce_d(mx, red, true);
+    mx = block_reduce_d(mx, red, true);
     double total = 0.0;
     for (int j = threadIdx.x; j < len; j += blockDim.x) total += exp(base[j] - mx);
-    total = reduce_d(total, red, false);
+    total = block_reduce_d(total, red, false);
     for (int j = threadIdx.x; j < len; j += blockDim.x) u->red[j] = (float)(exp(base[j] - mx) / total);
 }
 
