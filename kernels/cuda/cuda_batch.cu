@@ -242,20 +242,8 @@ k_batch_red_softmax(const struct score_unit *units, int max_len, double *base_bu
 {
     __shared__ double red[32];
     const struct score_unit *u = &units[blockIdx.x];
-    double *base = base_buf + (size_t)blockIdx.x * max_len;
-    const double *sub = sub_buf + (size_t)blockIdx.x * max_len;
-    int len = u->len;
-    double mx = -INFINITY;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) {
-        double v = (base[j] - sub[j]) / len;
-        base[j] = v;
-        mx = fmax(mx, v);
-    }
-    mx = block_reduce_d(mx, red, true);
-    double total = 0.0;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) total += exp(base[j] - mx);
-    total = block_reduce_d(total, red, false);
-    for (int j = threadIdx.x; j < len; j += blockDim.x) u->red[j] = (float)(exp(base[j] - mx) / total);
+    block_redundancy_softmax(u->red, base_buf + (size_t)blockIdx.x * max_len,
+                             sub_buf + (size_t)blockIdx.x * max_len, u->len, red);
 }
 
 int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args *a)

@@ -45,4 +45,24 @@ __device__ static int block_max_int(int v, int *red)
     return red[0];
 }
 
+
+/* out[j] = softmax_j((base[j] - sub[j]) / len) over the block's threads
+ * (R-KV's redundancy row, cuda_score.cu and cuda_batch.cu); base is
+ * overwritten with the scaled logits. */
+__device__ static void block_redundancy_softmax(float *out, double *base, const double *sub,
+                                                int len, double *red)
+{
+    double mx = -INFINITY;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) {
+        double v = (base[j] - sub[j]) / len;
+        base[j] = v;
+        mx = fmax(mx, v);
+    }
+    mx = block_reduce_d(mx, red, true);
+    double total = 0.0;
+    for (int j = threadIdx.x; j < len; j += blockDim.x) total += exp(base[j] - mx);
+    total = block_reduce_d(total, red, false);
+    for (int j = threadIdx.x; j < len; j += blockDim.x) out[j] = (float)(exp(base[j] - mx) / total);
+}
+
 #endif

@@ -182,18 +182,7 @@ __global__ static void __launch_bounds__(1024)
 k_redundancy_softmax(float *out, double *base, const double *sub, int len)
 {
     __shared__ double red[32];
-    double max = -INFINITY;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) {
-        double v = (base[j] - sub[j]) / len;
-        base[j] = v;
-        max = fmax(max, v);
-    }
-    max = block_reduce_d(max, red, true);
-    double total = 0.0;
-    for (int j = threadIdx.x; j < len; j += blockDim.x) total += exp(base[j] - max);
-    total = block_reduce_d(total, red, false);
-    for (int j = threadIdx.x; j < len; j += blockDim.x)
-        out[j] = (float)(exp(base[j] - max) / total);
+    block_redundancy_softmax(out, base, sub, len, red);
 }
 
 /* One warp per row: out[i] = max - min of the row. */
