@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
 enum { CPU_ALIGN = 64 };
 
@@ -54,11 +55,50 @@ static void cpu_fill(struct backend *be, float *dst, float value, size_t n)
     for (size_t i = 0; i < n; i++) dst[i] = value;
 }
 
+struct par_for {
+    void (*body)(void *ctx, int i0, int i1, int ith);
+    void *ctx;
+    int n, grain, chunks;
+    atomic_int next;
+};
+
+static void par_for_job(void *arg, int ith, int nth)
+{
+    (void)nth;
+    struct par_for *pf = arg;
+    for (int c; (c = cpu_pool_chunk(&pf->next, pf->chunks)) >= 0;) {
+        int i0 = c * pf->grain, i1 = pf->n - i0 < pf->grain ? pf->n : i0 + pf->grain;
+        pf->body(pf->ctx, i0, i1, ith);
+    }
+}
+
+void cpu_parallel_for(struct backend *be, int n, int grain, int par,
+                      void (*body)(void *ctx, int i0, int i1, int ith), void *ctx)
+{
+    if (n <= 0) return;
+    struct cpu_impl *im = be->impl;
+    if (grain < 1) grain = 1;
+    int chunks = (n + grain - 1) / grain;
+    if (!par || im->n_threads <= 1 || chunks < 2) {
+        body(ctx, 0, n, 0);
+        return;
+    }
+    struct par_for pf = {body, ctx, n, grain, chunks, 0};
+    cpu_pool_run(im->pool, chunks < im->n_threads ? chunks : im->n_threads, par_for_job, &pf);
+}
+
+void cpu_parallel(struct backend *be, void (*fn)(void *ctx, int ith, int nth), void *ctx)
+{
+    struct cpu_impl *im = be->impl;
+    cpu_pool_run(im->pool, im->n_threads, fn, ctx);
+}
+
 static void cpu_destroy(struct backend *be)
 {
     if (!be) return;
     struct cpu_impl *im = be->impl;
     if (im) {
+        cpu_pool_free(im->pool);
         free(im->scratch[0]);
         free(im->scratch[1]);
         free(im->att_items);
@@ -66,6 +106,16 @@ static void cpu_destroy(struct backend *be)
     }
     free(im);
     free(be);
+}
+
+/* The CPUs this process may run on (a Slurm job's share, a taskset), as
+ * OpenMP counted them. */
+static int cpus_allowed(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 struct backend *backend_cpu_create(int n_threads)
@@ -77,7 +127,12 @@ struct backend *backend_cpu_create(int n_threads)
         free(impl);
         return NULL;
     }
-    impl->n_threads = n_threads > 0 ? n_threads : omp_get_num_procs();
+    impl->n_threads = n_threads > 0 ? n_threads : cpus_allowed();
+    if (!(impl->pool = cpu_pool_create(impl->n_threads))) {
+        free(be);
+        free(impl);
+        return NULL;
+    }
     impl->simd = cpu_simd_level();
     /* From this batch size on, f32 panels + sgemm are used.  With the
      * multi-row integer kernels, a Q4_K 1536 x 8960 matmul on one thread

@@ -225,6 +225,39 @@ static void run_item(const struct att_job *jb, const struct att_item *it, int i,
     finish_unit(jb, s, it->g, it->t, acc);
 }
 
+/* The items on the backend's threads, each with its scratch; split units'
+ * partials merged in block order, on the unit's first item, after a barrier. */
+struct att_run {
+    struct cpu_pool *pool;
+    const struct att_job *jb;
+    const struct att_item *items;
+    int n, split;
+    float *scratch;
+    size_t per_thread;
+    float *parts;
+    atomic_int next, next_merge;
+};
+
+static void att_run_job(void *ctx, int ith, int nth)
+{
+    struct att_run *r = ctx;
+    const struct att_job *jb = r->jb;
+    size_t pf = part_floats(jb);
+    float *sc = r->scratch + (size_t)ith * r->per_thread;
+    float *blk = sc + (size_t)jb->n_rep * (ATT_BLOCK + 1), *acc = blk + pf;
+    for (int i; (i = cpu_pool_chunk(&r->next, r->n)) >= 0;)
+        run_item(jb, &r->items[i], i, sc, blk, acc, r->parts);
+    if (!r->split) return;
+    cpu_pool_barrier(r->pool, nth);
+    for (int i; (i = cpu_pool_chunk(&r->next_merge, r->n)) >= 0;) {
+        const struct att_item *it = &r->items[i];
+        if (it->n_items < 2 || it->first != i) continue;
+        part_clear(jb, acc);
+        for (int b = 0; b < it->n_items; b++) part_merge(jb, acc, r->parts + (size_t)(i + b) * pf);
+        finish_unit(jb, &jb->seqs[it->seq], it->g, it->t, acc);
+    }
+}
+
 static int run_job(struct backend *be, const struct att_job *jb)
 {
     struct cpu_impl *im = be->impl;
@@ -239,26 +272,12 @@ static int run_job(struct backend *be, const struct att_job *jb)
         return -1;
     struct att_item *items = im->att_items;
     plan_items(jb, split, items);
-    float *parts = im->att_scratch + nt * per_thread;
-    #pragma omp parallel num_threads(nt) if (n > 1)
-    {
-        float *sc = im->att_scratch + (size_t)omp_get_thread_num() * per_thread;
-        float *blk = sc + (size_t)jb->n_rep * (ATT_BLOCK + 1), *acc = blk + pf;
-        #pragma omp for schedule(dynamic, 1)
-        for (int i = 0; i < n; i++) run_item(jb, &items[i], i, sc, blk, acc, parts);
-        if (split) {
-            /* Merge each split unit's partials in block order, on its first item. */
-            #pragma omp for schedule(dynamic, 1)
-            for (int i = 0; i < n; i++) {
-                const struct att_item *it = &items[i];
-                if (it->n_items < 2 || it->first != i) continue;
-                part_clear(jb, acc);
-                for (int b = 0; b < it->n_items; b++)
-                    part_merge(jb, acc, parts + (size_t)(i + b) * pf);
-                finish_unit(jb, &jb->seqs[it->seq], it->g, it->t, acc);
-            }
-        }
-    }
+    struct att_run r = {im->pool, jb, items, n, split, im->att_scratch, per_thread,
+                        im->att_scratch + nt * per_thread, 0, 0};
+    if (n > 1)
+        cpu_parallel(be, att_run_job, &r);
+    else
+        att_run_job(&r, 0, 1);
     return 0;
 }
 

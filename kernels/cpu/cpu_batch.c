@@ -60,35 +60,54 @@ static int window_unit(struct backend *be, const struct score_batch_args *a,
     return rc;
 }
 
+/* Units [i0, i1) of a batched op; a failed unit sets bad. */
+struct units_job {
+    struct backend *be;
+    const struct score_batch_args *a;
+    atomic_int bad;
+};
+
+static void window_units(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    struct units_job *j = ctx;
+    for (int i = i0; i < i1; i++)
+        if (window_unit(j->be, j->a, &j->a->units[i])) atomic_store(&j->bad, 1);
+}
+
 int cpu_window_scores_batch(struct backend *be, const struct score_batch_args *a)
 {
     if (!a->units || a->n_units < 0 || a->kernel < 1 || a->kernel % 2 == 0) return -1;
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-    int bad = 0;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(dynamic, 1) \
-        reduction(| : bad) if (spread(be, a->n_units))
-    for (int i = 0; i < a->n_units; i++) bad |= window_unit(be, a, &a->units[i]) != 0;
-    return bad ? -1 : 0;
+    struct units_job j = {be, a, 0};
+    cpu_parallel_for(be, a->n_units, 1, spread(be, a->n_units), window_units, &j);
+    return atomic_load(&j.bad) ? -1 : 0;
+}
+
+static void redundancy_units(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    struct units_job *j = ctx;
+    const struct score_batch_args *a = j->a;
+    for (int i = i0; i < i1; i++) {
+        const struct score_unit *u = &a->units[i];
+        float *tmp;
+        const float *k = unit_keys(j->be, u, a->head_dim, &tmp);
+        struct redundancy_args r = {.out = u->red, .k = k, .len = u->len,
+                                    .head_dim = a->head_dim, .threshold = a->threshold,
+                                    .no_match_zero_col0 = a->no_match_zero_col0};
+        if (!k || cpu_key_redundancy(j->be, &r) != 0) atomic_store(&j->bad, 1);
+        free(tmp);
+    }
 }
 
 int cpu_key_redundancy_batch(struct backend *be, const struct score_batch_args *a)
 {
     if (!a->units || a->n_units < 0) return -1;
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-    int bad = 0;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(dynamic, 1) \
-        reduction(| : bad) if (spread(be, a->n_units))
-    for (int i = 0; i < a->n_units; i++) {
-        const struct score_unit *u = &a->units[i];
-        float *tmp;
-        const float *k = unit_keys(be, u, a->head_dim, &tmp);
-        struct redundancy_args r = {.out = u->red, .k = k, .len = u->len,
-                                    .head_dim = a->head_dim, .threshold = a->threshold,
-                                    .no_match_zero_col0 = a->no_match_zero_col0};
-        bad |= !k || cpu_key_redundancy(be, &r) != 0;
-        free(tmp);
-    }
-    return bad ? -1 : 0;
+    struct units_job j = {be, a, 0};
+    cpu_parallel_for(be, a->n_units, 1, spread(be, a->n_units), redundancy_units, &j);
+    return atomic_load(&j.bad) ? -1 : 0;
 }
 
 /* ---- top-k by the tie rule ---- */
@@ -183,50 +202,57 @@ static int topk_unit(struct backend *be, const struct score_batch_args *a,
     return 0;
 }
 
+/* Units [i0, i1) ranked with scratch of this call (grown to the largest unit). */
+static void topk_units(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    struct units_job *j = ctx;
+    struct pair *p = NULL;
+    double *z = NULL;
+    int cap = 0;
+    for (int i = i0; i < i1; i++) {
+        const struct score_unit *u = &j->a->units[i];
+        if (u->n_cand > cap) {
+            free(p);
+            free(z);
+            cap = u->n_cand;
+            p = malloc((size_t)cap * sizeof *p);
+            z = malloc((size_t)cap * sizeof *z);
+            if (!p || !z) cap = 0;
+        }
+        if (u->n_cand > cap || topk_unit(j->be, j->a, u, p, z) != 0) atomic_store(&j->bad, 1);
+    }
+    free(p);
+    free(z);
+}
+
 int cpu_batch_topk(struct backend *be, const struct score_batch_args *a)
 {
     if (!a->units || a->n_units < 0) return -1;
-    int bad = 0;
-    #pragma omp parallel num_threads(cpu_threads(be)) reduction(| : bad) \
-        if (spread(be, a->n_units))
-    {
-        struct pair *p = NULL;
-        double *z = NULL;
-        int cap = 0;
-        #pragma omp for schedule(dynamic, 4)
-        for (int i = 0; i < a->n_units; i++) {
-            const struct score_unit *u = &a->units[i];
-            if (u->n_cand > cap) {
-                free(p);
-                free(z);
-                cap = u->n_cand;
-                p = malloc((size_t)cap * sizeof *p);
-                z = malloc((size_t)cap * sizeof *z);
-                if (!p || !z) cap = 0;
-            }
-            bad |= (u->n_cand > cap) || topk_unit(be, a, u, p, z) != 0;
-        }
-        free(p);
-        free(z);
-    }
-    return bad ? -1 : 0;
+    struct units_job j = {be, a, 0};
+    cpu_parallel_for(be, a->n_units, 4, spread(be, a->n_units), topk_units, &j);
+    return atomic_load(&j.bad) ? -1 : 0;
 }
 
-int cpu_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
-                        float *scratch, size_t unit_floats)
+struct gather_job {
+    const struct gather_unit *units;
+    float *scratch;
+    size_t unit_floats;
+    atomic_int bad;
+};
+
+static void gather_units(void *ctx, int i0, int i1, int ith)
 {
-    if (n_units < 0 || (n_units > 0 && (!units || !scratch))) return -1;
-    int bad = 0;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(dynamic, 1) \
-        reduction(| : bad) if (spread(be, n_units))
-    for (int i = 0; i < n_units; i++) {
-        const struct gather_unit *u = &units[i];
+    (void)ith;
+    struct gather_job *j = ctx;
+    for (int i = i0; i < i1; i++) {
+        const struct gather_unit *u = &j->units[i];
         size_t w = (size_t)u->row_words, n = (size_t)u->n_keep * w;
-        if (u->n_keep < 0 || n > unit_floats) {
-            bad = 1;
+        if (u->n_keep < 0 || n > j->unit_floats) {
+            atomic_store(&j->bad, 1);
             continue;
         }
-        float *s = scratch + (size_t)i * unit_floats;
+        float *s = j->scratch + (size_t)i * j->unit_floats;
         for (int which = 0; which < 2; which++) {
             float *rows = which ? u->v : u->k;
             for (int r = 0; r < u->n_keep; r++)
@@ -234,5 +260,13 @@ int cpu_kv_gather_batch(struct backend *be, const struct gather_unit *units, int
             memcpy(rows, s, n * sizeof *s);
         }
     }
-    return bad ? -1 : 0;
+}
+
+int cpu_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
+                        float *scratch, size_t unit_floats)
+{
+    if (n_units < 0 || (n_units > 0 && (!units || !scratch))) return -1;
+    struct gather_job j = {units, scratch, unit_floats, 0};
+    cpu_parallel_for(be, n_units, 1, spread(be, n_units), gather_units, &j);
+    return atomic_load(&j.bad) ? -1 : 0;
 }

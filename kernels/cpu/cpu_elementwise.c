@@ -7,25 +7,59 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, size_t n)
+/* Elements per work item of the elementwise ops (a multiple of 8). */
+enum { ELEM_GRAIN = 1 << 13 };
+
+struct elem_job {
+    float *y;
+    const float *a, *b;
+};
+
+void cpu_swiglu_span(float *y, const float *gate, const float *up, size_t n)
 {
-    #pragma omp parallel for num_threads(cpu_threads(be)) if (n >= CPU_PARALLEL_MIN)
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
         y[i] = g / (1.0f + expf(-g)) * up[i];
     }
 }
 
+static void swiglu_items(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    const struct elem_job *j = ctx;
+    size_t e0 = (size_t)i0 * ELEM_GRAIN, e1 = (size_t)i1 * ELEM_GRAIN;
+    cpu_swiglu_span(j->y + e0, j->a + e0, j->b + e0, e1 - e0);
+}
+
+void cpu_swiglu(struct backend *be, float *y, const float *gate, const float *up, size_t n)
+{
+    size_t whole = n / ELEM_GRAIN;
+    struct elem_job j = {y, gate, up};
+    cpu_parallel_for(be, (int)whole, 1, n >= CPU_PARALLEL_MIN, swiglu_items, &j);
+    cpu_swiglu_span(y + whole * ELEM_GRAIN, gate + whole * ELEM_GRAIN, up + whole * ELEM_GRAIN,
+                    n - whole * ELEM_GRAIN);
+}
+
 /* An add is one cycle's work per 8 elements: below ADD_PARALLEL_MIN (a
- * batch-16 decode step's 16 x 1,536 residual adds included) the region's
- * start and end cost more than the add, and on a busy machine its end waits
- * for the other thread's next time slice. */
+ * batch-16 decode step's 16 x 1,536 residual adds included) the job's start
+ * and end cost more than the add, and on a busy machine its end waits for
+ * the other thread's next time slice. */
 enum { ADD_PARALLEL_MIN = 1 << 16 };
+
+static void add_items(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    const struct elem_job *j = ctx;
+    size_t e1 = (size_t)i1 * ELEM_GRAIN;
+    for (size_t i = (size_t)i0 * ELEM_GRAIN; i < e1; i++) j->y[i] += j->a[i];
+}
 
 void cpu_add(struct backend *be, float *y, const float *x, size_t n)
 {
-    #pragma omp parallel for simd num_threads(cpu_threads(be)) if (n >= ADD_PARALLEL_MIN)
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    size_t whole = n / ELEM_GRAIN;
+    struct elem_job j = {y, x, NULL};
+    cpu_parallel_for(be, (int)whole, 1, n >= ADD_PARALLEL_MIN, add_items, &j);
+    for (size_t i = whole * ELEM_GRAIN; i < n; i++) y[i] += x[i];
 }
 
 /* The ids index a table whose row count the backend does not know: model/

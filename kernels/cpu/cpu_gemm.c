@@ -1,7 +1,7 @@
 /* cpu_gemm.c - y[m][n] = x[m][k] . w[n][k]^T (+ bias) through OpenBLAS.
  *
- * One thread pool, not two: OpenBLAS runs single-threaded inside OpenMP
- * threads that split the output columns (the weight rows) into chunks.  With
+ * One thread pool, not two: OpenBLAS runs single-threaded inside the
+ * backend's threads (cpu_pool.h) that split the output columns (the weight rows) into chunks.  With
  * OpenBLAS's own pool, the idle threads of the two pools spin against each
  * other between calls; on 2 cores that made a batch-16 decode projection 4x
  * slower.
@@ -32,6 +32,24 @@ static void gemm_cols(float *y, const float *x, const float *w, float beta, int 
                     w + (size_t)c0 * k, k, beta, y + c0, n);
 }
 
+struct gemm_job {
+    float *y;
+    const float *x, *w;
+    float beta;
+    int m, n, k;
+};
+
+static void gemm_chunks(void *ctx, int c0, int c1, int ith)
+{
+    (void)ith;
+    const struct gemm_job *j = ctx;
+    for (int c = c0; c < c1; c++) {
+        int col0 = c * GEMM_CHUNK_COLS;
+        int col1 = col0 + GEMM_CHUNK_COLS < j->n ? col0 + GEMM_CHUNK_COLS : j->n;
+        gemm_cols(j->y, j->x, j->w, j->beta, j->m, j->n, j->k, col0, col1);
+    }
+}
+
 void cpu_gemm(struct backend *be, float *y, const float *x, const float *w,
               const float *bias, int m, int n, int k)
 {
@@ -50,11 +68,6 @@ void cpu_gemm(struct backend *be, float *y, const float *x, const float *w,
         return;
     }
     int chunks = (n + GEMM_CHUNK_COLS - 1) / GEMM_CHUNK_COLS;
-    int nt = cpu_threads(be);
-    #pragma omp parallel for num_threads(nt) schedule(dynamic, 1) \
-        if (nt > 1 && chunks > 1 && (double)m * n * k >= GEMM_PARALLEL_MIN)
-    for (int c = 0; c < chunks; c++) {
-        int c0 = c * GEMM_CHUNK_COLS, c1 = c0 + GEMM_CHUNK_COLS < n ? c0 + GEMM_CHUNK_COLS : n;
-        gemm_cols(y, x, w, beta, m, n, k, c0, c1);
-    }
+    struct gemm_job j = {y, x, w, beta, m, n, k};
+    cpu_parallel_for(be, chunks, 1, (double)m * n * k >= GEMM_PARALLEL_MIN, gemm_chunks, &j);
 }

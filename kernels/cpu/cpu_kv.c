@@ -39,6 +39,26 @@ void cpu_kv_store(struct backend *be, void *dst, enum kv_type type, const float 
 static void widen_f16_avx2(float *dst, const uint16_t *h, size_t n);
 #endif
 
+#if defined(__x86_64__)
+enum { WIDEN_CHUNK = 1 << 13 }; /* elements per task, a multiple of 8 */
+
+struct widen_job {
+    float *dst;
+    const uint16_t *h;
+    size_t n;
+};
+
+static void widen_chunks(void *ctx, int c0, int c1, int ith)
+{
+    (void)ith;
+    const struct widen_job *j = ctx;
+    for (int c = c0; c < c1; c++) {
+        size_t i0 = (size_t)c * WIDEN_CHUNK, w = j->n - i0 < WIDEN_CHUNK ? j->n - i0 : WIDEN_CHUNK;
+        widen_f16_avx2(j->dst + i0, j->h + i0, w);
+    }
+}
+#endif
+
 /* A policy's scoring widens a whole head at a time (16k keys x 128 at long
  * context, once per head and compression): F16C on both threads then, the
  * same values as quant_f16_to_f32 (f16 -> f32 is exact; a signalling NaN
@@ -47,13 +67,9 @@ static void widen_f16(struct backend *be, float *dst, const uint16_t *h, size_t 
 {
 #if defined(__x86_64__)
     if (((const struct cpu_impl *)be->impl)->simd == CPU_SIMD_AVX2) {
-        enum { CHUNK = 1 << 13 }; /* elements per task, a multiple of 8 */
-        long n_chunk = (long)((n + CHUNK - 1) / CHUNK);
-        #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static) if (n >= 4 * CPU_PARALLEL_MIN)
-        for (long c = 0; c < n_chunk; c++) {
-            size_t i0 = (size_t)c * CHUNK, w = n - i0 < CHUNK ? n - i0 : CHUNK;
-            widen_f16_avx2(dst + i0, h + i0, w);
-        }
+        struct widen_job j = {dst, h, n};
+        long n_chunk = (long)((n + WIDEN_CHUNK - 1) / WIDEN_CHUNK);
+        cpu_parallel_for(be, (int)n_chunk, 1, n >= 4 * CPU_PARALLEL_MIN, widen_chunks, &j);
         return;
     }
 #endif

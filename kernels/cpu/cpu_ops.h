@@ -6,14 +6,16 @@
 #ifndef EB_CPU_OPS_H
 #define EB_CPU_OPS_H
 
-#include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_pool.h"
 #include "kernels/cpu/cpu_qdot.h"
 
 struct cpu_impl {
-    int n_threads;      /* OpenMP threads per op (OpenBLAS itself runs single-threaded) */
+    int n_threads;      /* threads per op (OpenBLAS itself runs single-threaded) */
+    struct cpu_pool *pool; /* the n_threads threads (cpu_pool.h) */
     enum cpu_simd simd; /* dot kernels in use */
     int panel_min_m;    /* matmul with at least this many rows dequantizes panels for sgemm */
     void *scratch[2];   /* matmul: [0] quantized activations, [1] f32 weight panels */
@@ -53,8 +55,23 @@ static inline int cpu_threads(const struct backend *be)
     return ((const struct cpu_impl *)be->impl)->n_threads;
 }
 
-/* Below this many elements of work an OpenMP region costs more than it saves. */
+/* Below this many elements of work a parallel job costs more than it saves. */
 enum { CPU_PARALLEL_MIN = 1 << 14 };
+
+/* body(ctx, i0, i1, ith) over [0, n) in chunks of grain items handed out
+ * dynamically to the backend's threads (ith: the thread, for per-thread
+ * scratch); one call over [0, n) on the caller when !par. */
+void cpu_parallel_for(struct backend *be, int n, int grain, int par,
+                      void (*body)(void *ctx, int i0, int i1, int ith), void *ctx);
+/* One job on all the backend's threads (cpu_pool_run). */
+void cpu_parallel(struct backend *be, void (*fn)(void *ctx, int ith, int nth), void *ctx);
+
+/* One row of RMSNorm and of RoPE (n_heads heads at position pos): the
+ * arithmetic of cpu_rmsnorm and cpu_rope, for fused callers. */
+void cpu_rmsnorm_row(float *y, const float *x, const float *w, int dim, float eps);
+void cpu_swiglu_span(float *y, const float *gate, const float *up, size_t n);
+void cpu_rope_row(float *x, int n_heads, int head_dim, int pos, const float *inv_freq,
+                  enum rope_pairing pairing);
 
 void cpu_gemm(struct backend *be, float *y, const float *x, const float *w,
               const float *bias, int m, int n, int k);
@@ -85,6 +102,15 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
 void cpu_weight_free(struct backend *be, struct weight *w);
 void cpu_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
                 const float *bias, int m);
+/* Grow impl scratch[which] to at least bytes; 0 or -1. */
+int cpu_scratch_reserve(struct cpu_impl *im, int which, size_t bytes);
+/* Interleaved weights (w->interleave), for fused callers: y's columns of
+ * groups [g0, g1) (8 rows each) for all m rows of act, x quantized by
+ * qact_quantize_row for w's kind (acc: y += the product); and the groups per
+ * chunk that spreads w over nt threads (nt 0: one chunk). */
+void cpu_x8_span(float *y, const uint8_t *act, const struct weight *w, const float *bias, int m,
+                 int g0, int g1, int acc);
+int cpu_x8_chunk_groups(const struct weight *w, int nt);
 void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids, int n);
 /* cpu_score.c: scoring primitives for eviction policies */
 int cpu_window_scores(struct backend *be, const struct window_score_args *a);

@@ -36,6 +36,9 @@
 #include "kernels/quant_blocks.h"
 
 enum {
+    X8_CHUNKS_PER_THREAD = 16, /* chunks of groups per thread in the interleaved path */
+    X8_ROW_BLOCK = 64,  /* activation rows per pass over a chunk */
+    X8_OWN_QUANT_M = 32, /* up to this many rows every thread quantizes x itself */
     TILE_ROWS = 16,     /* weight rows per tile of the integer path */
     PANEL_ROWS = 128,   /* weight rows per f32 panel of the sgemm path */
     ALIGN = 64
@@ -56,23 +59,57 @@ static const struct x8_kernels *x8_for(const struct backend *be, enum weight_typ
     return x8_kernels_for(type);
 }
 
-static int create_x8(struct weight *w, const struct x8_kernels *x8, const void *host,
-                     size_t file_row_bytes)
+struct pack_job {
+    const struct x8_kernels *x8;
+    const uint8_t *host;
+    size_t file_row_bytes, group_bytes;
+    int nblocks;
+    uint8_t *g;
+};
+
+static void pack_groups(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    const struct pack_job *j = ctx;
+    for (int i = i0; i < i1; i++)
+        j->x8->pack(j->host + (size_t)i * 8 * j->file_row_bytes, j->file_row_bytes, j->nblocks,
+                    j->g + (size_t)i * j->group_bytes);
+}
+
+static int create_x8(struct backend *be, struct weight *w, const struct x8_kernels *x8,
+                     const void *host, size_t file_row_bytes)
 {
     int groups = w->rows / 8, nblocks = w->cols / x8->block_elems;
     size_t group_bytes = (size_t)nblocks * x8->block_bytes;
     uint8_t *g = aligned_bytes((size_t)groups * group_bytes);
     if (!g) return -1;
-    #pragma omp parallel for schedule(static) if (groups >= 64)
-    for (int i = 0; i < groups; i++)
-        x8->pack((const uint8_t *)host + (size_t)i * 8 * file_row_bytes, file_row_bytes, nblocks,
-                 g + (size_t)i * group_bytes);
+    struct pack_job j = {x8, host, file_row_bytes, group_bytes, nblocks, g};
+    cpu_parallel_for(be, groups, 16, groups >= 64, pack_groups, &j);
     w->held = w->type;
     w->interleave = 8;
     w->row_bytes = group_bytes / 8;
     w->bytes = (size_t)groups * group_bytes;
     w->data = g;
     return 0;
+}
+
+struct deq_job {
+    enum weight_type type;
+    const uint8_t *host;
+    size_t row_bytes;
+    int cols;
+    float *f;
+    atomic_int bad;
+};
+
+static void dequantize_rows(void *ctx, int r0, int r1, int ith)
+{
+    (void)ith;
+    struct deq_job *j = ctx;
+    for (int r = r0; r < r1; r++)
+        if (quant_dequantize((int)j->type, j->host + (size_t)r * j->row_bytes,
+                             j->f + (size_t)r * j->cols, j->cols))
+            atomic_store(&j->bad, 1);
 }
 
 struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
@@ -90,11 +127,9 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
         size_t n = (size_t)rows * (size_t)cols;
         float *f = aligned_bytes(n * sizeof(float));
         if (!f) goto fail;
-        int bad = 0;
-        #pragma omp parallel for schedule(static) reduction(|: bad) if (n >= (1u << 20))
-        for (int r = 0; r < rows; r++)
-            bad |= quant_dequantize((int)type, (const uint8_t *)host + (size_t)r * row_bytes,
-                                    f + (size_t)r * cols, cols) != 0;
+        struct deq_job j = {type, host, row_bytes, cols, f, 0};
+        cpu_parallel_for(be, rows, 64, n >= (1u << 20), dequantize_rows, &j);
+        int bad = atomic_load(&j.bad);
         if (bad) {
             free(f);
             goto fail;
@@ -107,7 +142,7 @@ struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int 
     }
     const struct x8_kernels *x8 = x8_for(be, type, rows);
     if (x8) {
-        if (create_x8(w, x8, host, row_bytes)) goto fail;
+        if (create_x8(be, w, x8, host, row_bytes)) goto fail;
         return w;
     }
     w->held = type;
@@ -182,7 +217,7 @@ void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, cons
 }
 
 /* Grow impl scratch to at least `bytes`; 0 or -1. */
-static int scratch_reserve(struct cpu_impl *im, int which, size_t bytes)
+int cpu_scratch_reserve(struct cpu_impl *im, int which, size_t bytes)
 {
     if (im->scratch_cap[which] >= bytes) return 0;
     free(im->scratch[which]);
@@ -222,14 +257,20 @@ static void matmul_no_scratch(float *y, const float *x, const struct weight *w, 
 /* y[i + j][c0 + l] = o[j * ostride + l] + bias[l] (+ 0.0f without bias, as
  * ever: -0 becomes +0), j < rows, l < cols; the bias test hoisted out of
  * the loops so that they vectorize (the logits' 16 x 151,936 stores per
- * decode step show in the profile, though mostly as waits on memory). */
+ * decode step show in the profile, though mostly as waits on memory).
+ * acc: y += that instead (the residual add fused, the same two roundings
+ * as a matmul into scratch and then cpu_add). */
 static void x8_put(float *y, int n, int c0, const float *o, int ostride, int rows, int cols,
-                   const float *b, int i)
+                   const float *b, int i, int acc)
 {
     for (int j = 0; j < rows; j++) {
         float *yr = y + (size_t)(i + j) * n + c0;
         const float *oj = o + j * ostride;
-        if (b)
+        if (acc && b)
+            for (int l = 0; l < cols; l++) yr[l] = yr[l] + (oj[l] + b[l]);
+        else if (acc)
+            for (int l = 0; l < cols; l++) yr[l] = yr[l] + (oj[l] + 0.0f);
+        else if (b)
             for (int l = 0; l < cols; l++) yr[l] = oj[l] + b[l];
         else
             for (int l = 0; l < cols; l++) yr[l] = oj[l] + 0.0f;
@@ -240,7 +281,8 @@ static void x8_put(float *y, int n, int c0, const float *o, int ostride, int row
  * rows at a time, then one by one; ng = 2 takes the two groups at once
  * (dots_pair: 16 weight rows per unpack). */
 static void x8_groups(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
-                      const struct weight *w, const float *bias, int i0, int i1, int gi, int ng)
+                      const struct weight *w, const float *bias, int i0, int i1, int gi, int ng,
+                      int acc)
 {
     int n = w->rows, k = w->cols;
     size_t gb = 8 * w->row_bytes;
@@ -252,81 +294,166 @@ static void x8_groups(const struct x8_kernels *x8, float *y, const uint8_t *act,
         if (ng == 2) {
             float o[QDOT_ROWS][16];
             x8->dots_pair(k, g, gb, a, act_bytes, o);
-            x8_put(y, n, 8 * gi, o[0], 16, QDOT_ROWS, 16, b, i);
+            x8_put(y, n, 8 * gi, o[0], 16, QDOT_ROWS, 16, b, i, acc);
         } else {
             float o[QDOT_ROWS][8];
             x8->dots(k, g, a, act_bytes, o);
-            x8_put(y, n, 8 * gi, o[0], 8, QDOT_ROWS, 8, b, i);
+            x8_put(y, n, 8 * gi, o[0], 8, QDOT_ROWS, 8, b, i, acc);
         }
     }
     for (; i < i1; i++)
         for (int h = 0; h < ng; h++) {
             float o[8];
             x8->dot(k, g + h * gb, act + (size_t)i * act_bytes, o);
-            x8_put(y, n, 8 * (gi + h), o, 8, 1, 8, b ? b + 8 * h : NULL, i);
+            x8_put(y, n, 8 * (gi + h), o, 8, 1, 8, b ? b + 8 * h : NULL, i, acc);
         }
 }
 
 /* Rows of y for activation rows [i0, i1) and weight groups [g0, g1): two
  * groups at a time where the set has dots_pair, else one. */
 static void x8_tile(const struct x8_kernels *x8, float *y, const uint8_t *act, size_t act_bytes,
-                    const struct weight *w, const float *bias, int i0, int i1, int g0, int g1)
+                    const struct weight *w, const float *bias, int i0, int i1, int g0, int g1,
+                    int acc)
 {
     for (int gi = g0; gi < g1;) {
         int ng = x8->dots_pair && gi + 1 < g1 ? 2 : 1;
-        x8_groups(x8, y, act, act_bytes, w, bias, i0, i1, gi, ng);
+        x8_groups(x8, y, act, act_bytes, w, bias, i0, i1, gi, ng, acc);
         gi += ng;
     }
 }
 
-/* The integer path over 8-row groups (interleaved weights), in one parallel
- * region: the threads quantize x's rows, then take chunks of groups as they
- * come free (dynamic), so a thread the OS preempts delays the call by one
- * chunk, not by half the matmul; about X8_CHUNKS_PER_THREAD chunks each, a
- * chunk being a contiguous stretch of the weights.  Up to X8_OWN_QUANT_M rows
- * (decode) every thread quantizes all of x into its own copy (microseconds)
- * instead of splitting the rows and meeting at a barrier: on a busy machine a
- * barrier waits for the other thread's next time slice.  Returns -1 when the
- * scratch cannot grow. */
-enum { X8_CHUNKS_PER_THREAD = 16, X8_ROW_BLOCK = 64, X8_OWN_QUANT_M = 32 };
+void cpu_x8_span(float *y, const uint8_t *act, const struct weight *w, const float *bias, int m,
+                 int g0, int g1, int acc)
+{
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
+    size_t act_bytes = qact_row_bytes((enum qact_kind)qact_kind_of(w->held), w->cols);
+    for (int i0 = 0; i0 < m; i0 += X8_ROW_BLOCK) {
+        int i1 = i0 + X8_ROW_BLOCK < m ? i0 + X8_ROW_BLOCK : m;
+        x8_tile(x8, y, act, act_bytes, w, bias, i0, i1, g0, g1, acc);
+    }
+}
 
+int cpu_x8_chunk_groups(const struct weight *w, int nt)
+{
+    int groups = w->rows / 8, per = nt > 0 ? groups / (nt * X8_CHUNKS_PER_THREAD) : groups;
+    if (per < 1) per = 1;
+    const struct x8_kernels *x8 = x8_kernels_for(w->held);
+    if (x8->dots_pair && per > 1) per &= ~1; /* whole pairs of groups per chunk */
+    else if (x8->dots_pair && groups > 2 * nt) per = 2;
+    return per;
+}
+
+/* The integer path over 8-row groups (interleaved weights), in one job: the
+ * threads quantize x's rows, then take chunks of groups as they come free
+ * (dynamic), so a thread the OS preempts delays the call by one chunk, not
+ * by half the matmul; about X8_CHUNKS_PER_THREAD chunks each, a chunk being
+ * a contiguous stretch of the weights.  Up to X8_OWN_QUANT_M rows (decode)
+ * every thread quantizes all of x into its own copy (microseconds) instead of
+ * splitting the rows and meeting at a barrier: on a busy machine a barrier
+ * waits for the other thread's next time slice. */
+struct x8_job {
+    struct cpu_pool *pool;
+    float *y;
+    const float *x;
+    enum qact_kind kind;
+    const struct weight *w;
+    const float *bias;
+    int m, own, per, chunks;
+    size_t act_bytes;
+    uint8_t *q;
+    atomic_int next;
+};
+
+static void x8_job_run(void *ctx, int ith, int nth)
+{
+    struct x8_job *j = ctx;
+    int k = j->w->cols, groups = j->w->rows / 8;
+    uint8_t *qt = j->q;
+    if (j->own) {
+        qt = j->q + (size_t)ith * j->m * j->act_bytes;
+        for (int i = 0; i < j->m; i++)
+            qact_quantize_row(j->kind, j->x + (size_t)i * k, qt + (size_t)i * j->act_bytes, k);
+    } else {
+        int i0, i1;
+        cpu_pool_share(j->m, ith, nth, &i0, &i1);
+        for (int i = i0; i < i1; i++)
+            qact_quantize_row(j->kind, j->x + (size_t)i * k, qt + (size_t)i * j->act_bytes, k);
+        cpu_pool_barrier(j->pool, nth);
+    }
+    for (int c; (c = cpu_pool_chunk(&j->next, j->chunks)) >= 0;) {
+        int g0 = c * j->per, g1 = g0 + j->per < groups ? g0 + j->per : groups;
+        cpu_x8_span(j->y, qt, j->w, j->bias, j->m, g0, g1, 0);
+    }
+}
+
+/* Returns -1 when the scratch cannot grow. */
 static int matmul_x8(struct cpu_impl *im, float *y, const float *x, enum qact_kind kind,
                      const struct weight *w, const float *bias, int m, int nt)
 {
-    const struct x8_kernels *x8 = x8_kernels_for(w->held);
     int n = w->rows, k = w->cols, groups = n / 8;
     size_t act_bytes = qact_row_bytes(kind, k), rows_bytes = (size_t)m * act_bytes;
     int own = m <= X8_OWN_QUANT_M;
-    if (scratch_reserve(im, 0, own ? (size_t)nt * rows_bytes : rows_bytes)) return -1;
-    uint8_t *q = im->scratch[0];
+    if (cpu_scratch_reserve(im, 0, own ? (size_t)nt * rows_bytes : rows_bytes)) return -1;
     int par = nt > 1 && groups > 1 && (double)m * n * k >= CPU_PARALLEL_MIN * 8.0;
-    int per = par ? groups / (nt * X8_CHUNKS_PER_THREAD) : groups;
-    if (per < 1) per = 1;
-    if (x8->dots_pair && per > 1) per &= ~1; /* whole pairs of groups per chunk */
-    else if (x8->dots_pair && groups > 2 * nt) per = 2;
-    int chunks = (groups + per - 1) / per;
-    #pragma omp parallel num_threads(nt) if (par)
-    {
-        uint8_t *qt = q;
-        if (own) {
-            qt = q + (size_t)omp_get_thread_num() * rows_bytes;
-            for (int i = 0; i < m; i++)
-                qact_quantize_row(kind, x + (size_t)i * k, qt + (size_t)i * act_bytes, k);
-        } else {
-            #pragma omp for schedule(static)
-            for (int i = 0; i < m; i++)
-                qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
-        }
-        #pragma omp for schedule(dynamic, 1)
-        for (int c = 0; c < chunks; c++) {
-            int g0 = c * per, g1 = g0 + per < groups ? g0 + per : groups;
-            for (int i0 = 0; i0 < m; i0 += X8_ROW_BLOCK) {
-                int i1 = i0 + X8_ROW_BLOCK < m ? i0 + X8_ROW_BLOCK : m;
-                x8_tile(x8, y, qt, act_bytes, w, bias, i0, i1, g0, g1);
-            }
-        }
-    }
+    int per = cpu_x8_chunk_groups(w, par ? nt : 0);
+    struct x8_job j = {im->pool, y, x, kind, w, bias, m, own, per, (groups + per - 1) / per,
+                       act_bytes, im->scratch[0], 0};
+    cpu_pool_run(im->pool, par ? nt : 1, x8_job_run, &j);
     return 0;
+}
+
+/* Rows [i0, i1) of x quantized into q (and back to f32 into xr when not NULL). */
+struct quant_job {
+    enum qact_kind kind;
+    const float *x;
+    int k;
+    size_t act_bytes;
+    uint8_t *q;
+    float *xr;
+};
+
+static void quantize_rows(void *ctx, int i0, int i1, int ith)
+{
+    (void)ith;
+    const struct quant_job *j = ctx;
+    for (int i = i0; i < i1; i++) {
+        uint8_t *qi = j->q + (size_t)i * j->act_bytes;
+        qact_quantize_row(j->kind, j->x + (size_t)i * j->k, qi, j->k);
+        if (j->xr) qact_dequantize_row(j->kind, qi, j->xr + (size_t)i * j->k, j->k);
+    }
+}
+
+struct qdot_job {
+    float *y;
+    const uint8_t *act;
+    size_t act_bytes;
+    const struct weight *w;
+    const float *bias;
+    int m;
+    qdot_fn dot;
+    qdot_rows_fn dots;
+};
+
+/* Tiles [t0, t1) of TILE_ROWS weight rows, each dotted with all m rows of x. */
+static void qdot_tiles(void *ctx, int t0, int t1, int ith)
+{
+    (void)ith;
+    const struct qdot_job *j = ctx;
+    int n = j->w->rows, k = j->w->cols, m = j->m;
+    int r1 = t1 * TILE_ROWS < n ? t1 * TILE_ROWS : n;
+    for (int r = t0 * TILE_ROWS; r < r1; r++) {
+        const uint8_t *wr = row_of(j->w, r);
+        float b = j->bias ? j->bias[r] : 0.0f;
+        int i = 0;
+        if (j->dots)
+            for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
+                float o[QDOT_ROWS];
+                j->dots(k, wr, j->act + (size_t)i * j->act_bytes, j->act_bytes, o);
+                for (int l = 0; l < QDOT_ROWS; l++) j->y[(size_t)(i + l) * n + r] = o[l] + b;
+            }
+        for (; i < m; i++)
+            j->y[(size_t)i * n + r] = j->dot(k, wr, j->act + (size_t)i * j->act_bytes) + b;
+    }
 }
 
 static void matmul_qdot(struct backend *be, float *y, const float *x, const struct weight *w,
@@ -343,35 +470,43 @@ static void matmul_qdot(struct backend *be, float *y, const float *x, const stru
     int nt = cpu_threads(be);
     if (kind != QACT_F32) {
         if (w->interleave && matmul_x8(im, y, x, kind, w, bias, m, nt) == 0) return;
-        if (w->interleave || scratch_reserve(im, 0, (size_t)m * act_bytes)) {
+        if (w->interleave || cpu_scratch_reserve(im, 0, (size_t)m * act_bytes)) {
             matmul_no_scratch(y, x, w, bias, m);
             return;
         }
-        uint8_t *q = im->scratch[0];
-        #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1 && m >= 8)
-        for (int i = 0; i < m; i++)
-            qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
-        act = q;
+        struct quant_job qj = {kind, x, k, act_bytes, im->scratch[0], NULL};
+        cpu_parallel_for(be, m, 1, nt > 1 && m >= 8, quantize_rows, &qj);
+        act = im->scratch[0];
     }
     int tiles = (n + TILE_ROWS - 1) / TILE_ROWS;
     double work = (double)m * n * k;
-    #pragma omp parallel for num_threads(nt) schedule(static) \
-        if (nt > 1 && tiles > 1 && work >= CPU_PARALLEL_MIN * 8.0)
-    for (int t = 0; t < tiles; t++) {
-        int r0 = t * TILE_ROWS, r1 = r0 + TILE_ROWS < n ? r0 + TILE_ROWS : n;
-        for (int r = r0; r < r1; r++) {
-            const uint8_t *wr = row_of(w, r);
-            float b = bias ? bias[r] : 0.0f;
-            int i = 0;
-            if (dots)
-                for (; i + QDOT_ROWS <= m; i += QDOT_ROWS) {
-                    float o[QDOT_ROWS];
-                    dots(k, wr, act + (size_t)i * act_bytes, act_bytes, o);
-                    for (int j = 0; j < QDOT_ROWS; j++) y[(size_t)(i + j) * n + r] = o[j] + b;
-                }
-            for (; i < m; i++)
-                y[(size_t)i * n + r] = dot(k, wr, act + (size_t)i * act_bytes) + b;
-        }
+    struct qdot_job j = {y, act, act_bytes, w, bias, m, dot, dots};
+    cpu_parallel_for(be, tiles, (tiles + nt - 1) / nt,
+                     nt > 1 && tiles > 1 && work >= CPU_PARALLEL_MIN * 8.0, qdot_tiles, &j);
+}
+
+struct panel_job {
+    float *y;
+    const float *x;
+    const struct weight *w;
+    int m;
+    float beta;
+    float *scratch;      /* per thread: one panel of PANEL_ROWS x k floats */
+    size_t panel;
+    qdeq_fn deq;
+};
+
+/* Panels [p0, p1): PANEL_ROWS weight rows to f32 in the thread's scratch, then sgemm. */
+static void panel_rows(void *ctx, int p0, int p1, int ith)
+{
+    const struct panel_job *j = ctx;
+    int n = j->w->rows, k = j->w->cols;
+    float *f = j->scratch + (size_t)ith * j->panel;
+    for (int p = p0; p < p1; p++) {
+        int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
+        for (int r = 0; r < rn; r++) dequantize_row(j->w, r0 + r, f + (size_t)r * k, j->deq);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->m, rn, k, 1.0f, j->x, k, f, k,
+                    j->beta, j->y + r0, n);
     }
 }
 
@@ -383,40 +518,25 @@ static void matmul_panels(struct backend *be, float *y, const float *x, const st
     size_t panel = (size_t)PANEL_ROWS * k;
     enum qact_kind kind = (enum qact_kind)qact_kind_of(w->held);
     size_t act_bytes = qact_row_bytes(kind, k);
-    if (scratch_reserve(im, 1, (size_t)nt * panel * sizeof(float) + (size_t)m * k * sizeof(float)) ||
-        (kind != QACT_F32 && scratch_reserve(im, 0, (size_t)m * act_bytes))) {
+    if (cpu_scratch_reserve(im, 1, (size_t)nt * panel * sizeof(float) + (size_t)m * k * sizeof(float)) ||
+        (kind != QACT_F32 && cpu_scratch_reserve(im, 0, (size_t)m * act_bytes))) {
         matmul_qdot(be, y, x, w, bias, m);
         return;
     }
     /* x rounded as the integer kernels round it: quantized, then back to f32 */
     float *xr = (float *)im->scratch[1] + (size_t)nt * panel;
     if (kind != QACT_F32) {
-        uint8_t *q = im->scratch[0];
-        #pragma omp parallel for num_threads(nt) schedule(static) if (nt > 1)
-        for (int i = 0; i < m; i++) {
-            qact_quantize_row(kind, x + (size_t)i * k, q + (size_t)i * act_bytes, k);
-            qact_dequantize_row(kind, q + (size_t)i * act_bytes, xr + (size_t)i * k, k);
-        }
+        struct quant_job qj = {kind, x, k, act_bytes, im->scratch[0], xr};
+        cpu_parallel_for(be, m, 1, nt > 1, quantize_rows, &qj);
         x = xr;
     }
     if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
     if (bias)
         for (int i = 0; i < m; i++) memcpy(y + (size_t)i * n, bias, (size_t)n * sizeof(float));
-    float beta = bias ? 1.0f : 0.0f;
+    struct panel_job j = {y, x, w, m, bias ? 1.0f : 0.0f, im->scratch[1], panel,
+                          im->simd == CPU_SIMD_AVX2 ? qdeq_avx2(w->held) : NULL};
     int panels = (n + PANEL_ROWS - 1) / PANEL_ROWS;
-    float *scratch = im->scratch[1];
-    qdeq_fn deq = im->simd == CPU_SIMD_AVX2 ? qdeq_avx2(w->held) : NULL;
-    #pragma omp parallel num_threads(nt) if (nt > 1 && panels > 1)
-    {
-        float *f = scratch + (size_t)omp_get_thread_num() * panel;
-        #pragma omp for schedule(dynamic, 1)
-        for (int p = 0; p < panels; p++) {
-            int r0 = p * PANEL_ROWS, rn = r0 + PANEL_ROWS < n ? PANEL_ROWS : n - r0;
-            for (int r = 0; r < rn; r++) dequantize_row(w, r0 + r, f + (size_t)r * k, deq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rn, k, 1.0f, x, k, f, k,
-                        beta, y + r0, n);
-        }
-    }
+    cpu_parallel_for(be, panels, 1, nt > 1 && panels > 1, panel_rows, &j);
 }
 
 void cpu_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
