@@ -262,6 +262,38 @@ struct sample_row {
     double u;          /* the sequence's uniform draw in [0, 1) */
 };
 
+/* A layer's attention input, fused (backend.layer_in): what
+ *   xb = rmsnorm(x, attn_norm); q = xb wq^T + bq; k = ...; v = ...;
+ *   [q_norm: rmsnorm of every head of q, of k]; rope(q, pos); rope(k, pos)
+ * computes with the single ops, bit for bit.  xb is scratch [rows][n_embd]. */
+struct layer_in_args {
+    int rows, n_embd, n_head, n_kv, head_dim;
+    const float *x, *attn_norm;
+    float eps;
+    const struct weight *wq, *wk, *wv;
+    const float *bq, *bk, *bv;       /* or NULL */
+    const float *q_norm, *k_norm;    /* both or neither */
+    const int *pos;                  /* host [rows] */
+    const float *inv_freq;
+    enum rope_pairing pairing;
+    float *xb, *q, *k, *v;
+};
+
+/* The rest of a layer, fused (backend.layer_out): what
+ *   x += att wo^T; xb = rmsnorm(x, ffn_norm);
+ *   x += down(swiglu(xb gate^T, xb up^T))
+ * computes with the single ops (matmul into scratch, then add), bit for bit.
+ * xb [rows][n_embd], hb and hb2 [rows][n_ff] are scratch. */
+struct layer_out_args {
+    int rows, n_embd, n_ff;
+    float *x;
+    const float *att;
+    const struct weight *wo, *w_gate, *w_up, *w_down;
+    const float *ffn_norm;
+    float eps;
+    float *xb, *hb, *hb2;
+};
+
 struct backend {
     const char *name;
     void *impl;
@@ -323,6 +355,16 @@ struct backend {
     /* y[i] = row ids[i] of W, dequantized to f32, for n ids (host).  */
     void (*embed_weight)(struct backend *be, float *y, const struct weight *w, const int *ids,
                          int n);
+
+    /* ---- fused layer blocks (optional) ----
+     * One parallel job each, with only the barriers the data needs, instead
+     * of one per op.  Return 0 when done, 1 when these weights or sizes are
+     * not served (nothing written: the caller runs the single ops). */
+    int (*layer_in)(struct backend *be, const struct layer_in_args *a);
+    int (*layer_out)(struct backend *be, const struct layer_out_args *a);
+    /* Thread synchronisations since the backend was created (optional):
+     * parallel jobs started and barriers passed inside them. */
+    void (*thread_syncs)(const struct backend *be, unsigned long *jobs, unsigned long *barriers);
 
     /* ---- scoring primitives (may be NULL on a backend that lacks them; the
      * policies then fail with a clear error).  Return 0, or -1 on bad

@@ -292,6 +292,50 @@ static int layer_attention(struct forward *f, struct fwd_batch *b, int l,
     return 0;
 }
 
+/* xb = rmsnorm(x); q, k, v = xb W (+b); [qwen3: per-head rmsnorm of q, k];
+ * rope(q, k): one fused backend call where the backend serves it. */
+static void attention_input(struct forward *f, const struct model_layer_weights *w, int T)
+{
+    const struct model *m = f->m;
+    const struct model_config *c = &m->cfg;
+    struct backend *be = m->be;
+    int d = c->n_embd, hd = c->head_dim;
+    struct layer_in_args a = {T, d, c->n_head, c->n_head_kv, hd, f->x, w->attn_norm, c->rms_eps,
+                              w->wq, w->wk, w->wv, w->bq, w->bk, w->bv, w->q_norm, w->k_norm,
+                              f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v};
+    if (be->layer_in && be->layer_in(be, &a) == 0) return;
+    be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
+    be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
+    be->matmul(be, f->k, f->xb, w->wk, w->bk, T);
+    be->matmul(be, f->v, f->xb, w->wv, w->bv, T);
+    if (w->q_norm) {
+        be->rmsnorm(be, f->q, f->q, w->q_norm, T * c->n_head, hd, c->rms_eps);
+        be->rmsnorm(be, f->k, f->k, w->k_norm, T * c->n_head_kv, hd, c->rms_eps);
+    }
+    be->rope(be, f->q, T, c->n_head, hd, f->pos, m->inv_freq, m->pairing);
+    be->rope(be, f->k, T, c->n_head_kv, hd, f->pos, m->inv_freq, m->pairing);
+}
+
+/* x += att Wo;  x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))): one
+ * fused backend call where the backend serves it. */
+static void layer_output(struct forward *f, const struct model_layer_weights *w, int T)
+{
+    const struct model_config *c = &f->m->cfg;
+    struct backend *be = f->m->be;
+    int d = c->n_embd;
+    struct layer_out_args a = {T, d, c->n_ff, f->x, f->att, w->wo, w->w_gate, w->w_up, w->w_down,
+                               w->ffn_norm, c->rms_eps, f->xb, f->hb, f->hb2};
+    if (be->layer_out && be->layer_out(be, &a) == 0) return;
+    be->matmul(be, f->xb, f->att, w->wo, NULL, T);
+    be->add(be, f->x, f->xb, (size_t)T * d);
+    be->rmsnorm(be, f->xb, f->x, w->ffn_norm, T, d, c->rms_eps);
+    be->matmul(be, f->hb, f->xb, w->w_gate, NULL, T);
+    be->matmul(be, f->hb2, f->xb, w->w_up, NULL, T);
+    be->swiglu(be, f->hb, f->hb, f->hb2, (size_t)T * c->n_ff);
+    be->matmul(be, f->xb, f->hb, w->w_down, NULL, T);
+    be->add(be, f->x, f->xb, (size_t)T * d);
+}
+
 int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
                   struct eb_err *e)
 {
@@ -301,33 +345,16 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int n_rows = 0;
     if (b->n_seq < 1) return eb_fail(e, "forward: empty batch");
     if (plan_batch(f, b, &n_rows, e)) return -1;
-    int T = b->n_rows, d = c->n_embd, hd = c->head_dim;
+    int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
 
     be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < c->n_layer; l++) {
         const struct model_layer_weights *w = &m->layers[l];
-        be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
-        be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
-        be->matmul(be, f->k, f->xb, w->wk, w->bk, T);
-        be->matmul(be, f->v, f->xb, w->wv, w->bv, T);
-        if (w->q_norm) {
-            be->rmsnorm(be, f->q, f->q, w->q_norm, T * c->n_head, hd, c->rms_eps);
-            be->rmsnorm(be, f->k, f->k, w->k_norm, T * c->n_head_kv, hd, c->rms_eps);
-        }
-        be->rope(be, f->q, T, c->n_head, hd, f->pos, m->inv_freq, m->pairing);
-        be->rope(be, f->k, T, c->n_head_kv, hd, f->pos, m->inv_freq, m->pairing);
+        attention_input(f, w, T);
         if (layer_attention(f, b, l, hooks, e)) return -1;
-
-        be->matmul(be, f->xb, f->att, w->wo, NULL, T);
-        be->add(be, f->x, f->xb, (size_t)T * d);
-        be->rmsnorm(be, f->xb, f->x, w->ffn_norm, T, d, c->rms_eps);
-        be->matmul(be, f->hb, f->xb, w->w_gate, NULL, T);
-        be->matmul(be, f->hb2, f->xb, w->w_up, NULL, T);
-        be->swiglu(be, f->hb, f->hb, f->hb2, (size_t)T * c->n_ff);
-        be->matmul(be, f->xb, f->hb, w->w_down, NULL, T);
-        be->add(be, f->x, f->xb, (size_t)T * d);
+        layer_output(f, w, T);
         if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
     }
     for (int s = 0; s < b->n_seq; s++) {

@@ -101,6 +101,7 @@ static void cpu_destroy(struct backend *be)
         cpu_pool_free(im->pool);
         free(im->scratch[0]);
         free(im->scratch[1]);
+        free(im->scratch[2]);
         free(im->att_items);
         free(im->att_scratch);
     }
@@ -177,6 +178,9 @@ struct backend *backend_cpu_create(int n_threads)
     be->weight_free = cpu_weight_free;
     be->matmul = cpu_matmul;
     be->embed_weight = cpu_embed_weight;
+    be->layer_in = cpu_layer_in;
+    be->layer_out = cpu_layer_out;
+    be->thread_syncs = cpu_thread_syncs;
     be->kv_store = cpu_kv_store;
     be->kv_load = cpu_kv_load;
     be->kv_table_create = cpu_kv_table_create;

@@ -18,8 +18,9 @@ struct cpu_impl {
     struct cpu_pool *pool; /* the n_threads threads (cpu_pool.h) */
     enum cpu_simd simd; /* dot kernels in use */
     int panel_min_m;    /* matmul with at least this many rows dequantizes panels for sgemm */
-    void *scratch[2];   /* matmul: [0] quantized activations, [1] f32 weight panels */
-    size_t scratch_cap[2];
+    void *scratch[3];   /* matmul: [0] quantized activations, [1] f32 weight panels;
+                           [2] the fused layer blocks' (cpu_layer.c) */
+    size_t scratch_cap[3];
     void *att_items;    /* attention: work items (cpu_attention.c) */
     size_t att_items_cap;
     float *att_scratch; /* attention: per-thread block scores and accumulators, then the
@@ -111,6 +112,10 @@ int cpu_scratch_reserve(struct cpu_impl *im, int which, size_t bytes);
 void cpu_x8_span(float *y, const uint8_t *act, const struct weight *w, const float *bias, int m,
                  int g0, int g1, int acc);
 int cpu_x8_chunk_groups(const struct weight *w, int nt);
+/* cpu_layer.c: the fused layer blocks */
+int cpu_layer_in(struct backend *be, const struct layer_in_args *a);
+int cpu_layer_out(struct backend *be, const struct layer_out_args *a);
+void cpu_thread_syncs(const struct backend *be, unsigned long *jobs, unsigned long *barriers);
 void cpu_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids, int n);
 /* cpu_score.c: scoring primitives for eviction policies */
 int cpu_window_scores(struct backend *be, const struct window_score_args *a);
