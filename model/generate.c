@@ -363,6 +363,8 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
 
         struct fwd_batch b = {seqs, ns, 0};
         double t_start = clock_now_s();
+        unsigned long jobs0 = 0, bars0 = 0, jobs1 = 0, bars1 = 0;
+        if (m->be->thread_syncs) m->be->thread_syncs(m->be, &jobs0, &bars0);
         unsigned long long calls0 = backend_count_calls(m->be);
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
         if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
@@ -416,6 +418,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
          * every hook (a policy's scoring and compaction), so tokens/s counts
          * what eviction costs. */
         double dt = clock_now_s() - t_start;
+        if (m->be->thread_syncs) m->be->thread_syncs(m->be, &jobs1, &bars1);
         if (has_prefill) {
             st.prefill_s += dt;
         } else {
@@ -423,6 +426,8 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             st.decode_forward_s += t_forward;
             st.decode_steps++;
             st.decode_tokens += used;
+            st.decode_jobs += jobs1 - jobs0;
+            st.decode_barriers += bars1 - bars0;
         }
     }
     rc = 0;

@@ -124,6 +124,10 @@ struct gen_stats {
      * compression is not in it), fewest and most over the decode steps: 0
      * unless the model's backend counts calls (backend_count_create). */
     long decode_calls_min, decode_calls_max;
+    /* Thread synchronisations of the decode steps (parallel jobs started,
+     * barriers inside them), hooks included: 0 unless the backend counts
+     * them (backend.thread_syncs, the CPU's). */
+    unsigned long decode_jobs, decode_barriers;
 };
 
 /* Run all requests.  results[n] are filled (free with gen_results_free).  On

@@ -61,6 +61,7 @@ struct bench_row {
     double tok_s;
     size_t kv_bytes;
     double rss_mb;
+    double jobs, barriers;      /* per decode step (decode rows; 0 where not counted) */
 };
 
 static int run_decode(struct session *s, int batch, int n_new, int prompt_len, enum kv_type kv,
@@ -82,6 +83,8 @@ static int run_decode(struct session *s, int batch, int n_new, int prompt_len, e
     if (session_generate(s, req, batch, &so, res, &st, e)) goto out;
     row->tok_s = st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0;
     row->kv_bytes = st.peak_kv_bytes;
+    row->jobs = st.decode_steps > 0 ? (double)st.decode_jobs / st.decode_steps : 0;
+    row->barriers = st.decode_steps > 0 ? (double)st.decode_barriers / st.decode_steps : 0;
     row->rss_mb = peak_rss_mb();
     gen_results_free(res, batch);
     rc = 0;
@@ -130,6 +133,7 @@ static int run_prefill(struct session *s, int len, enum kv_type kv, struct bench
         if (r > best) best = r;
         row->kv_bytes = st.peak_kv_bytes;
     }
+    row->jobs = row->barriers = 0;
     free(ids);
     row->tok_s = best;
     row->rss_mb = peak_rss_mb();
@@ -145,10 +149,11 @@ static void print_table(const struct model *m, const struct backend *be, const c
 {
     const char *kvn = kv_type_name(kv);
     if (tsv) {
-        printf("test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\tkv_type\n");
+        printf("test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\tkv_type\tjobs_per_step\t"
+               "barriers_per_step\n");
         for (int i = 0; i <= n_batches; i++)
-            printf("%s\t%.2f\t%zu\t%.1f\t%s\n", rows[i].name, rows[i].tok_s, rows[i].kv_bytes,
-                   rows[i].rss_mb, kvn);
+            printf("%s\t%.2f\t%zu\t%.1f\t%s\t%.1f\t%.1f\n", rows[i].name, rows[i].tok_s,
+                   rows[i].kv_bytes, rows[i].rss_mb, kvn, rows[i].jobs, rows[i].barriers);
         fflush(stdout);
         return;
     }
@@ -158,11 +163,15 @@ static void print_table(const struct model *m, const struct backend *be, const c
            "%s threads\n", model, model_arch_name(m->cfg.arch), m->cfg.n_layer, m->cfg.n_embd,
            m->cfg.n_head, m->cfg.n_head_kv, model_weights_name(m->weights),
            m->weight_bytes / 1048576.0, be->name, threads > 0 ? "fixed" : "all");
-    printf("%-18s %-20s %4s %12s %16s %14s\n", "test", "weights", "KV", "tokens/s",
-           "peak KV bytes", "peak RSS MB");
-    for (int i = 0; i <= n_batches; i++)
-        printf("%-18s %-20s %4s %12.1f %16zu %14.1f\n", rows[i].name, types, kvn, rows[i].tok_s,
-               rows[i].kv_bytes, rows[i].rss_mb);
+    printf("%-18s %-20s %4s %12s %16s %14s %22s\n", "test", "weights", "KV", "tokens/s",
+           "peak KV bytes", "peak RSS MB", "jobs/barriers per step");
+    for (int i = 0; i <= n_batches; i++) {
+        char syncs[32] = "-";
+        if (rows[i].jobs > 0)
+            snprintf(syncs, sizeof syncs, "%.0f / %.0f", rows[i].jobs, rows[i].barriers);
+        printf("%-18s %-20s %4s %12.1f %16zu %14.1f %22s\n", rows[i].name, types, kvn,
+               rows[i].tok_s, rows[i].kv_bytes, rows[i].rss_mb, syncs);
+    }
     double d1 = rows[1].tok_s;
     printf("decode batch %d / batch %d: %.2fx (target >= 5x); prefill / decode batch %d: "
            "%.1fx (target >= 10x); %ld new tokens per sequence\n", batches[n_batches - 1],

@@ -434,6 +434,9 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
             1e3 * st->decode_forward_s / steps, 1e3 * (st->decode_s - st->decode_forward_s) / steps);
     fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
             st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
+    if (st->decode_jobs > 0)
+        fprintf(stderr, "threads per decode step: %.1f parallel jobs, %.1f barriers inside them\n",
+                st->decode_jobs / steps, st->decode_barriers / steps);
     if (st->decode_calls_min > 0)
         fprintf(stderr, "backend calls per decode step: %ld (at most %ld, when caches are "
                         "rebound)\n", st->decode_calls_min, st->decode_calls_max);

@@ -4,10 +4,11 @@
  * Per decode step and layer the single ops cost about 16 jobs, each ending
  * in a wait for the slowest thread; on a shared core that wait is where a
  * preempted thread's time goes.  Here a layer's attention input is one job
- * with one barrier (after the q, k, v products, before the per-row norms and
- * RoPE), and the rest of the layer one job with two (after the output
- * projection's residual add, after the gate and up products).  What the
- * single ops did between those points each thread does for itself:
+ * without a barrier (q and k are computed in chunks of whole heads, which the
+ * same thread then norms and rotates), and the rest of the layer one job
+ * with two (after the output projection's residual add, after the gate and
+ * up products).  What the single ops did between those points each thread
+ * does for itself:
  *  - every thread normalises and quantizes all activation rows into its own
  *    copy (up to OWN_ROWS rows, microseconds) instead of splitting the rows
  *    and meeting at a barrier; above that the rows are split, with a barrier;
@@ -78,6 +79,16 @@ static void products_plan(struct products *p, int nt)
     }
 }
 
+/* Product i in chunks of per groups (the later products' chunks move up). */
+static void products_chunk_as(struct products *p, int i, int per)
+{
+    p->per[i] = per;
+    for (int t = i; t < p->n; t++) {
+        int groups = p->w[t]->rows / 8;
+        p->start[t + 1] = p->start[t] + (groups + p->per[t] - 1) / p->per[t];
+    }
+}
+
 /* Quantized copies of rows [i0, i1) of x (k wide) for each kind p needs. */
 static void quantize(const struct products *p, const float *x, int k, int i0, int i1,
                      uint8_t *const act[2])
@@ -136,7 +147,7 @@ struct in_job {
     struct products qkv;
     struct scratch sc;
     int own;
-    atomic_int next, next_row;
+    atomic_int next;
 };
 
 /* Rows [i0, i1) of xb = rmsnorm(x), quantized for the products. */
@@ -151,18 +162,34 @@ static void norm_rows(const struct products *p, const float *x, const float *w, 
     }
 }
 
-/* Row r's q (even items) or k (odd items): per-head norm, then RoPE. */
-static void rope_item(const struct layer_in_args *a, int item)
+/* Heads [h0, h1) of q (is_k 0) or k of every row: per-head norm, then RoPE. */
+static void rope_heads(const struct layer_in_args *a, int is_k, int h0, int h1)
 {
-    int r = item / 2, is_k = item % 2, heads = is_k ? a->n_kv : a->n_head;
-    float *row = (is_k ? a->k : a->q) + (size_t)r * heads * a->head_dim;
+    int heads = is_k ? a->n_kv : a->n_head;
     const float *norm = is_k ? a->k_norm : a->q_norm;
-    if (norm)
-        for (int h = 0; h < heads; h++) {
-            float *xh = row + (size_t)h * a->head_dim;
-            cpu_rmsnorm_row(xh, xh, norm, a->head_dim, a->eps);
-        }
-    cpu_rope_row(row, heads, a->head_dim, a->pos[r], a->inv_freq, a->pairing);
+    for (int r = 0; r < a->rows; r++) {
+        float *row = (is_k ? a->k : a->q) + ((size_t)r * heads + h0) * a->head_dim;
+        if (norm)
+            for (int h = 0; h < h1 - h0; h++) {
+                float *xh = row + (size_t)h * a->head_dim;
+                cpu_rmsnorm_row(xh, xh, norm, a->head_dim, a->eps);
+            }
+        cpu_rope_row(row, h1 - h0, a->head_dim, a->pos[r], a->inv_freq, a->pairing);
+    }
+}
+
+/* Chunk c of q, k and v; a chunk of q or k is whole heads, normed and
+ * rotated by the thread that computed them (no barrier before RoPE). */
+static void in_chunk(const struct in_job *j, int c, uint8_t *const act[2])
+{
+    const struct products *p = &j->qkv;
+    product_chunk(p, c, j->a->rows, act);
+    int i = 0;
+    while (c >= p->start[i + 1]) i++;
+    if (i == 2) return; /* v */
+    int heads = i ? j->a->n_kv : j->a->n_head, per_head = j->a->head_dim / 8;
+    int h0 = (c - p->start[i]) * p->per[i] / per_head, h1 = h0 + p->per[i] / per_head;
+    rope_heads(j->a, i, h0, h1 < heads ? h1 : heads);
 }
 
 static void in_run(void *ctx, int ith, int nth)
@@ -181,10 +208,16 @@ static void in_run(void *ctx, int ith, int nth)
         norm_rows(&j->qkv, a->x, a->attn_norm, a->eps, k, i0, i1, a->xb, row, act);
         cpu_pool_barrier(j->pool, nth);
     }
-    for (int c; (c = cpu_pool_chunk(&j->next, j->qkv.start[j->qkv.n])) >= 0;)
-        product_chunk(&j->qkv, c, m, act);
-    cpu_pool_barrier(j->pool, nth);
-    for (int it; (it = cpu_pool_chunk(&j->next_row, 2 * m)) >= 0;) rope_item(a, it);
+    for (int c; (c = cpu_pool_chunk(&j->next, j->qkv.start[j->qkv.n])) >= 0;) in_chunk(j, c, act);
+}
+
+/* Heads per chunk of a product of `heads` heads: about X8-sized chunks, at
+ * least one head. */
+static int heads_per_chunk(const struct weight *w, int heads, int nt)
+{
+    int per = cpu_x8_chunk_groups(w, nt), per_head = w->rows / heads / 8;
+    int h = per / per_head;
+    return h < 1 ? 1 : h;
 }
 
 int cpu_layer_in(struct backend *be, const struct layer_in_args *a)
@@ -192,12 +225,19 @@ int cpu_layer_in(struct backend *be, const struct layer_in_args *a)
     struct cpu_impl *im = be->impl;
     if (fused_off() || a->rows < 1 || !served(a->wq) || !served(a->wk) || !served(a->wv) ||
         a->wq->cols != a->n_embd || a->wk->cols != a->n_embd || a->wv->cols != a->n_embd ||
-        a->head_dim < 2 || (!a->q_norm) != (!a->k_norm))
+        a->head_dim % 16 != 0 || a->wq->rows != a->n_head * a->head_dim ||
+        a->wk->rows != a->n_kv * a->head_dim || (!a->q_norm) != (!a->k_norm))
         return 1;
     struct in_job j = {.pool = im->pool, .a = a, .own = a->rows <= OWN_ROWS};
     j.qkv = (struct products){.n = 3, .w = {a->wq, a->wk, a->wv}, .y = {a->q, a->k, a->v},
                               .bias = {a->bq, a->bk, a->bv}};
     products_plan(&j.qkv, im->n_threads);
+    /* q and k in chunks of whole heads; an even number of groups each, so
+     * that pairs of groups fall as cpu_matmul pairs them */
+    int hq = heads_per_chunk(a->wq, a->n_head, im->n_threads);
+    int hk = heads_per_chunk(a->wk, a->n_kv, im->n_threads);
+    products_chunk_as(&j.qkv, 0, hq * a->head_dim / 8);
+    products_chunk_as(&j.qkv, 1, hk * a->head_dim / 8);
     if (scratch_plan(im, &j.sc, a->rows, a->n_embd, j.own)) return 1;
     double macs = (double)a->rows * a->n_embd * (a->wq->rows + a->wk->rows + a->wv->rows);
     cpu_pool_run(im->pool, threads_for(im, macs), in_run, &j);
