@@ -36,7 +36,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-long bench-peer bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
+.PHONY: all deps test bench bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
 
 all: evictbench
 
@@ -111,6 +111,12 @@ bench-long: evictbench
 PEER_MODELS ?=
 bench-peer: evictbench
 	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_peer.sh $(PEER_MODELS)
+
+# Decode batch 1 and 16 with one busy process per core, ours and llama.cpp's,
+# each beside its quiet rate (tools/bench_shared.sh; about 10 minutes on 2 cores).
+SHARED_MODEL ?=
+bench-shared: evictbench
+	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_shared.sh $(SHARED_MODEL)
 
 # MODELS: registry names to fetch (default: the quickstart's and the tests' models)
 deps:
