@@ -497,7 +497,8 @@ struct backend *backend_tally_create(struct backend *inner);
 struct backend_tally_usage backend_tally_read(const struct backend *be);
 void backend_tally_reset_peak(struct backend *be);
 
-/* The CPU backend (OpenBLAS + OpenMP).  n_threads <= 0: use all cores.
+/* The CPU backend (its own thread pool, OpenBLAS for f32).  n_threads <= 0: every CPU
+ * this process may run on.
  * Quantized matmul picks AVX-512 / AVX2 / scalar kernels from CPUID;
  * EVICTBENCH_CPU_SIMD=scalar (or avx2) in the environment caps the choice.
  * For tests, EVICTBENCH_CPU_FAIL_BIND=N (N >= 1) makes the backend's Nth

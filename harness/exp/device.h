@@ -1,6 +1,6 @@
 /* device.h - the backend a command runs on, by --device.
  *
- * "cpu" (the default) is the OpenMP/BLAS backend every build has.  "cuda" or
+ * "cpu" (the default) is the thread-pool/BLAS backend every build has.  "cuda" or
  * "cuda:N" is the CUDA backend of kernels/cuda, present only in the binary
  * `make cuda` links (./evictbench-cuda); the plain build says so instead of
  * silently running on the CPU, and a CUDA build on a machine without a usable
