@@ -43,13 +43,30 @@ if ! "$BIN" bench --model "$MODEL" --threads 1 --prompt-len 16 --new 4 --batches
     echo "FAIL tsv run:"; cat "$TMP/err"; exit 1
 fi
 # Header, then prefill 16, decode batch 1, decode batch 2; every rate positive; the KV
-# type (auto: f32 on the CPU) last.
+# type (auto: f32 on the CPU), then parallel jobs and barriers per decode step (none on
+# one thread).
 got=$(cut -f1 "$TMP/tsv" | tr '\n' '|')
 if [ "$got" != "test|prefill 16|decode batch 1|decode batch 2|" ]; then
     echo "FAIL tsv rows: $got"; cat "$TMP/tsv"; fail=1
-elif ! awk -F'\t' 'NR > 1 && !(NF == 5 && $2 > 0 && $3 > 0 && $4 > 0 && $5 == "f32") { bad = 1 } END { exit bad }' "$TMP/tsv"; then
+elif ! awk -F'\t' 'NR > 1 && !(NF == 7 && $2 > 0 && $3 > 0 && $4 > 0 && $5 == "f32" && $6 == 0 && $7 == 0) { bad = 1 } END { exit bad }' "$TMP/tsv"; then
     echo "FAIL tsv values:"; cat "$TMP/tsv"; fail=1
 else
     echo "ok   tsv table: $(tail -n +2 "$TMP/tsv" | tr '\t\n' ' ;')"
+fi
+
+# On two threads a decode step runs parallel jobs, and never more barriers than jobs.
+if [ "$(nproc)" -ge 2 ]; then
+    if ! "$BIN" bench --model "$MODEL" --threads 2 --prompt-len 16 --new 4 --batches 1 --tsv \
+            >"$TMP/tsv2" 2>"$TMP/err"; then
+        echo "FAIL tsv run on 2 threads:"; cat "$TMP/err"; exit 1
+    fi
+    if ! awk -F'\t' '$1 == "decode batch 1" { seen = 1; if (!($6 > 0 && $7 <= $6)) bad = 1 }
+                     END { exit bad || !seen }' "$TMP/tsv2"; then
+        echo "FAIL jobs per step on 2 threads:"; cat "$TMP/tsv2"; fail=1
+    else
+        echo "ok   jobs per step on 2 threads: $(awk -F'\t' '$1 == "decode batch 1" { print $6 " jobs, " $7 " barriers" }' "$TMP/tsv2")"
+    fi
+else
+    echo "SKIP jobs per step on 2 threads: one CPU here"
 fi
 exit $fail
