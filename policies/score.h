@@ -70,6 +70,13 @@ int score_key_norms(struct score_buf *b, const struct cache_view *cv, int layer,
 int score_last_query_attn(struct score_buf *b, const struct cache_view *cv, int layer,
                           int kv_head, int n_cand, double *out, struct eb_err *e);
 
+/*   (layer, kv head)'s first n keys, and its values when v is not NULL, as
+ *   host rows [n][head_dim] in b (valid until b's next use), with b->work
+ *   holding at least n doubles for the caller; -1 with e set when the cache
+ *   exposes no such rows (KeyDiff, LagKV). */
+int score_host_kv(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                  int n, const float **k, const float **v, struct eb_err *e);
+
 /* Replace the scores of pad slots: +pad_score (keep) or -pad_score (evict first). */
 void score_apply_pads(double *z, int n, const unsigned char *pad, enum pad_policy pp,
                       double pad_score);

@@ -1,6 +1,7 @@
 /* score_host.c - scores computed on key and query rows downloaded to the
  * host (score.h): the key norm (KNorm) and the last query's per-head
- * attention (TOVA), as NVIDIA/kvpress computes them. */
+ * attention (TOVA), as NVIDIA/kvpress computes them, and the rows themselves
+ * for scorers of their own (KeyDiff, LagKV). */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
@@ -35,6 +36,20 @@ static const float *host_keys(struct score_buf *b, const struct cache_view *cv, 
     if (reserve_host(b, nk + extra, n, e)) return NULL;
     cv->be->download(cv->be, b->rows, k, nk);
     return b->rows;
+}
+
+int score_host_kv(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
+                  int n, const float **k, const float **v, struct eb_err *e)
+{
+    assert(n >= 0 && n <= cache_view_len(cv, layer, kv_head));
+    size_t nk = (size_t)n * cv->head_dim;
+    if (!(*k = host_keys(b, cv, layer, kv_head, n, v ? nk : 0, e))) return -1;
+    if (!v) return 0;
+    const float *dv = cache_view_v(cv, layer, kv_head);
+    if (!dv) return eb_fail(e, "the cache exposes no value rows");
+    cv->be->download(cv->be, b->rows + nk, dv, nk);
+    *v = b->rows + nk;
+    return 0;
 }
 
 int score_key_norms(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
