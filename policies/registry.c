@@ -16,6 +16,8 @@ extern const struct policy_ops fullkv_ops, streamingllm_ops, h2o_ops, h2o_rkv_op
 extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
     h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
+extern const struct policy_ops random_ops;
+extern const struct param_def random_params[];
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them; .style is how figures and tables show it. */
@@ -101,6 +103,8 @@ static const struct policy_entry ENTRIES[] = {
      scored_policy_params, NULL, {"KNorm", 0x7F7F7F, 6, 0}, 0},
     {"tova", "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
      &tova_ops, scored_policy_params, NULL, {"TOVA", 0x17BECF, 1, 0}, 0},
+    {"random", "kvpress RandomPress: generated slots evicted at random (seeded), prompt kept",
+     &random_ops, random_params, NULL, {"Random", 0xB0B0B0, 6, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
