@@ -18,6 +18,7 @@ extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
 extern const struct policy_ops random_ops;
 extern const struct param_def random_params[];
+extern const struct policy_ops keydiff_ops;
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them; .style is how figures and tables show it. */
@@ -105,6 +106,8 @@ static const struct policy_entry ENTRIES[] = {
      &tova_ops, scored_policy_params, NULL, {"TOVA", 0x17BECF, 1, 0}, 0},
     {"random", "kvpress RandomPress: generated slots evicted at random (seeded), prompt kept",
      &random_ops, random_params, NULL, {"Random", 0xB0B0B0, 6, 0}, 0},
+    {"keydiff", "KeyDiff (kvpress): keep the keys least similar to the mean key direction",
+     &keydiff_ops, scored_policy_params, NULL, {"KeyDiff", 0xBCBD22, 7, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
