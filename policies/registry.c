@@ -19,6 +19,8 @@ extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params
 extern const struct policy_ops random_ops;
 extern const struct param_def random_params[];
 extern const struct policy_ops keydiff_ops;
+extern const struct policy_ops lagkv_ops;
+extern const struct param_def lagkv_params[];
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them; .style is how figures and tables show it. */
@@ -108,6 +110,8 @@ static const struct policy_entry ENTRIES[] = {
      &random_ops, random_params, NULL, {"Random", 0xB0B0B0, 6, 0}, 0},
     {"keydiff", "KeyDiff (kvpress): keep the keys least similar to the mean key direction",
      &keydiff_ops, scored_policy_params, NULL, {"KeyDiff", 0xBCBD22, 7, 0}, 0},
+    {"lagkv", "LagKV (kvpress): each lag partition scored by the next one's min/max",
+     &lagkv_ops, lagkv_params, NULL, {"LagKV", 0x9467BD, 8, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
