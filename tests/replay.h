@@ -8,7 +8,8 @@
  * reference's, slot for slot.
  *
  * A fixture is a JSON file of steps and a binary file of little-endian f32
- * queries [n_layer][total][n_head][hd] and keys [n_layer][total][n_kv][hd];
+ * queries [n_layer][total][n_head][hd] and keys [n_layer][total][n_kv][hd]
+ * (and values of the same shape where a fixture has them: replay_ctx.v);
  * a step is {"at": the position whose forward compressed (-1: the prompt's),
  * "held": [layer][kv head][slot] positions, and "sample" when several
  * sequences run one after another}.
@@ -44,6 +45,7 @@ struct replay_ctx {
     const cJSON *set;        /* its "id" names it in messages */
     const cJSON *steps;      /* the reference's compressions */
     const float *q, *k;      /* [n_layer][total][n_head or n_kv][hd] */
+    const float *v;          /* as k, or NULL: the keys double as values */
     int nl, nh, nkv, hd, total, prompt, budget;
 };
 
@@ -65,9 +67,10 @@ static inline int replay_same_held(const struct kvcache *c, int l, int h, const 
     return ok;
 }
 
-/* Feed tokens [from, to) into every layer: keys (also as values) and queries. */
+/* Feed tokens [from, to) into every layer: keys, values (vdev; the keys when
+ * r->v is NULL) and queries. */
 static inline int replay_feed(struct kvcache *c, const struct replay_ctx *r, float *kdev,
-                              float *qdev, int from, int to, struct eb_err *e)
+                              float *vdev, float *qdev, int from, int to, struct eb_err *e)
 {
     int n = to - from;
     for (int l = 0; l < r->nl; l++) {
@@ -75,7 +78,10 @@ static inline int replay_feed(struct kvcache *c, const struct replay_ctx *r, flo
         const float *ql = r->q + ((size_t)l * r->total + from) * r->nh * r->hd;
         r->be->upload(r->be, kdev, kl, (size_t)n * r->nkv * r->hd);
         r->be->upload(r->be, qdev, ql, (size_t)n * r->nh * r->hd);
-        if (kvcache_append(c, l, kdev, kdev, n, e)) return -1;
+        if (r->v)
+            r->be->upload(r->be, vdev, r->v + ((size_t)l * r->total + from) * r->nkv * r->hd,
+                          (size_t)n * r->nkv * r->hd);
+        if (kvcache_append(c, l, kdev, r->v ? vdev : kdev, n, e)) return -1;
         kvcache_qring_push(c, l, qdev, n);
     }
     kvcache_advance(c, n);
@@ -147,7 +153,7 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     struct kvcache *c = NULL;
     struct keep_set ks = {.n_layer = r->nl, .n_kv = r->nkv, .stride = r->total};
     struct sched_seq ss;
-    float *qbuf[8] = {0}, *kdev = NULL, *qdev = NULL;
+    float *qbuf[8] = {0}, *kdev = NULL, *vdev = NULL, *qdev = NULL;
     int n_layer = r->nl < 8 ? r->nl : 8, qw = p->info.q_window > 0 ? p->info.q_window : 1;
     int ok = kvcache_create(r->be, r->nl, r->nkv, r->hd, r->total, KV_F32, &c, &e) == 0 &&
              kvcache_qring_enable(c, qw, r->nh * r->hd, &e) == 0 &&
@@ -155,13 +161,14 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     ks.n_keep = malloc((size_t)r->nl * r->nkv * sizeof *ks.n_keep);
     ks.idx = malloc((size_t)r->nl * r->nkv * r->total * sizeof *ks.idx);
     kdev = r->be->alloc(r->be, (size_t)r->total * r->nkv * r->hd);
+    if (r->v) vdev = r->be->alloc(r->be, (size_t)r->total * r->nkv * r->hd);
     qdev = r->be->alloc(r->be, (size_t)r->total * r->nh * r->hd);
     for (int l = 0; l < n_layer; l++) qbuf[l] = r->be->alloc(r->be, (size_t)qw * r->nh * r->hd);
     struct seq_view sv = {.n_prompt = r->prompt, .capacity = r->total};
     if (ok && p->ops->begin_sequence) ok = p->ops->begin_sequence(p->self, 0, &sv, &e) == 0;
     for (int pos = r->prompt - 1; ok && pos < r->total; pos++) {
         int at_prefill = pos == r->prompt - 1, changed = 0;
-        ok = replay_feed(c, r, kdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
+        ok = replay_feed(c, r, kdev, vdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
         int wants = ok && sched_step(sr, &ss, pos + 1, at_prefill);
         if (at_prefill && !wants) (*prefill_skipped)++;
         if (!wants) continue;
@@ -183,6 +190,7 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     for (int l = 0; l < 8; l++)
         if (qbuf[l]) r->be->free(r->be, qbuf[l]);
     if (kdev) r->be->free(r->be, kdev);
+    if (vdev) r->be->free(r->be, vdev);
     if (qdev) r->be->free(r->be, qdev);
     free(ks.n_keep);
     free(ks.idx);

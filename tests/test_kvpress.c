@@ -1,5 +1,6 @@
-/* test_kvpress.c - KNorm and TOVA against tools/golden/kvpress_ref.py (a numpy
- * transcription of NVIDIA/kvpress @ 8bb29b9):
+/* test_kvpress.c - KNorm and TOVA, RandomPress, KeyDiff and LagKV against
+ * tools/golden/kvpress_ref.py (a numpy transcription of NVIDIA/kvpress @
+ * 8bb29b9):
  *   - one select: the exact keep-set of every (layer, kv head), heads under
  *     the budget left whole;
  *   - whole generations on DecodingPress's schedule (no compression at the
@@ -8,6 +9,8 @@
  *     slot for slot (ours in position order; the sets are kvpress's, whose
  *     cache is in top-k order), GQA, and a case of exactly equal scores at
  *     the top-k cut;
+ *   - the same for random, keydiff and lagkv (kvpress_more.*: values of their
+ *     own, several parameter sets, lagkv in both cache orders);
  *   - the registry rows. */
 #include "kernels/backend.h"
 #include "policies/registry.h"
@@ -18,6 +21,8 @@
 
 #define GEN_JSON FIXTURE("policies/kvpress_gen.json")
 #define GEN_BIN FIXTURE("policies/kvpress_gen.bin")
+#define MORE_JSON FIXTURE("policies/kvpress_more.json")
+#define MORE_BIN FIXTURE("policies/kvpress_more.bin")
 
 enum { CAP = 64 };
 
@@ -106,8 +111,9 @@ static void test_golden(void)
     be->destroy(be);
 }
 
-/* One run of kvpress_gen.json: the policy with the set's interval as its
- * divide_length, one sequence, every compression compared. */
+/* One run of kvpress_gen.json (or kvpress_more.json: a "spec" instead of a
+ * "policy", values at the set's "v"): the policy with the set's interval as
+ * its divide_length, one sequence, every compression compared. */
 static void run_generation(struct backend *be, const cJSON *set, const cJSON *run,
                            const float *blob, int *n_steps, int *n_heads, int *n_skipped)
 {
@@ -120,9 +126,12 @@ static void run_generation(struct backend *be, const cJSON *set, const cJSON *ru
     };
     r.q = blob + json_int(set, "q");
     r.k = blob + json_int(set, "k");
-    char spec[96];
-    snprintf(spec, sizeof spec, "%s:divide_length=%d",
-             cJSON_GetObjectItem(run, "policy")->valuestring, json_int(set, "interval"));
+    r.v = cJSON_HasObjectItem(set, "v") ? blob + json_int(set, "v") : NULL;
+    const char *base = cJSON_GetObjectItem(run, cJSON_HasObjectItem(run, "spec") ? "spec" :
+                                           "policy")->valuestring;
+    char spec[128];
+    snprintf(spec, sizeof spec, "%s%cdivide_length=%d", base, strchr(base, ':') ? ',' : ':',
+             json_int(set, "interval"));
     struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
     struct policy *p = NULL;
     struct eb_err e = {0};
@@ -168,6 +177,66 @@ static void test_whole_generations(void)
     be->destroy(be);
     cJSON_Delete(doc);
     free(blob);
+}
+
+/* kvpress_more.*: random (two seeds, the prompt kept or not), keydiff and
+ * lagkv (partitions, the short-cache branch, cross_scoring, kvpress's cache
+ * order), 8 runs on each of 3 sets. */
+static void test_more_generations(void)
+{
+    long n_blob = 0;
+    cJSON *doc = read_json(MORE_JSON);
+    float *blob = doc ? replay_read_floats(MORE_BIN, &n_blob) : NULL;
+    if (!doc || !blob) {
+        cJSON_Delete(doc);
+        free(blob);
+        SKIP("%s or %s missing (tools/golden/kvpress_ref.py)", MORE_JSON, MORE_BIN);
+    }
+    CHECK(n_blob == json_int(doc, "n_floats"));
+    struct backend *be = backend_cpu_create(1);
+    const cJSON *sets = cJSON_GetObjectItem(doc, "sets"), *run;
+    int n_runs = 0, n_steps = 0, n_heads = 0, n_skipped = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(doc, "runs")) {
+        const cJSON *set = cJSON_GetArrayItem(sets, json_int(run, "set"));
+        int before = n_steps;
+        run_generation(be, set, run, blob, &n_steps, &n_heads, &n_skipped);
+        CHECK(n_steps - before >= 5);
+        n_runs++;
+    }
+    CHECK(n_runs == 24);
+    CHECK(n_skipped == n_runs);
+    printf("  %d runs, %d compressions, %d (layer, kv head) caches compared\n", n_runs, n_steps,
+           n_heads);
+    be->destroy(be);
+    cJSON_Delete(doc);
+    free(blob);
+}
+
+/* The new rows: DecodingPress's schedule, no window, their defaults. */
+static void test_registry_more(void)
+{
+    const char *names[] = {"random", "keydiff", "lagkv"};
+    const char *specs[] = {"random:seed=0,keep_prompt=1,divide_length=128",
+                           "keydiff:divide_length=128",
+                           "lagkv:n_sink=4,lag_size=128,cross_scoring=0,cache_order=position,"
+                           "divide_length=128"};
+    for (int i = 0; i < 3; i++) {
+        const struct policy_entry *en = policy_registry_find(names[i]);
+        CHECK(en && !en->keeps_all);
+        struct policy_model m = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 4};
+        struct policy *p = NULL;
+        struct eb_err e = {0};
+        CHECK_MSG(policy_create(names[i], &m, &p, &e) == 0, "%s: %s", names[i], e.msg);
+        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
+        CHECK(p && p->info.window == 0 && p->info.divide_decode_only && p->info.needs == 0);
+        if (p) CHECK_STR(p->spec, specs[i]);
+        policy_free(p);
+    }
+    struct eb_err e = {0};
+    struct policy *p = NULL;
+    struct policy_model m = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 4};
+    CHECK(policy_create("lagkv:lag_size=1", &m, &p, &e) != 0); /* std over one row */
+    CHECK(policy_create("random:seed=-1", &m, &p, &e) != 0);
 }
 
 static void test_registry(void)
@@ -218,6 +287,8 @@ int main(void)
     RUN(test_golden);
     RUN(test_whole_generations);
     RUN(test_registry);
+    RUN(test_more_generations);
+    RUN(test_registry_more);
     cJSON_Delete(golden);
     return test_summary("kvpress");
 }

@@ -55,6 +55,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from policies_ref import Ambiguous, topk  # noqa: E402
 import released_ref  # noqa: E402
+import vase_ref  # noqa: E402
 
 N_LAYER, N_HEAD, N_KV, HEAD_DIM = 2, 4, 2, 8
 
@@ -285,6 +286,205 @@ def main_gen(out_dir):
           f"{redraws} ambiguous draws redrawn")
 
 
+# ------------------------------------------------ RandomPress, KeyDiff, LagKV
+#
+# Part three: whole generations of policies/random.c, keydiff.c and lagkv.c on
+# the same DecodingPress schedule, with values of their own (LagKV reads them),
+# written to kvpress_more.json + kvpress_more.bin.
+
+def random_press_scores(seed, keep_prompt):
+    """random_press.py: torch.rand over (batch, kv heads, slots), one uniform
+    per slot.  The numbers are ours (policies/random.c): the eviction streams
+    of vase_ref.Stream (Philox4x32-10) keyed by (seed, sequence 0, layer, the
+    compressing forward's next position, kv head), slot j's the j-th uniform
+    of its head's stream; keep_prompt adds 1 to every prompt slot."""
+    def score(ctx):
+        out = []
+        for h in range(len(ctx["held"])):
+            st = vase_ref.Stream(seed, 0, ctx["layer"], ctx["next_pos"], h)
+            out.append(np.array([st.uniform() + float(keep_prompt and p < ctx["prompt"])
+                                 for p in ctx["held"][h]]))
+        return out, [np.zeros(len(x)) for x in out]   # exact in C too: no near-tie guard
+    return score
+
+
+def keydiff_press_scores(ctx):
+    """keydiff_press.py: anchor = F.normalize(keys, p=2, dim=-1).mean(dim=2)
+    (norms clamped at 1e-12), score = -F.cosine_similarity(keys, anchor,
+    dim=-1) (each norm clamped at 1e-8), per kv head over every slot."""
+    out = []
+    for kk in ctx["k"]:
+        kk = kk.astype(np.float64)
+        n = np.linalg.norm(kk, axis=-1, keepdims=True)
+        anchor = (kk / np.maximum(n, 1e-12)).mean(axis=0)
+        an = max(np.linalg.norm(anchor), 1e-8)
+        out.append(-((kk / np.maximum(n, 1e-8)) * (anchor / an)).sum(axis=-1))
+    return out, [np.abs(z) for z in out]
+
+
+def lag_states_score(x, lag):
+    """lagkv_press.py _get_states_score: x [P][lag][d] -> [P-1][lag]: each
+    partition against the next one's per-channel min and max, the unbiased
+    std over the channels (torch.std), softmax over the partition."""
+    ref, v = x[1:], x[:-1]
+    mn = ref.min(axis=-2, keepdims=True)
+    mx = ref.max(axis=-2, keepdims=True)
+    if (mx == mn).any():
+        raise released_ref.Ambiguous("a constant channel in a reference partition")
+    s = ((v - mn) / (mx - mn)).std(axis=-1, ddof=1)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def lagkv_press_scores(n_sink, lag, cross):
+    """lagkv_press.py LagKVPress.score, per kv head of a cache of L slots:
+    under n_sink + 2 lag slots the sinks score 1 and slot j >= n_sink
+    (j - n_sink) / (L - n_sink); else the partitions of [n_sink, end) but
+    the last get (key score + value score) / 2, ranked in their partition
+    (argsort().argsort() / lag; a stable sort: the lower slot the lower
+    rank on exact ties) unless cross_scoring; sinks and the tail (the last
+    partition and the rest) score 1."""
+    def score(ctx):
+        k, v = ctx["k"], ctx["v"]
+        n_kv, L, d = k.shape
+        if L < n_sink + 2 * lag:
+            s = np.ones((n_kv, L))
+            if L > n_sink:
+                s[:, n_sink:] = np.arange(L - n_sink) / (L - n_sink)
+            return list(s), [np.abs(x) for x in s]
+        end = n_sink + ((L - n_sink) // lag) * lag
+        tail = lag + L - end
+        out = []
+        for h in range(n_kv):
+            parts = [x[h, n_sink:end].astype(np.float64).reshape(-1, lag, d) for x in (k, v)]
+            sc = (lag_states_score(parts[0], lag) + lag_states_score(parts[1], lag)) / 2
+            for row in sc:   # ranks that hinge on a gap below rounding: redraw
+                srt = np.sort(row)
+                gap = np.diff(srt)
+                if ((gap != 0) & (gap < 1e-12 * (np.abs(srt[1:]) + np.abs(srt[:-1])))).any():
+                    raise released_ref.Ambiguous("near tie in a partition")
+            if not cross:
+                sc = np.argsort(np.argsort(sc, axis=-1, kind="stable"), axis=-1) / lag
+            out.append(np.concatenate([np.ones(n_sink), sc.ravel(), np.ones(tail)]))
+        return out, [np.abs(x) for x in out]
+    return score
+
+
+def decoding_generate_more(score, q, k, v, prompt, budget, interval, order):
+    """DecodingPress over one sequence as decoding_generate, for a score
+    function of the whole cache (keys, values, positions held): order
+    "kvpress" leaves the kept slots in topk order, "position" sorts them."""
+    n_layer, total = q.shape[0], q.shape[1]
+    n_kv = k.shape[2]
+    held = [[list(range(prompt)) for _ in range(n_kv)] for _ in range(n_layer)]
+    count = [0] * n_layer
+    steps = []
+    for pos in range(prompt, total):
+        rec, changed = {"at": pos, "held": []}, False
+        for layer in range(n_layer):
+            for h in range(n_kv):
+                held[layer][h].append(pos)
+            count[layer] += 1
+            if count[layer] >= interval:
+                k_len = len(held[layer][0])
+                assert k_len != budget, "a scheduled forward with exactly B slots"
+                ratio = find_target_compression_ratio(k_len, budget)
+                if ratio != 0:
+                    n_kept = int(k_len * (1 - ratio))
+                    assert n_kept == budget
+                    ctx = {"layer": layer, "next_pos": pos + 1, "prompt": prompt,
+                           "held": held[layer],
+                           "k": np.stack([k[layer, held[layer][h], h, :] for h in range(n_kv)]),
+                           "v": np.stack([v[layer, held[layer][h], h, :] for h in range(n_kv)])}
+                    zs, mags = score(ctx)
+                    for h in range(n_kv):
+                        idx = released_ref.ranked_topk(zs[h], n_kept, mags[h])
+                        if order == "position":
+                            idx = sorted(idx)
+                        held[layer][h] = [held[layer][h][j] for j in idx]
+                    changed = True
+                count[layer] = 0
+            rec["held"].append([list(x) for x in held[layer]])
+        if changed:
+            steps.append(rec)
+    return steps
+
+
+def draw_more(rng, n_layer, total, n_head, n_kv, d):
+    """Continuous f32 draws (no constant channel for LagKV): queries normal;
+    keys a per-head mean direction plus noise of uneven scale (KeyDiff's
+    anchor then means something); values normal of uneven scale."""
+    q = rng.standard_normal((n_layer, total, n_head, d))
+    base = rng.standard_normal((n_layer, 1, n_kv, d)) * 1.5
+    k = base + rng.standard_normal((n_layer, total, n_kv, d)) * rng.uniform(
+        0.3, 2.0, (n_layer, total, n_kv, 1))
+    v = rng.standard_normal((n_layer, total, n_kv, d)) * rng.uniform(
+        0.5, 2.0, (n_layer, total, n_kv, 1))
+    return tuple(a.astype(np.float32) for a in (q, k, v))
+
+
+# (n_head, n_kv, budget, interval, prompt, total); runs: (spec, score, order).
+MORE_SETS = [
+    (4, 2, 12, 6, 4, 4 + 6 * 8 + 2),
+    (4, 2, 16, 7, 20, 20 + 7 * 7 + 1),
+    (6, 3, 16, 5, 10, 10 + 5 * 9),
+]
+MORE_RUNS = [
+    ("random:seed=7", random_press_scores(7, True), "position"),
+    ("random:seed=123456,keep_prompt=0", random_press_scores(123456, False), "position"),
+    ("keydiff", keydiff_press_scores, "position"),
+    ("lagkv:n_sink=4,lag_size=4", lagkv_press_scores(4, 4, False), "position"),
+    ("lagkv:n_sink=2,lag_size=3", lagkv_press_scores(2, 3, False), "position"),
+    ("lagkv:n_sink=2,lag_size=3,cache_order=score", lagkv_press_scores(2, 3, False), "kvpress"),
+    ("lagkv:n_sink=1,lag_size=5,cross_scoring=1", lagkv_press_scores(1, 5, True), "position"),
+    ("lagkv:n_sink=4,lag_size=16", lagkv_press_scores(4, 16, False), "position"),
+]
+
+
+def main_more(out_dir):
+    n_layer, d = 2, 8
+    blob, off, sets, runs, redraws = [], 0, [], [], 0
+    for si, (n_head, n_kv, budget, interval, prompt, total) in enumerate(MORE_SETS):
+        for attempt in range(400):
+            rng = np.random.default_rng(3100 + 100 * si + attempt)
+            q, k, v = draw_more(rng, n_layer, total, n_head, n_kv, d)
+            try:
+                res = [decoding_generate_more(score, q, k, v, prompt, budget, interval, order)
+                       for _, score, order in MORE_RUNS]
+            except released_ref.Ambiguous:
+                redraws += 1
+                continue
+            break
+        else:
+            raise SystemExit(f"no unambiguous draw for set {si}")
+        arrs = [np.ascontiguousarray(a, dtype="<f4").ravel() for a in (q, k, v)]
+        sets.append(dict(id=si, n_layer=n_layer, n_head=n_head, n_kv=n_kv, head_dim=d,
+                         total=total, prompt=prompt, budget=budget, interval=interval,
+                         q=off, k=off + arrs[0].size, v=off + arrs[0].size + arrs[1].size))
+        blob += arrs
+        off += sum(a.size for a in arrs)
+        for (spec, _, order), steps in zip(MORE_RUNS, res):
+            assert len(steps) >= 5, (spec, si, len(steps))
+            for st in steps:
+                for lh in st["held"]:
+                    for hh in lh:
+                        assert len(hh) == budget
+                        assert order == "kvpress" or hh == sorted(hh)
+            runs.append(dict(set=si, spec=spec, steps=steps))
+    with open(os.path.join(out_dir, "kvpress_more.bin"), "wb") as f:
+        for a in blob:
+            f.write(a.tobytes())
+    doc = {"generator": "tools/golden/kvpress_ref.py; NVIDIA/kvpress @ 8bb29b9, DecodingPress "
+                        "with RandomPress, KeyDiffPress, LagKVPress",
+           "n_floats": off, "sets": sets, "runs": runs}
+    with open(os.path.join(out_dir, "kvpress_more.json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+    n_steps = sum(len(r["steps"]) for r in runs)
+    print(f"more generations: {len(runs)} runs on {len(sets)} sets, {n_steps} compressions "
+          f"(min {min(len(r['steps']) for r in runs)} a run), {off} floats, "
+          f"{redraws} ambiguous draws redrawn")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="tests/fixtures/policies")
@@ -311,6 +511,7 @@ def main():
     n_sel = sum(1 for c in cases for L in c["layers"] for h in L["heads"] if h["keep"])
     print("wrote %s: %d cases, %d heads selected" % (path, len(cases), n_sel))
     main_gen(args.out)
+    main_more(args.out)
 
 
 if __name__ == "__main__":
