@@ -1,6 +1,6 @@
-/* keydiff.c - KeyDiff (Park et al., 2025, arXiv 2504.15364) as kvpress runs
- * it: score = -cos(k_j, anchor), the anchor the mean of the head's unit keys,
- * so the keys least like the average direction are kept; no window.
+/* keydiff.c - KeyDiff (arXiv 2504.15364) as kvpress runs it: score =
+ * -cos(k_j, anchor), the anchor the mean of the head's unit keys, so the keys
+ * least like the average direction are kept; no window.
  * NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05:
  * kvpress/presses/keydiff_press.py (F.normalize, norms clamped at 1e-12, the
  * mean over every slot; F.cosine_similarity, norms clamped at 1e-8),

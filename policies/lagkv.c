@@ -1,4 +1,4 @@
-/* lagkv.c - LagKV (Liang et al., 2025, arXiv 2504.04704) as kvpress runs it.
+/* lagkv.c - LagKV (arXiv 2504.04704) as kvpress runs it.
  * NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05:
  * kvpress/presses/lagkv_press.py, scorer_press.py (topk), decoding_press.py
  * (DecodingPress as knorm.c: no compression at the prompt, then every
@@ -13,12 +13,13 @@
  *     keys and for values, their mean; then its rank in the partition over
  *     lag_size (cross_scoring=1: the mean itself).  The sinks, the last
  *     partition and the rest after it score 1.
- * Scores in f64 (kvpress: the model dtype).  Ties (equal ranks in different
- * partitions, the 1s): the lower slot first (score.h); torch leaves them
- * unspecified.  Cache order: kvpress gathers the kept slots in top-k order,
- * so its next compression would cut partitions out of that order; the
- * partitions are stretches of the sequence, so the cache stays in position
- * order (cache_order=score: kvpress's order, ties as above). */
+ * Scores in f64 (kvpress: the model dtype).  Ties, which torch leaves
+ * unspecified: equal means rank as a stable argsort does (the lower slot
+ * lower); in the top-k (equal ranks of different partitions, the 1s) the
+ * lower slot first (score.h).  Cache order: kvpress gathers the kept slots
+ * in top-k order, so its next compression would cut partitions out of that
+ * order; the partitions are stretches of the sequence, so the cache stays in
+ * position order (cache_order=score: kvpress's order, ties as above). */
 #include <math.h>
 #include <stdlib.h>
 
