@@ -21,6 +21,8 @@ extern const struct param_def random_params[];
 extern const struct policy_ops keydiff_ops;
 extern const struct policy_ops lagkv_ops;
 extern const struct param_def lagkv_params[];
+extern const struct policy_ops expected_attention_ops;
+extern const struct param_def expected_attention_params[];
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them; .style is how figures and tables show it. */
@@ -112,6 +114,10 @@ static const struct policy_entry ENTRIES[] = {
      &keydiff_ops, scored_policy_params, NULL, {"KeyDiff", 0xBCBD22, 7, 0}, 0},
     {"lagkv", "LagKV (kvpress): each lag partition scored by the next one's min/max",
      &lagkv_ops, lagkv_params, NULL, {"LagKV", 0x9467BD, 8, 0}, 0},
+    {"expected-attention", "Expected Attention (kvpress): the attention the next queries are "
+                           "expected to pay, from the recent queries' mean and covariance",
+     &expected_attention_ops, expected_attention_params, NULL,
+     {"Expected Attention", 0x2CA02C, 10, 0}, 0},
 };
 
 const struct policy_entry *policy_registry(int *n)
@@ -135,7 +141,7 @@ const struct policy_entry *policy_registry_find_n(const char *name, size_t len,
         if (strlen(ENTRIES[i].name) == len && !strncmp(ENTRIES[i].name, name, len))
             return &ENTRIES[i];
     if (!e) return NULL;
-    char names[320];
+    char names[512];
     names[0] = '\0';
     for (size_t i = 0; i < n && off < sizeof names; i++)
         off += (size_t)snprintf(names + off, sizeof names - off, "%s%s", i ? ", " : "",

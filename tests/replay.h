@@ -46,6 +46,8 @@ struct replay_ctx {
     const cJSON *steps;      /* the reference's compressions */
     const float *q, *k;      /* [n_layer][total][n_head or n_kv][hd] */
     const float *v;          /* as k, or NULL: the keys double as values */
+    const float *rope_inv_freq;   /* cache_view's RoPE (may be NULL) */
+    int rope_pairing;
     int nl, nh, nkv, hd, total, prompt, budget;
 };
 
@@ -100,7 +102,8 @@ static inline int replay_select_compact(struct policy *p, struct kvcache *c,
         .be = r->be, .n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv, .head_dim = r->hd,
         .capacity = c->capacity, .len = c->len, .pos = c->pos, .pad = NULL,
         .k = (float *const *)c->k, .v = (float *const *)c->v, .next_pos = c->next_pos,
-        .at_prefill = at_prefill,
+        .at_prefill = at_prefill, .rope_inv_freq = r->rope_inv_freq,
+        .rope_pairing = r->rope_pairing,
     };
     for (int l = 0; l < r->nl; l++) cv.n_q = kvcache_qring_gather(c, l, qbuf[l]);
     cv.q = qbuf;

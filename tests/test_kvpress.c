@@ -1,4 +1,5 @@
-/* test_kvpress.c - KNorm and TOVA, RandomPress, KeyDiff and LagKV against
+/* test_kvpress.c - KNorm, TOVA, RandomPress, KeyDiff, LagKV and Expected
+ * Attention against
  * tools/golden/kvpress_ref.py (a numpy transcription of NVIDIA/kvpress @
  * 8bb29b9):
  *   - one select: the exact keep-set of every (layer, kv head), heads under
@@ -9,8 +10,9 @@
  *     slot for slot (ours in position order; the sets are kvpress's, whose
  *     cache is in top-k order), GQA, and a case of exactly equal scores at
  *     the top-k cut;
- *   - the same for random, keydiff and lagkv (kvpress_more.*: values of their
- *     own, several parameter sets, lagkv in both cache orders);
+ *   - the same for random, keydiff, lagkv and expected-attention
+ *     (kvpress_more.*: values of their own, several parameter sets, lagkv in
+ *     both cache orders, both RoPE pairings);
  *   - the registry rows. */
 #include "kernels/backend.h"
 #include "policies/registry.h"
@@ -127,6 +129,11 @@ static void run_generation(struct backend *be, const cJSON *set, const cJSON *ru
     r.q = blob + json_int(set, "q");
     r.k = blob + json_int(set, "k");
     r.v = cJSON_HasObjectItem(set, "v") ? blob + json_int(set, "v") : NULL;
+    int n_freq = 0;
+    float *inv_freq = cJSON_HasObjectItem(set, "inv_freq") ?
+                      floats(cJSON_GetObjectItem(set, "inv_freq"), &n_freq) : NULL;
+    r.rope_inv_freq = inv_freq;
+    r.rope_pairing = cJSON_HasObjectItem(set, "pairing") ? json_int(set, "pairing") : 0;
     const char *base = cJSON_GetObjectItem(run, cJSON_HasObjectItem(run, "spec") ? "spec" :
                                            "policy")->valuestring;
     char spec[128];
@@ -136,7 +143,10 @@ static void run_generation(struct backend *be, const cJSON *set, const cJSON *ru
     struct policy *p = NULL;
     struct eb_err e = {0};
     CHECK_MSG(policy_create(spec, &pm, &p, &e) == 0, "%s: %s", spec, e.msg);
-    if (!p) return;
+    if (!p) {
+        free(inv_freq);
+        return;
+    }
     struct sched_run sr;
     sched_run_init(&sr, &p->info);
     int next = 0;
@@ -145,6 +155,7 @@ static void run_generation(struct backend *be, const cJSON *set, const cJSON *ru
               spec, json_int(set, "id"), next, cJSON_GetArraySize(r.steps));
     *n_steps += next;
     policy_free(p);
+    free(inv_freq);
 }
 
 static void test_whole_generations(void)
@@ -179,9 +190,11 @@ static void test_whole_generations(void)
     free(blob);
 }
 
-/* kvpress_more.*: random (two seeds, the prompt kept or not), keydiff and
- * lagkv (partitions, the short-cache branch, cross_scoring, kvpress's cache
- * order), 8 runs on each of 3 sets. */
+/* kvpress_more.*: random (two seeds, the prompt kept or not), keydiff, lagkv
+ * (partitions, the short-cache branch, cross_scoring, kvpress's cache order)
+ * and expected-attention (defaults, a short RoPE average, no covariance with
+ * epsilon, no value norms with compat=released; both RoPE pairings), 12 runs
+ * on each of 3 sets. */
 static void test_more_generations(void)
 {
     long n_blob = 0;
@@ -203,7 +216,7 @@ static void test_more_generations(void)
         CHECK(n_steps - before >= 5);
         n_runs++;
     }
-    CHECK(n_runs == 24);
+    CHECK(n_runs == 36);
     CHECK(n_skipped == n_runs);
     printf("  %d runs, %d compressions, %d (layer, kv head) caches compared\n", n_runs, n_steps,
            n_heads);
@@ -215,12 +228,14 @@ static void test_more_generations(void)
 /* The new rows: DecodingPress's schedule, no window, their defaults. */
 static void test_registry_more(void)
 {
-    const char *names[] = {"random", "keydiff", "lagkv"};
+    const char *names[] = {"random", "keydiff", "lagkv", "expected-attention"};
     const char *specs[] = {"random:seed=0,keep_prompt=1,divide_length=128",
                            "keydiff:divide_length=128",
                            "lagkv:n_sink=4,lag_size=128,cross_scoring=0,cache_order=position,"
-                           "divide_length=128"};
-    for (int i = 0; i < 3; i++) {
+                           "divide_length=128",
+                           "expected-attention:n_future_positions=512,n_sink=4,use_covariance=1,"
+                           "use_vnorm=1,epsilon=0,divide_length=128,compat=none"};
+    for (int i = 0; i < 4; i++) {
         const struct policy_entry *en = policy_registry_find(names[i]);
         CHECK(en && !en->keeps_all);
         struct policy_model m = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 4};
@@ -228,7 +243,10 @@ static void test_registry_more(void)
         struct eb_err e = {0};
         CHECK_MSG(policy_create(names[i], &m, &p, &e) == 0, "%s: %s", names[i], e.msg);
         CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
-        CHECK(p && p->info.window == 0 && p->info.divide_decode_only && p->info.needs == 0);
+        CHECK(p && p->info.window == 0 && p->info.divide_decode_only);
+        /* expected-attention: the queries of the forwards since the last compression */
+        CHECK(p && p->info.needs == (i == 3 ? POLICY_NEED_RECENT_Q : 0u));
+        CHECK(p && p->info.q_window == (i == 3 ? 128 : 0));
         if (p) CHECK_STR(p->spec, specs[i]);
         policy_free(p);
     }
@@ -237,6 +255,10 @@ static void test_registry_more(void)
     struct policy_model m = {.n_layer = 1, .n_head = 2, .n_kv = 1, .head_dim = 4};
     CHECK(policy_create("lagkv:lag_size=1", &m, &p, &e) != 0); /* std over one row */
     CHECK(policy_create("random:seed=-1", &m, &p, &e) != 0);
+    /* DecodingPress's buffer keeps at most 256 hidden states */
+    CHECK(policy_create("expected-attention:divide_length=1000", &m, &p, &e) == 0);
+    CHECK(p && p->info.q_window == 256);
+    policy_free(p);
 }
 
 static void test_registry(void)

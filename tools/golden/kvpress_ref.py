@@ -288,9 +288,10 @@ def main_gen(out_dir):
 
 # ------------------------------------------------ RandomPress, KeyDiff, LagKV
 #
-# Part three: whole generations of policies/random.c, keydiff.c and lagkv.c on
-# the same DecodingPress schedule, with values of their own (LagKV reads them),
-# written to kvpress_more.json + kvpress_more.bin.
+# Part three: whole generations of policies/random.c, keydiff.c, lagkv.c and
+# expected_attention.c on the same DecodingPress schedule, with values of their
+# own (LagKV and Expected Attention read them), written to kvpress_more.json +
+# kvpress_more.bin.
 
 def random_press_scores(seed, keep_prompt):
     """random_press.py: torch.rand over (batch, kv heads, slots), one uniform
@@ -372,18 +373,23 @@ def lagkv_press_scores(n_sink, lag, cross):
 
 def decoding_generate_more(score, q, k, v, prompt, budget, interval, order):
     """DecodingPress over one sequence as decoding_generate, for a score
-    function of the whole cache (keys, values, positions held): order
-    "kvpress" leaves the kept slots in topk order, "position" sorts them."""
+    function of the whole cache (keys, values, positions held) and of the
+    hidden-states buffer (here the positions whose queries stand for them:
+    each decoding forward appends its own, a compression clears it, and it
+    keeps the last BUFFER_SIZE): order "kvpress" leaves the kept slots in
+    topk order, "position" sorts them."""
     n_layer, total = q.shape[0], q.shape[1]
     n_kv = k.shape[2]
     held = [[list(range(prompt)) for _ in range(n_kv)] for _ in range(n_layer)]
     count = [0] * n_layer
+    buffer = [[] for _ in range(n_layer)]
     steps = []
     for pos in range(prompt, total):
         rec, changed = {"at": pos, "held": []}, False
         for layer in range(n_layer):
             for h in range(n_kv):
                 held[layer][h].append(pos)
+            buffer[layer].append(pos)
             count[layer] += 1
             if count[layer] >= interval:
                 k_len = len(held[layer][0])
@@ -393,7 +399,7 @@ def decoding_generate_more(score, q, k, v, prompt, budget, interval, order):
                     n_kept = int(k_len * (1 - ratio))
                     assert n_kept == budget
                     ctx = {"layer": layer, "next_pos": pos + 1, "prompt": prompt,
-                           "held": held[layer],
+                           "held": held[layer], "buffer": list(buffer[layer]), "q": q[layer],
                            "k": np.stack([k[layer, held[layer][h], h, :] for h in range(n_kv)]),
                            "v": np.stack([v[layer, held[layer][h], h, :] for h in range(n_kv)])}
                     zs, mags = score(ctx)
@@ -404,10 +410,92 @@ def decoding_generate_more(score, q, k, v, prompt, budget, interval, order):
                         held[layer][h] = [held[layer][h][j] for j in idx]
                     changed = True
                 count[layer] = 0
+                buffer[layer] = []
+            buffer[layer] = buffer[layer][-BUFFER_SIZE:]
             rec["held"].append([list(x) for x in held[layer]])
         if changed:
             steps.append(rec)
     return steps
+
+
+BUFFER_SIZE = 256   # DecodingPress.hidden_states_buffer_size
+
+
+def half_layout(d, pairing):
+    """perm[x]: where rotate_half's dimension x lives in the model's layout
+    (pairing 1: the same; 0: RoPE pairs (2i, 2i+1), as GGUF llama stores
+    them)."""
+    half = d // 2
+    return np.array(list(range(d)) if pairing == 1 else
+                    [2 * i for i in range(half)] + [2 * i + 1 for i in range(half)])
+
+
+def expected_attention_press_scores(n_future, n_sink, use_cov, use_vnorm, eps, released,
+                                    inv_freq, pairing):
+    """expected_attention_press.py under DecodingPress.  get_query_statistics:
+    the buffered forwards' pre-RoPE queries (kvpress: q_proj of the buffered
+    hidden states; here the recorded post-RoPE queries rotated back by their
+    positions, as policies/expected_attention.c does), the first n_sink left
+    out, their mean and covariance (einsum / count); apply_avg_rope: R =
+    mean over positions q_len .. q_len + n_future - 1 of cos I + sin P
+    (rotary_emb's cos and sin: the frequencies twice over, rotate_half's
+    layout), mu R^T, R C R^T, with q_len the buffer's length under
+    compat=released, else the next token's position; score: keys after the
+    sinks, k.mu / sqrt(d) + k C k / d / 2, softmax over those keys, the mean
+    over the group's query heads (repeat_kv: query head h reads kv head
+    h // group), times (+ epsilon) the value norms, the sinks padded with
+    the maximum over the layer + 1."""
+    f = np.asarray(inv_freq, dtype=np.float32).astype(np.float64)
+
+    def rotary(t):   # rotary_emb: cos, sin [T][d]
+        ang = np.asarray(t, dtype=np.float64)[:, None] * f[None, :]
+        return (np.concatenate([np.cos(ang)] * 2, axis=1),
+                np.concatenate([np.sin(ang)] * 2, axis=1))
+
+    def score(ctx):
+        k, v, buf = ctx["k"], ctx["v"], ctx["buffer"]
+        n_kv, L, d = k.shape
+        n_head = ctx["q"].shape[1]
+        group = n_head // n_kv
+        perm = half_layout(d, pairing)
+        # rotate the recorded queries back (in rotate_half's layout): x cos - rotate_half(x) sin
+        x = ctx["q"][buf].astype(np.float64)[:, :, perm]
+        cos, sin = rotary(buf)
+        rh = np.concatenate([-x[..., d // 2:], x[..., :d // 2]], axis=-1)
+        pre = x * cos[:, None, :] - rh * sin[:, None, :]
+        h = pre[n_sink:]
+        mu = h.mean(axis=0)
+        cen = h - mu
+        cov = np.einsum("shi,shj->hij", cen, cen) / h.shape[0]
+        q_len = len(buf) if released else ctx["next_pos"]
+        cos, sin = rotary(np.arange(q_len, q_len + n_future))
+        P = np.zeros((d, d))
+        P[d // 2:, :d // 2] = np.eye(d // 2)
+        P[:d // 2, d // 2:] = -np.eye(d // 2)
+        R = (cos[:, None, :] * np.eye(d) + sin[:, None, :] * P).mean(axis=0)
+        mu = mu @ R.T
+        cov = R @ cov @ R.T
+        inv = np.argsort(perm)   # back to the model's layout
+        mu, cov = mu[:, inv], cov[:, inv][:, :, inv]
+        rows = []
+        for hq in range(n_head):
+            kk = k[hq // group, n_sink:].astype(np.float64)
+            sc = kk @ mu[hq] / np.sqrt(d)
+            if use_cov:
+                sc = sc + np.einsum("ni,ij,nj->n", kk, cov[hq], kk) / d / 2
+            e = np.exp(sc - sc.max())
+            rows.append(e / e.sum())
+        out = []
+        for h in range(n_kv):
+            sc = np.mean(rows[h * group:(h + 1) * group], axis=0)
+            if use_vnorm:
+                sc = (sc + eps) * np.linalg.norm(v[h, n_sink:].astype(np.float64), axis=-1)
+            out.append(sc)
+        top = max(x.max() for x in out) + 1
+        out = [np.concatenate([np.full(n_sink, top), x]) for x in out]
+        # the C side's logits come from an f32 gemm: a guard 100 times wider
+        return out, [100 * np.abs(x) for x in out]
+    return score
 
 
 def draw_more(rng, n_layer, total, n_head, n_kv, d):
@@ -423,34 +511,48 @@ def draw_more(rng, n_layer, total, n_head, n_kv, d):
     return tuple(a.astype(np.float32) for a in (q, k, v))
 
 
-# (n_head, n_kv, budget, interval, prompt, total); runs: (spec, score, order).
+# (n_head, n_kv, budget, interval, prompt, total, RoPE pairing); runs:
+# (spec, score, order; the score of a set's inv_freq and pairing).
 MORE_SETS = [
-    (4, 2, 12, 6, 4, 4 + 6 * 8 + 2),
-    (4, 2, 16, 7, 20, 20 + 7 * 7 + 1),
-    (6, 3, 16, 5, 10, 10 + 5 * 9),
+    (4, 2, 12, 6, 4, 4 + 6 * 8 + 2, 1),
+    (4, 2, 16, 7, 20, 20 + 7 * 7 + 1, 0),
+    (6, 3, 16, 5, 10, 10 + 5 * 9, 1),
 ]
-MORE_RUNS = [
-    ("random:seed=7", random_press_scores(7, True), "position"),
-    ("random:seed=123456,keep_prompt=0", random_press_scores(123456, False), "position"),
-    ("keydiff", keydiff_press_scores, "position"),
-    ("lagkv:n_sink=4,lag_size=4", lagkv_press_scores(4, 4, False), "position"),
-    ("lagkv:n_sink=2,lag_size=3", lagkv_press_scores(2, 3, False), "position"),
-    ("lagkv:n_sink=2,lag_size=3,cache_order=score", lagkv_press_scores(2, 3, False), "kvpress"),
-    ("lagkv:n_sink=1,lag_size=5,cross_scoring=1", lagkv_press_scores(1, 5, True), "position"),
-    ("lagkv:n_sink=4,lag_size=16", lagkv_press_scores(4, 16, False), "position"),
-]
+INV_FREQ = (1.0 / 1000.0 ** (np.arange(4) / 4)).astype(np.float32)   # head_dim 8, base 1000
+def more_runs(pairing):
+    def ea(*a):
+        return expected_attention_press_scores(*a, INV_FREQ, pairing)
+    return [
+        ("random:seed=7", random_press_scores(7, True), "position"),
+        ("random:seed=123456,keep_prompt=0", random_press_scores(123456, False), "position"),
+        ("keydiff", keydiff_press_scores, "position"),
+        ("lagkv:n_sink=4,lag_size=4", lagkv_press_scores(4, 4, False), "position"),
+        ("lagkv:n_sink=2,lag_size=3", lagkv_press_scores(2, 3, False), "position"),
+        ("lagkv:n_sink=2,lag_size=3,cache_order=score", lagkv_press_scores(2, 3, False),
+         "kvpress"),
+        ("lagkv:n_sink=1,lag_size=5,cross_scoring=1", lagkv_press_scores(1, 5, True), "position"),
+        ("lagkv:n_sink=4,lag_size=16", lagkv_press_scores(4, 16, False), "position"),
+        ("expected-attention", ea(512, 4, True, True, 0.0, False), "position"),
+        ("expected-attention:n_sink=2,n_future_positions=16", ea(16, 2, True, True, 0.0, False),
+         "position"),
+        ("expected-attention:n_sink=1,use_covariance=0,epsilon=0.01",
+         ea(512, 1, False, True, 0.01, False), "position"),
+        ("expected-attention:n_sink=2,use_vnorm=0,compat=released",
+         ea(512, 2, True, False, 0.0, True), "position"),
+    ]
 
 
 def main_more(out_dir):
     n_layer, d = 2, 8
     blob, off, sets, runs, redraws = [], 0, [], [], 0
-    for si, (n_head, n_kv, budget, interval, prompt, total) in enumerate(MORE_SETS):
+    for si, (n_head, n_kv, budget, interval, prompt, total, pairing) in enumerate(MORE_SETS):
+        run_list = more_runs(pairing)
         for attempt in range(400):
             rng = np.random.default_rng(3100 + 100 * si + attempt)
             q, k, v = draw_more(rng, n_layer, total, n_head, n_kv, d)
             try:
                 res = [decoding_generate_more(score, q, k, v, prompt, budget, interval, order)
-                       for _, score, order in MORE_RUNS]
+                       for _, score, order in run_list]
             except released_ref.Ambiguous:
                 redraws += 1
                 continue
@@ -460,10 +562,11 @@ def main_more(out_dir):
         arrs = [np.ascontiguousarray(a, dtype="<f4").ravel() for a in (q, k, v)]
         sets.append(dict(id=si, n_layer=n_layer, n_head=n_head, n_kv=n_kv, head_dim=d,
                          total=total, prompt=prompt, budget=budget, interval=interval,
-                         q=off, k=off + arrs[0].size, v=off + arrs[0].size + arrs[1].size))
+                         q=off, k=off + arrs[0].size, v=off + arrs[0].size + arrs[1].size,
+                         inv_freq=f32_list(INV_FREQ), pairing=pairing))
         blob += arrs
         off += sum(a.size for a in arrs)
-        for (spec, _, order), steps in zip(MORE_RUNS, res):
+        for (spec, _, order), steps in zip(run_list, res):
             assert len(steps) >= 5, (spec, si, len(steps))
             for st in steps:
                 for lh in st["held"]:
@@ -475,7 +578,7 @@ def main_more(out_dir):
         for a in blob:
             f.write(a.tobytes())
     doc = {"generator": "tools/golden/kvpress_ref.py; NVIDIA/kvpress @ 8bb29b9, DecodingPress "
-                        "with RandomPress, KeyDiffPress, LagKVPress",
+                        "with RandomPress, KeyDiffPress, LagKVPress, ExpectedAttentionPress",
            "n_floats": off, "sets": sets, "runs": runs}
     with open(os.path.join(out_dir, "kvpress_more.json"), "w") as f:
         json.dump(doc, f, separators=(",", ":"))
