@@ -73,7 +73,7 @@ int score_last_query_attn(struct score_buf *b, const struct cache_view *cv, int 
 /*   (layer, kv head)'s first n keys, and its values when v is not NULL, as
  *   host rows [n][head_dim] in b (valid until b's next use), with b->work
  *   holding at least n doubles for the caller; -1 with e set when the cache
- *   exposes no such rows (KeyDiff, LagKV). */
+ *   exposes no such rows (KeyDiff, LagKV, Expected Attention). */
 int score_host_kv(struct score_buf *b, const struct cache_view *cv, int layer, int kv_head,
                   int n, const float **k, const float **v, struct eb_err *e);
 

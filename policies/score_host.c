@@ -1,7 +1,7 @@
 /* score_host.c - scores computed on key and query rows downloaded to the
  * host (score.h): the key norm (KNorm) and the last query's per-head
  * attention (TOVA), as NVIDIA/kvpress computes them, and the rows themselves
- * for scorers of their own (KeyDiff, LagKV). */
+ * for scorers of their own (KeyDiff, LagKV, Expected Attention). */
 #include <assert.h>
 #include <math.h>
 #include <stdlib.h>
