@@ -204,6 +204,7 @@ static inline __attribute__((always_inline)) void q32_body(enum weight_type type
     for (int b = 0; b < k / QK; b++) {
         const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
         const uint8_t *qs = g + 8 * (L.head + L.qh);
+        x8_prefetch_ahead(g, 8 * L.block, X8_PREFETCH_BYTES);
         __m256i isum[4];
         #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();
@@ -341,6 +342,7 @@ static inline __attribute__((always_inline)) void q32_body_vnni(enum weight_type
     for (int b = 0; b < k / QK; b++) {
         const uint8_t *g = (const uint8_t *)group + (size_t)b * 8 * L.block;
         const uint8_t *qs = g + 8 * (L.head + L.qh);
+        x8_prefetch_ahead(g, 8 * L.block, X8_PREFETCH_BYTES);
         __m256i isum[4];
         #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = _mm256_setzero_si256();

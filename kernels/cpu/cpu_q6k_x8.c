@@ -89,6 +89,7 @@ static inline __attribute__((always_inline)) void q6k_x8_body(int k, const void 
     }
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        x8_prefetch_ahead(g, sizeof *g, X8_PREFETCH_BLOCKS * sizeof *g);
         __m256i isum[4], off[4];
         #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = off[i] = _mm256_setzero_si256();
@@ -195,6 +196,7 @@ static inline __attribute__((always_inline)) void q6k_x8_body_vnni(int k, const 
     }
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        x8_prefetch_ahead(g, sizeof *g, X8_PREFETCH_BLOCKS * sizeof *g);
         __m256i isum[4], off[4];
         #pragma GCC unroll 4
         for (int i = 0; i < R; i++) isum[i] = off[i] = _mm256_setzero_si256();
@@ -283,6 +285,7 @@ void q6k_x8_dots_pair_vnni(int k, const void *group, size_t gb, const void *act,
     }
     for (int b = 0; b < k / QK_K; b++) {
         const block_q6_k_x8 *g = (const block_q6_k_x8 *)group + b;
+        x8_prefetch_ahead(g, sizeof *g, X8_PREFETCH_BLOCKS * sizeof *g);
         __m512i isum[QDOT_ROWS], off[QDOT_ROWS];
         #pragma GCC unroll 4
         for (int i = 0; i < QDOT_ROWS; i++) isum[i] = off[i] = _mm512_setzero_si512();
