@@ -18,89 +18,97 @@ extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
 
 /* One row per name a policy is run under (presets included), in the order
- * `evictbench` lists them; .style is how figures and tables show it. */
+ * `evictbench` lists them.  How figures and tables show a name is not here
+ * but in harness/report/policy_style.c. */
 static const struct policy_entry ENTRIES[] = {
-    {"fullkv", "no eviction", &fullkv_ops, fullkv_params, NULL,
-     {"FullKV", 0x000000, 4, 1}, 1},
-    {"streamingllm", "attention sinks + the most recent tokens", &streamingllm_ops,
-     streamingllm_params, NULL,
-     {"StreamingLLM", 0x999999, 12, 0}, 0},
-    {"h2o", "original H2O: accumulated attention per head, evicts every step, heavy/recent split",
-     &h2o_ops, h2o_params, NULL,
-     {"H2O", 0xE69F00, 9, 0}, 0},
-    {"h2o-rkv", "H2O as the R-KV/SkipKV baselines run it: last-query score, one set per layer, "
+    {.name = "fullkv",
+     .summary = "no eviction",
+     .ops = &fullkv_ops, .params = fullkv_params, .keeps_all = 1},
+    {.name = "streamingllm",
+     .summary = "attention sinks + the most recent tokens",
+     .ops = &streamingllm_ops, .params = streamingllm_params},
+    {.name = "h2o",
+     .summary = "original H2O: accumulated attention per head, evicts every step, heavy/recent "
+                "split",
+     .ops = &h2o_ops, .params = h2o_params},
+    {.name = "h2o-rkv",
+     .summary = "H2O as the R-KV/SkipKV baselines run it: last-query score, one set per layer, "
                 "every divide_length steps",
-     &h2o_rkv_ops, h2o_rkv_params, NULL,
-     {"H2O (R-KV baseline)", 0xDDCC77, 9, 0}, 0},
-    {"snapkv", "original SnapKV: the prompt compressed once at prefill (window 32, avg-pool 5)",
-     &snapkv_ops, snapkv_params, NULL,
-     {"SnapKV", 0x56B4E9, 11, 0}, 0},
-    {"snapkv-decode", "R-KV's decode-time SnapKV: window 8, max-pool 7, every divide_length steps",
-     &snapkv_ops, snapkv_params,
-     "window=8,kernel=7,pool=max,softmax=candidates,schedule=divide",
-     {"SnapKV (decode)", 0x88CCEE, 11, 0}, 0},
-    {"rkv", "R-KV: lambda * importance - (1 - lambda) * redundancy", &rkv_ops, rkv_params, NULL,
-     {"R-KV", 0x0072B2, 5, 0}, 0},
-    {"rkv-code", "R-KV with the released code's default lambda = 0.07", &rkv_ops, rkv_params,
-     "lambda=0.07",
-     {"R-KV (lambda 0.07)", 0x332288, 5, 0}, 0},
-    {"vase-attnv", "VaSE-AttnV: the B/4 largest value ranges kept, the rest sampled by window "
-                   "attention; every 64 steps once over B", &vase_attnv_ops, vase_attnv_params,
-     NULL,
-     {"VaSE-AttnV", 0x117733, 10, 0}, 0},
-    {"vase-attn", "VaSE's \"Attn\" baseline (SnapKV-decode): window-64 score, avg-pool 5, "
-                  "deterministic top-k, no sinks", &vase_attnv_ops, vase_attnv_params,
-     "protect=0,sinks=0,sample=0",
-     {"VaSE Attn", 0x44AA99, 14, 0}, 0},
-    {"vase-range-attn", "VaSE ablation range_attn: value-range protection + deterministic top-k "
-                        "attention, no sinks (as released)", &vase_attnv_ops, vase_attnv_params,
-     "sample=0,sinks=0",
-     {"VaSE range+Attn", 0x999933, 14, 0}, 0},
-    {"vase-attn-rkv", "VaSE's \"R-KV\" baseline (attn_rkv): 0.5 * window-64 attention (avg-pool "
-                      "5) - 0.5 * key redundancy without threshold, deterministic top-k",
-     &vase_attnv_ops, vase_attnv_params, "protect=0,sinks=0,sample=0,rkv_lambda=0.5",
-     {"VaSE Attn+R-KV", 0x6699CC, 14, 0}, 0},
-    {"vase-dkv", "VaSE-DKV: top |kG|^2 |vG|^2, Gaussian sketch (d x 20) redrawn at each eviction",
-     &vase_dkv_ops, vase_dkv_params, NULL,
-     {"VaSE-DKV", 0x882255, 10, 0}, 0},
-    {"curdkv", "CurDKV as VaSE runs it: vase-dkv with one fixed sketch per layer", &vase_dkv_ops,
-     vase_dkv_params, "sketch=fixed",
-     {"CurDKV", 0xCC6677, 10, 0}, 0},
-    {"rpc", "Reasoning Path Compression: every P generated tokens keep (n+1)P/c by the last 32 "
-            "queries' attention; prompt kept", &rpc_ops, rpc_params, NULL,
-     {"RPC", 0x661100, 2, 0}, 0},
-    {"rpc-fixed", "RPC adapted to a fixed budget B (prompt and last 32 kept)", &rpc_ops,
-     rpc_params, "budget_mode=fixed",
-     {"RPC (fixed budget)", 0x994455, 2, 0}, 0},
-    {"beaconkv", "BeaconKV (APPROXIMATE reconstruction): FPS beacon + recent queries, max "
-                 "aggregation; prompt and recent kept", &beaconkv_ops, beaconkv_params, NULL,
-     {"BeaconKV", 0xAA4499, 8, 0}, 0},
-    {"seal", "SEAL: FullKV + steering h + c*V at split tokens inside the thought", &seal_ops,
-     seal_params, NULL,
-     {"SEAL", 0x8C564B, 3, 0}, 1},
-    {"skipkv", "SkipKV: R-KV + sentence redundancy penalty + adaptive steering; expects "
-               "batching=grouped", &skipkv_ops, skipkv_params, "batching=grouped",
-     {"SkipKV", 0xD55E00, 7, 0}, 0},
-    {"skipkv-full", "the full SkipKV method (same as skipkv)", &skipkv_ops, skipkv_params,
-     "batching=grouped",
-     {"SkipKV", 0xD55E00, 7, 0}, 0},
-    {"skipkv-sent", "SkipKV ablation: sentence scoring only (no steering)", &skipkv_ops,
-     skipkv_params, "steer=0",
-     {"SkipKV (sentence only)", 0xCC79A7, 13, 0}, 0},
-    {"skipkv-sent-steer", "SkipKV ablation: sentence scoring + adaptive steering, no grouping",
-     &skipkv_ops, skipkv_params, NULL,
-     {"SkipKV (no grouping)", 0x009E73, 15, 0}, 0},
-    {"seal-static", "SkipKV with static SEAL-style steering (gamma = 0)", &skipkv_ops,
-     skipkv_params, "gamma=0",
-     {"static steering", 0x8C564B, 3, 0}, 0},
-    {"fullkv-pss", "FullKV with SkipKV's sentence tracker: nothing evicted, PSS statistics and "
-                   "N_o recorded (tau 0.95: the statistics threshold, not a tuned eviction one)",
-     &skipkv_ops, skipkv_params, "evict=0,steer=0,tau=0.95",
-     {"FullKV (PSS tracking)", 0x555555, 4, 1}, 1},
-    {"knorm", "KNorm (kvpress): keep the keys of lowest L2 norm", &knorm_ops,
-     scored_policy_params, NULL, {"KNorm", 0x7F7F7F, 6, 0}, 0},
-    {"tova", "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
-     &tova_ops, scored_policy_params, NULL, {"TOVA", 0x17BECF, 1, 0}, 0},
+     .ops = &h2o_rkv_ops, .params = h2o_rkv_params},
+    {.name = "snapkv",
+     .summary = "original SnapKV: the prompt compressed once at prefill (window 32, avg-pool 5)",
+     .ops = &snapkv_ops, .params = snapkv_params},
+    {.name = "snapkv-decode",
+     .summary = "R-KV's decode-time SnapKV: window 8, max-pool 7, every divide_length steps",
+     .ops = &snapkv_ops, .params = snapkv_params,
+     .preset = "window=8,kernel=7,pool=max,softmax=candidates,schedule=divide"},
+    {.name = "rkv",
+     .summary = "R-KV: lambda * importance - (1 - lambda) * redundancy",
+     .ops = &rkv_ops, .params = rkv_params},
+    {.name = "rkv-code",
+     .summary = "R-KV with the released code's default lambda = 0.07",
+     .ops = &rkv_ops, .params = rkv_params, .preset = "lambda=0.07"},
+    {.name = "vase-attnv",
+     .summary = "VaSE-AttnV: the B/4 largest value ranges kept, the rest sampled by window "
+                "attention; every 64 steps once over B",
+     .ops = &vase_attnv_ops, .params = vase_attnv_params},
+    {.name = "vase-attn",
+     .summary = "VaSE's \"Attn\" baseline (SnapKV-decode): window-64 score, avg-pool 5, "
+                "deterministic top-k, no sinks",
+     .ops = &vase_attnv_ops, .params = vase_attnv_params, .preset = "protect=0,sinks=0,sample=0"},
+    {.name = "vase-range-attn",
+     .summary = "VaSE ablation range_attn: value-range protection + deterministic top-k "
+                "attention, no sinks (as released)",
+     .ops = &vase_attnv_ops, .params = vase_attnv_params, .preset = "sample=0,sinks=0"},
+    {.name = "vase-attn-rkv",
+     .summary = "VaSE's \"R-KV\" baseline (attn_rkv): 0.5 * window-64 attention (avg-pool 5) - "
+                "0.5 * key redundancy without threshold, deterministic top-k",
+     .ops = &vase_attnv_ops, .params = vase_attnv_params,
+     .preset = "protect=0,sinks=0,sample=0,rkv_lambda=0.5"},
+    {.name = "vase-dkv",
+     .summary = "VaSE-DKV: top |kG|^2 |vG|^2, Gaussian sketch (d x 20) redrawn at each eviction",
+     .ops = &vase_dkv_ops, .params = vase_dkv_params},
+    {.name = "curdkv",
+     .summary = "CurDKV as VaSE runs it: vase-dkv with one fixed sketch per layer",
+     .ops = &vase_dkv_ops, .params = vase_dkv_params, .preset = "sketch=fixed"},
+    {.name = "rpc",
+     .summary = "Reasoning Path Compression: every P generated tokens keep (n+1)P/c by the last "
+                "32 queries' attention; prompt kept",
+     .ops = &rpc_ops, .params = rpc_params},
+    {.name = "rpc-fixed",
+     .summary = "RPC adapted to a fixed budget B (prompt and last 32 kept)",
+     .ops = &rpc_ops, .params = rpc_params, .preset = "budget_mode=fixed"},
+    {.name = "beaconkv",
+     .summary = "BeaconKV (APPROXIMATE reconstruction): FPS beacon + recent queries, max "
+                "aggregation; prompt and recent kept",
+     .ops = &beaconkv_ops, .params = beaconkv_params},
+    {.name = "seal",
+     .summary = "SEAL: FullKV + steering h + c*V at split tokens inside the thought",
+     .ops = &seal_ops, .params = seal_params, .keeps_all = 1},
+    {.name = "skipkv",
+     .summary = "SkipKV: R-KV + sentence redundancy penalty + adaptive steering; expects "
+                "batching=grouped",
+     .ops = &skipkv_ops, .params = skipkv_params, .preset = "batching=grouped"},
+    {.name = "skipkv-sent",
+     .summary = "SkipKV ablation: sentence scoring only (no steering)",
+     .ops = &skipkv_ops, .params = skipkv_params, .preset = "steer=0"},
+    {.name = "skipkv-sent-steer",
+     .summary = "SkipKV ablation: sentence scoring + adaptive steering, no grouping",
+     .ops = &skipkv_ops, .params = skipkv_params},
+    {.name = "seal-static",
+     .summary = "SkipKV with static SEAL-style steering (gamma = 0)",
+     .ops = &skipkv_ops, .params = skipkv_params, .preset = "gamma=0"},
+    {.name = "fullkv-pss",
+     .summary = "FullKV with SkipKV's sentence tracker: nothing evicted, PSS statistics and N_o "
+                "recorded (tau 0.95: the statistics threshold, not a tuned eviction one)",
+     .ops = &skipkv_ops, .params = skipkv_params, .preset = "evict=0,steer=0,tau=0.95",
+     .keeps_all = 1},
+    {.name = "knorm",
+     .summary = "KNorm (kvpress): keep the keys of lowest L2 norm",
+     .ops = &knorm_ops, .params = scored_policy_params},
+    {.name = "tova",
+     .summary = "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
+     .ops = &tova_ops, .params = scored_policy_params},
 };
 
 const struct policy_entry *policy_registry(int *n)
@@ -145,13 +153,6 @@ int policy_keeps_all(const struct policy_entry *entry, const struct policy_param
     for (int i = 0; p && i < p->n; i++)
         if (!strcmp(p->def[i]->key, "evict") && p->val[i] == 0) return 1;
     return entry->keeps_all;
-}
-
-const char *policy_display_name(const char *name)
-{
-    if (!name) return "?";
-    const struct policy_entry *en = policy_registry_find(name);
-    return en && en->style.display ? en->style.display : name;
 }
 
 int policy_instantiate(const struct policy_entry *entry, const struct policy_params *params,

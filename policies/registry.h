@@ -33,22 +33,15 @@ int policy_param_index(const struct policy_params *p, const char *key);
 const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size);
 int policy_param_int(const struct policy_params *p, const char *key);
 
-/* How figures and tables show an entry: the one place for it (the harness
- * writes the gnuplot palette from these, harness/report/palette.c). */
-struct policy_style {
-    const char *display;      /* legend and table name, e.g. "R-KV" */
-    int rgb;                  /* line colour 0xRRGGBB; -1: one by series number */
-    int point;                /* gnuplot point type; 0: one by series number */
-    int dashed;               /* 1: drawn dashed, as a reference (FullKV) */
-};
-
+/* A row of the table.  Presentation (display name, colour) is no part of it:
+ * harness/report/policy_style.h keys that by name, so the run key's code hash
+ * (which covers policies/) does not change with a colour. */
 struct policy_entry {
     const char *name;
     const char *summary;
     const struct policy_ops *ops;
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
-    struct policy_style style;
     int keeps_all;            /* 1: evicts nothing (fullkv, seal, fullkv-pss), so a sweep gives
                                  it no budget (POLICY_NO_BUDGET); the one flag, with evict=0
                                  (policy_keeps_all): create's POLICY_NEVER must agree */
@@ -68,9 +61,6 @@ int policy_spec_keeps_all(const char *spec);
  * parameter evict = 0 (skipkv:evict=0).  policy_instantiate checks that
  * create's schedule agrees (POLICY_NEVER exactly then). */
 int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p);
-/* The display name of a registry entry ("rkv" -> "R-KV"); any other name
- * (NULL: "?") is returned as it is. */
-const char *policy_display_name(const char *name);
 
 /* Where a policy runs, for its per-model defaults (policy_defaults.h):
  * model NULL: none; dataset NULL: the model's own only; budget <= 0: no
