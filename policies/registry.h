@@ -11,7 +11,8 @@
  * Both forms resolve once, at the edge, into a struct policy_params: the
  * table defaults, the preset, the user's values and, where a run's model is
  * known, the per-model defaults (policy_defaults.h), each value parsed once
- * by param_parse.h.  The files: registry.c (the table, lookups, instances),
+ * by param_parse.h.  The files: registry.c (the table alone), registry_find.c
+ * (lookups), policy_instance.c (instances),
  * policy_spec.c (resolving a spec or a JSON object), policy_format.c (a
  * resolved policy as text or JSON), param_parse.c (the values). */
 #ifndef EB_POLICY_REGISTRY_H
@@ -42,6 +43,9 @@ struct policy_entry {
     const struct policy_ops *ops;
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
+    const char *sources;      /* this policy's own files in policies/, space-separated
+                                 ("rkv.c rkv.h"): with the shared code, what its run keys'
+                                 code hash covers (harness/exp/code_hash.h) */
     int keeps_all;            /* 1: evicts nothing (fullkv, seal, fullkv-pss), so a sweep gives
                                  it no budget (POLICY_NO_BUDGET); the one flag, with evict=0
                                  (policy_keeps_all): create's POLICY_NEVER must agree */

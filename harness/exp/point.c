@@ -66,6 +66,9 @@ static char *typed_params_json(const struct point *p)
 int point_run_key(struct point *p, const struct exp_config *cfg, const char *template_key,
                   struct eb_err *e)
 {
+    /* the shared sources and this policy's own files, not the others' */
+    char code[65];
+    if (code_hash_policy(p->policy, code, e)) return -1;
     char *params = typed_params_json(p);
     if (!params) return eb_fail(e, "out of memory");
     struct runkey_params rk = {
@@ -76,7 +79,7 @@ int point_run_key(struct point *p, const struct exp_config *cfg, const char *tem
         .batch_size = p->batch_size, .batching = batching_name(p->batching),
         .sampling_json = p->sampling_json, .seed = cfg->sampling.seed,
         .max_new_tokens = cfg->max_new_tokens, .extra_json = p->extra_json,
-        .code_version = code_hash};
+        .code_version = code};
     int rc = runkey_compute(&rk, p->run_key, e);
     free(params);
     return rc;
