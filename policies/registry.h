@@ -66,13 +66,20 @@ int policy_spec_keeps_all(const char *spec);
  * create's schedule agrees (POLICY_NEVER exactly then). */
 int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p);
 
+/* The model registry's name of a model path ("models/x.gguf" ->
+ * "smollm2-135m"), 0; -1 when the path is no registry model.  policies/ does
+ * not know model/: harness/ passes model/'s model_registry_name. */
+typedef int (*policy_model_name_fn)(const char *path_or_name, char *out, size_t cap);
+
 /* Where a policy runs, for its per-model defaults (policy_defaults.h):
  * model NULL: none; dataset NULL: the model's own only; budget <= 0: no
- * per-budget ones. */
+ * per-budget ones; model_name NULL: a path is looked up by its base name
+ * only. */
 struct policy_where {
     const char *model;
     const char *dataset;
     int64_t budget;
+    policy_model_name_fn model_name;
 };
 
 /* Resolve NAME[:key=value,...] into its entry and typed parameters, the

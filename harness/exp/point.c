@@ -9,6 +9,7 @@
 
 #include "harness/exp/code_hash.h"
 #include "harness/store/store.h"
+#include "model/modelfile.h"
 #include "policies/schedule.h"
 
 const char *point_grader(const struct point *p)
@@ -42,14 +43,14 @@ static int finish_policy(struct point *p, struct eb_err *e)
 
 int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
 {
-    struct policy_where at = {p->model, p->dataset, p->budget};
+    struct policy_where at = {p->model, p->dataset, p->budget, model_registry_name};
     if (policy_resolve_named(name, params, &at, &p->policy, &p->params, e)) return -1;
     return finish_policy(p, e);
 }
 
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
 {
-    struct policy_where at = {p->model, p->dataset, p->budget};
+    struct policy_where at = {p->model, p->dataset, p->budget, model_registry_name};
     if (policy_resolve(spec, &at, &p->policy, &p->params, e)) return -1;
     return finish_policy(p, e);
 }
