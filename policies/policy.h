@@ -269,6 +269,12 @@ struct policy_ops {
      * selector's options, select_params.h) whose parameters follow those of
      * the registry row's own table. */
     const struct param_def *shared_params;
+    /* Optional: the parameter whose value create reports as info.window (the
+     * slots always kept), so that the budget is held against the real window
+     * where a point is built, before any instance (`exp --dry-run`:
+     * policy_params_window, schedule.h); policy_instantiate checks the two
+     * agree.  NULL: the window is known once an instance exists. */
+    const char *window_param;
 };
 
 /* The budget of a policy that evicts nothing (policy_keeps_all), from config

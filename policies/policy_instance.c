@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policies.h"
+#include "schedule.h"
 #include "steering.h"
 
 int policy_instantiate(const struct policy_entry *entry, const struct policy_params *params,
@@ -30,6 +31,14 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
         policy_free(p);
         return eb_fail(e, "policy %s: its registry row and its schedule disagree on whether it "
                           "evicts", entry->name);
+    }
+    /* the window a point's budget was checked against before this instance
+     * (none for a policy that evicts nothing: fullkv-pss keeps all) */
+    int window = policy_params_window(entry->ops, params), kept = p->info.window;
+    if (p->info.schedule != POLICY_NEVER && window >= 0 && window != kept) {
+        policy_free(p);
+        return eb_fail(e, "policy %s: its %s is %d, but it keeps a window of %d", entry->name,
+                       entry->ops->window_param, window, kept);
     }
     *out = p;
     return 0;

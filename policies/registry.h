@@ -58,13 +58,16 @@ const struct policy_entry *policy_registry_find(const char *name);
  * listing the known names). */
 const struct policy_entry *policy_registry_find_n(const char *name, size_t len,
                                                   struct eb_err *e);
-/* 1 if the entry NAME of a spec NAME[:key=value,...] evicts nothing (takes no
- * budget); 0 for any other name. */
-int policy_spec_keeps_all(const char *spec);
 /* 1 if the entry evicts nothing with these parameters: its keeps_all, or a
- * parameter evict = 0 (skipkv:evict=0).  policy_instantiate checks that
- * create's schedule agrees (POLICY_NEVER exactly then). */
+ * parameter evict = 0 (skipkv:evict=0, fullkv-pss).  The one predicate:
+ * policy_instantiate checks that create's schedule agrees (POLICY_NEVER
+ * exactly then), and the two forms below ask it. */
 int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p);
+/* policy_keeps_all of a spec NAME[:key=value,...], resolved without per-model
+ * defaults; 0 for a spec that does not resolve. */
+int policy_spec_keeps_all(const char *spec);
+/* The same for entry `name` with a config's params (JSON, NULL: none). */
+int policy_named_keeps_all(const char *name, const cJSON *params);
 
 /* The model registry's name of a model path ("models/x.gguf" ->
  * "smollm2-135m"), 0; -1 when the path is no registry model.  policies/ does

@@ -33,15 +33,29 @@ const struct policy_entry *policy_registry_find_n(const char *name, size_t len,
     return NULL;
 }
 
-int policy_spec_keeps_all(const char *spec)
-{
-    const struct policy_entry *en = policy_registry_find_n(spec, strcspn(spec, ":"), NULL);
-    return en ? en->keeps_all : 0;
-}
-
+/* The one predicate: the row's flag (fullkv, seal) or evict = 0 among the
+ * resolved parameters (a preset's, fullkv-pss, or the user's, skipkv:evict=0).
+ * The spec and config forms below resolve first and ask it. */
 int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p)
 {
     for (int i = 0; p && i < p->n; i++)
         if (!strcmp(p->def[i]->key, "evict") && p->val[i] == 0) return 1;
     return entry->keeps_all;
+}
+
+int policy_spec_keeps_all(const char *spec)
+{
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct eb_err e = {0};
+    /* a bad spec: 0 here; building its point reports why */
+    return policy_parse(spec, &en, &pp, &e) ? 0 : policy_keeps_all(en, &pp);
+}
+
+int policy_named_keeps_all(const char *name, const cJSON *params)
+{
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct eb_err e = {0};
+    return policy_resolve_named(name, params, NULL, &en, &pp, &e) ? 0 : policy_keeps_all(en, &pp);
 }

@@ -211,6 +211,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
 const struct policy_ops skipkv_ops = {
     .name = "skipkv",
     .create = skipkv_create,
+    .window_param = "window",
     .destroy = skipkv_destroy,
     .begin_sequence = follow_hook_begin,
     .end_sequence = follow_hook_end,

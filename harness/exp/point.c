@@ -18,11 +18,13 @@ const char *point_grader(const struct point *p)
 }
 
 /* The budget, checked once, where the point is built (so `exp --dry-run` and
- * config validation catch a bad one): policies/schedule.h. */
+ * config validation catch a bad one), against the window the row's resolved
+ * parameters give (SnapKV's 32 slots): policies/schedule.h. */
 static int check_budget(const struct point *p, struct eb_err *e)
 {
-    return policy_budget_check(p->policy->ops, &p->params, policy_keeps_all(p->policy, &p->params),
-                               -1, p->budget, e);
+    const struct policy_ops *ops = p->policy->ops;
+    return policy_budget_check(ops, &p->params, policy_keeps_all(p->policy, &p->params),
+                               policy_params_window(ops, &p->params), p->budget, e);
 }
 
 int point_store_budget(const struct point *p)
