@@ -3,7 +3,7 @@
 #   make deps      install build/runtime dependencies and the models (MODELS="a b")
 #   make all       build ./evictbench
 #   make test      the whole suite (SAN=1: under ASan + UBSan), after make lint
-#   make lint      size limits of harness/ files and functions
+#   make lint      size limits of harness/ files and functions; policies/ includes no upper layer
 #   make bench     tokens/s, policy overhead, KV memory table
 #   make bench-peer  ours vs llama.cpp's llama-bench (built once into build-peer/ from
 #                  the llama-cpp-python sdist; needs cmake, a C++ compiler, pip's network
@@ -74,9 +74,11 @@ test: $(TEST_BIN) $(BUILD)/evictbench lint
 check-docs: evictbench
 	@tools/check_docs.sh
 
-# harness/: no file over 600 lines, no function over 80 (tools/check_size.sh).
+# harness/: no file over 600 lines, no function over 80 (tools/check_size.sh);
+# policies/: no include of model/, datasets/ or harness/ (tools/check_layers.sh).
 lint:
 	@tools/check_size.sh harness
+	@tools/check_layers.sh policies
 
 # The quantized matmul alone, in CPU time (tools/bench_qmatmul.c): the 1.5B's
 # Q4_K gate/up and Q6_K down shapes at prefill 512, decode batch 16 and batch 1.

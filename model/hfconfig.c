@@ -1,57 +1,19 @@
 /* hfconfig.c - config.json and generation_config.json of HF checkpoints. */
 #include "hfconfig.h"
 
+#include "../util/json_file.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HF_JSON_MAX (64L * 1024 * 1024)
 #define DIM_MAX (1 << 20) /* no dimension of a model in scope comes near */
 
 cJSON *hf_json_load(const char *path, struct eb_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        eb_fail(e, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        eb_fail(e, "%s: cannot read", path);
-        return NULL;
-    }
-    if (size > HF_JSON_MAX) {
-        fclose(f);
-        eb_fail(e, "%s: %ld bytes is too large for a JSON file", path, size);
-        return NULL;
-    }
-    buf = eb_malloc((size_t)size + 1, e);
-    if (!buf) {
-        fclose(f);
-        eb_wrap(e, path);
-        return NULL;
-    }
-    size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    if (got != (size_t)size) {
-        free(buf);
-        eb_fail(e, "%s: short read", path);
-        return NULL;
-    }
-    buf[size] = '\0';
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithOpts(buf, &end, 1);
-    if (!root) {
-        size_t at = end && end >= buf && end <= buf + size ? (size_t)(end - buf) : 0;
-        eb_fail(e, "%s: malformed JSON near byte %zu", path, at);
-    }
-    free(buf);
-    return root;
+    return eb_json_load(path, e);
 }
 
 /* Integer field: absent or null -> def (or an error when required). */

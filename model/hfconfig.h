@@ -30,8 +30,8 @@ int hfconfig_load_generation(const char *path, struct model_config *cfg, struct 
 /* Add one id to cfg->eos_ids unless present (silently ignores a full list). */
 void model_config_add_eos(struct model_config *cfg, int id);
 
-/* Read and parse a small JSON file (at most 64 MB); NULL with e set on failure.
- * The caller frees with cJSON_Delete. */
+/* util/json_file.h's eb_json_load: read and parse a small JSON file (at most
+ * 64 MB); NULL with e set on failure.  The caller frees with cJSON_Delete. */
 cJSON *hf_json_load(const char *path, struct eb_err *e);
 
 #endif

@@ -165,6 +165,7 @@ static size_t beaconkv_device_bytes(const void *self, const struct policy_model 
 const struct policy_ops beaconkv_ops = {
     .name = "beaconkv",
     .create = beaconkv_create,
+    .window_param = "recent",
     .destroy = beaconkv_destroy,
     .begin_sequence = beaconkv_begin,
     .end_sequence = beaconkv_end,

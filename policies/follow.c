@@ -9,9 +9,9 @@ int follower_open(struct follower *f, const struct follow_opts *o, const struct 
 {
     memset(f, 0, sizeof *f);
     f->o = *o;
-    if (!m->tok)
+    if (!m->text)
         return eb_fail(e, "policy %s needs the model's tokenizer (sentence delimiters)", o->name);
-    if (sent_tokens_from_tokenizer(m->tok, o->check_space, &f->tok, e)) return -1;
+    if (sent_tokens_from_text(m->text, o->check_space, &f->tok, e)) return -1;
     if (o->steer && steerer_open(&f->sr, m, o->layer, o->mode, &f->tok, o->name, e)) return -1;
     f->sr.pairs = o->pairs;
     return 0;

@@ -23,7 +23,7 @@ struct follow_seq {
 
 struct follow_opts {
     const char *name;        /* the policy's, for messages */
-    int check_space;         /* sent_tokens_from_tokenizer */
+    int check_space;         /* sent_tokens_from_text */
     int steer;               /* 0: no steering state, alpha 0 in the statistics */
     int layer;               /* steering layer; 0: the vector file's */
     enum think_mode mode;

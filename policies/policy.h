@@ -2,7 +2,7 @@
  *
  * A policy sees the runtime only through the views below and answers with
  * keep-sets: for every (layer, kv head), the cache slots to keep.  It never
- * frees or moves cache memory; harness/policy_glue.c validates the keep-sets
+ * frees or moves cache memory; harness/exp/policy_glue.c validates the keep-sets
  * and model/ compacts.  Heavy math runs as backend primitives
  * (kernels/backend.h: window_scores, pool1d, key_redundancy) on the memory
  * the views point at; the policy combines the per-token scores in plain C
@@ -24,7 +24,7 @@ enum {
     POLICY_NEED_HIDDEN_LAST = 1u << 2  /* observe_hidden: final-norm hidden rows */
 };
 
-/* When select runs (harness/policy_glue.c applies it; specs/policies.md §1.2). */
+/* When select runs (harness/exp/policy_glue.c applies it; specs/policies.md §1.2). */
 enum policy_schedule {
     POLICY_NEVER = 0,        /* fullkv */
     POLICY_DIVIDE = 1,       /* at prefill (prompt >= B), then at every step whose forward
@@ -58,16 +58,32 @@ struct policy_info {
     int divide_decode_only;
 };
 
-struct tokenizer;
+/* The tokenizer as the policies that read token text see it (seal, skipkv:
+ * their sentence delimiters, check words, split tokens).  policies/ does not
+ * include model/: harness/ fills this from model/'s tokenizer
+ * (harness/exp/model_view.h). */
+struct token_text {
+    const void *self;        /* the tokenizer, passed back to each call */
+    int n_vocab;
+    /* len bytes of UTF-8 text to token ids, special tokens not parsed; *ids
+     * malloc'd (the caller frees it, also when *n_ids is 0); -1 with e set */
+    int (*encode)(const void *self, const char *text, size_t len, int **ids, int *n_ids,
+                  struct eb_err *e);
+    /* one token's raw bytes, or NULL */
+    const char *(*token_bytes)(const void *self, int id, size_t *len);
+    /* the id of an exact token string ("<think>"), or -1 */
+    int (*find)(const void *self, const char *token);
+};
 
 struct policy_model {
     int n_layer, n_head, n_kv, head_dim;
     /* For policies that read token text or steer (seal, skipkv: policies/steering.h);
      * 0 / NULL when the caller has none (those policies then fail clearly). */
     int n_embd;
-    const struct tokenizer *tok;
+    const struct token_text *text;
     const char *model_name;       /* registry name or path; default vector vectors/<name>.bin */
-    const char *model_identity;   /* steering_model_identity(); a vector must match it */
+    const char *model_identity;   /* harness/exp/model_view.h steering_model_identity();
+                                     a vector must match it */
     const char *steer_vector;     /* steering vector file, or NULL */
 };
 
@@ -253,6 +269,12 @@ struct policy_ops {
      * selector's options, select_params.h) whose parameters follow those of
      * the registry row's own table. */
     const struct param_def *shared_params;
+    /* Optional: the parameter whose value create reports as info.window (the
+     * slots always kept), so that the budget is held against the real window
+     * where a point is built, before any instance (`exp --dry-run`:
+     * policy_params_window, schedule.h); policy_instantiate checks the two
+     * agree.  NULL: the window is known once an instance exists. */
+    const char *window_param;
 };
 
 /* The budget of a policy that evicts nothing (policy_keeps_all), from config

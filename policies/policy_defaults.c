@@ -10,7 +10,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../model/modelfile.h"
 #include "../util/repo_file.h"
 #include "param_parse.h"
 #include "policy_defaults_file.h"
@@ -26,7 +25,8 @@ const char *policy_defaults_family(const char *dataset)
     return NULL;
 }
 
-void policy_defaults_model_key(const char *model, char *out, size_t cap)
+void policy_defaults_model_key(const char *model, policy_model_name_fn model_name, char *out,
+                               size_t cap)
 {
     if (cap == 0) return;
     out[0] = '\0';
@@ -36,7 +36,7 @@ void policy_defaults_model_key(const char *model, char *out, size_t cap)
     size_t n = strlen(buf);
     while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
     const char *base = eb_base_name(buf);
-    if (model_registry_name(buf, out, cap) == 0) return;
+    if (model_name && model_name(buf, out, cap) == 0) return;
     snprintf(out, cap, "%s", base);
     n = strlen(out);
     if (n > 5 && !strcasecmp(out + n - 5, ".gguf")) out[n - 5] = '\0';
@@ -102,10 +102,11 @@ static int fill_model(const struct policy_entry *en, const cJSON *model, const c
     return hit ? fill_level(en, p, hit, e) : 0;
 }
 
-int policy_defaults_fill(const struct policy_entry *en, const char *model, const char *dataset,
-                         int64_t budget, struct policy_params *p, struct eb_err *e)
+int policy_defaults_fill(const struct policy_entry *en, const struct policy_where *at,
+                         struct policy_params *p, struct eb_err *e)
 {
     const struct defaults_file *d = NULL;
+    const char *model = at->model;
     if (!model) return 0;
     int rc = defaults_file_get(&d, e);
     if (rc) return rc > 0 ? 0 : -1;
@@ -115,9 +116,9 @@ int policy_defaults_fill(const struct policy_entry *en, const char *model, const
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(models, model);
     if (!m) {
         char key[256];
-        policy_defaults_model_key(model, key, sizeof key);
+        policy_defaults_model_key(model, at->model_name, key, sizeof key);
         m = cJSON_GetObjectItemCaseSensitive(models, key);
     }
     if (!applies || !m) return 0;
-    return fill_model(en, m, policy_defaults_family(dataset), budget, p, e);
+    return fill_model(en, m, policy_defaults_family(at->dataset), at->budget, p, e);
 }

@@ -25,21 +25,22 @@
 #include "registry.h"
 
 /* Fill p, entry en's parameters with the user's values already in, with
- * the defaults of model on dataset at budget for the keys en has that
- * neither the user nor en's preset sets (p->from, PARAM_FROM_DEFAULTS).
+ * the defaults of at->model on at->dataset at at->budget for the keys en has
+ * that neither the user nor en's preset sets (p->from, PARAM_FROM_DEFAULTS).
  * model NULL, no file, or an unknown model: p unchanged; dataset NULL:
  * model-level defaults only; budget <= 0: no per-budget defaults. */
-int policy_defaults_fill(const struct policy_entry *en, const char *model, const char *dataset,
-                         int64_t budget, struct policy_params *p, struct eb_err *e);
+int policy_defaults_fill(const struct policy_entry *en, const struct policy_where *at,
+                         struct policy_params *p, struct eb_err *e);
 
 /* The dataset family a name belongs to ("math", "aime", "gsm8k", "code"), or
  * NULL. */
 const char *policy_defaults_family(const char *dataset);
 
 /* The key a model is looked up by: a registry name as is; a path by its
- * registry entry (same file base name), else by its base name lower-cased
+ * registry entry (model_name, NULL: none), else by its base name lower-cased
  * without a trailing "/" or ".gguf". */
-void policy_defaults_model_key(const char *model, char *out, size_t cap);
+void policy_defaults_model_key(const char *model, policy_model_name_fn model_name, char *out,
+                               size_t cap);
 
 /* The defaults file in use into out: 0, or -1 when there is none. */
 int policy_defaults_path(char *out, size_t cap);

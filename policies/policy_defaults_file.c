@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/hfconfig.h"
+#include "../util/json_file.h"
 #include "../util/repo_file.h"
 #include "param_parse.h"
 
@@ -219,7 +219,7 @@ int defaults_file_get(const struct defaults_file **out, struct eb_err *e)
     cJSON_Delete(loaded.root);
     memset(&loaded, 0, sizeof loaded);
     snprintf(loaded.path, sizeof loaded.path, "%s", path);
-    loaded.root = hf_json_load(path, e);
+    loaded.root = eb_json_load(path, e);
     if (!loaded.root) return -1;
     if (check_root(&loaded, e)) {
         cJSON_Delete(loaded.root);

@@ -22,7 +22,7 @@ static int fill_defaults(const struct policy_entry *en, const struct policy_wher
                          struct policy_params *p, struct eb_err *e)
 {
     if (!at || !at->model) return 0;
-    return policy_defaults_fill(en, at->model, at->dataset, at->budget, p, e);
+    return policy_defaults_fill(en, at, p, e);
 }
 
 int policy_resolve(const char *spec, const struct policy_where *at,

@@ -11,7 +11,8 @@
  * Both forms resolve once, at the edge, into a struct policy_params: the
  * table defaults, the preset, the user's values and, where a run's model is
  * known, the per-model defaults (policy_defaults.h), each value parsed once
- * by param_parse.h.  The files: registry.c (the table, lookups, instances),
+ * by param_parse.h.  The files: registry.c (the table alone), registry_find.c
+ * (lookups), policy_instance.c (instances),
  * policy_spec.c (resolving a spec or a JSON object), policy_format.c (a
  * resolved policy as text or JSON), param_parse.c (the values). */
 #ifndef EB_POLICY_REGISTRY_H
@@ -33,22 +34,18 @@ int policy_param_index(const struct policy_params *p, const char *key);
 const char *policy_choice_name(const char *choices, int idx, char *buf, size_t size);
 int policy_param_int(const struct policy_params *p, const char *key);
 
-/* How figures and tables show an entry: the one place for it (the harness
- * writes the gnuplot palette from these, harness/report/palette.c). */
-struct policy_style {
-    const char *display;      /* legend and table name, e.g. "R-KV" */
-    int rgb;                  /* line colour 0xRRGGBB; -1: one by series number */
-    int point;                /* gnuplot point type; 0: one by series number */
-    int dashed;               /* 1: drawn dashed, as a reference (FullKV) */
-};
-
+/* A row of the table.  Presentation (display name, colour) is no part of it:
+ * harness/report/policy_style.h keys that by name, so the run key's code hash
+ * (which covers policies/) does not change with a colour. */
 struct policy_entry {
     const char *name;
     const char *summary;
     const struct policy_ops *ops;
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
-    struct policy_style style;
+    const char *sources;      /* this policy's own files in policies/, space-separated
+                                 ("rkv.c rkv.h"): with the shared code, what its run keys'
+                                 code hash covers (harness/exp/code_hash.h) */
     int keeps_all;            /* 1: evicts nothing (fullkv, seal, fullkv-pss), so a sweep gives
                                  it no budget (POLICY_NO_BUDGET); the one flag, with evict=0
                                  (policy_keeps_all): create's POLICY_NEVER must agree */
@@ -61,24 +58,31 @@ const struct policy_entry *policy_registry_find(const char *name);
  * listing the known names). */
 const struct policy_entry *policy_registry_find_n(const char *name, size_t len,
                                                   struct eb_err *e);
-/* 1 if the entry NAME of a spec NAME[:key=value,...] evicts nothing (takes no
- * budget); 0 for any other name. */
-int policy_spec_keeps_all(const char *spec);
 /* 1 if the entry evicts nothing with these parameters: its keeps_all, or a
- * parameter evict = 0 (skipkv:evict=0).  policy_instantiate checks that
- * create's schedule agrees (POLICY_NEVER exactly then). */
+ * parameter evict = 0 (skipkv:evict=0, fullkv-pss).  The one predicate:
+ * policy_instantiate checks that create's schedule agrees (POLICY_NEVER
+ * exactly then), and the two forms below ask it. */
 int policy_keeps_all(const struct policy_entry *entry, const struct policy_params *p);
-/* The display name of a registry entry ("rkv" -> "R-KV"); any other name
- * (NULL: "?") is returned as it is. */
-const char *policy_display_name(const char *name);
+/* policy_keeps_all of a spec NAME[:key=value,...], resolved without per-model
+ * defaults; 0 for a spec that does not resolve. */
+int policy_spec_keeps_all(const char *spec);
+/* The same for entry `name` with a config's params (JSON, NULL: none). */
+int policy_named_keeps_all(const char *name, const cJSON *params);
+
+/* The model registry's name of a model path ("models/x.gguf" ->
+ * "smollm2-135m"), 0; -1 when the path is no registry model.  policies/ does
+ * not know model/: harness/ passes model/'s model_registry_name. */
+typedef int (*policy_model_name_fn)(const char *path_or_name, char *out, size_t cap);
 
 /* Where a policy runs, for its per-model defaults (policy_defaults.h):
  * model NULL: none; dataset NULL: the model's own only; budget <= 0: no
- * per-budget ones. */
+ * per-budget ones; model_name NULL: a path is looked up by its base name
+ * only. */
 struct policy_where {
     const char *model;
     const char *dataset;
     int64_t budget;
+    policy_model_name_fn model_name;
 };
 
 /* Resolve NAME[:key=value,...] into its entry and typed parameters, the

@@ -235,6 +235,7 @@ static int rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
 const struct policy_ops rkv_ops = {
     .name = "rkv",
     .create = rkv_create,
+    .window_param = "window",
     .destroy = rkv_destroy,
     .begin_sequence = rkv_begin,
     .end_sequence = rkv_end,

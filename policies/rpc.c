@@ -185,6 +185,7 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
 const struct policy_ops rpc_ops = {
     .name = "rpc",
     .create = rpc_create,
+    .window_param = "selector",
     .destroy = rpc_destroy,
     .begin_sequence = rpc_begin,
     .end_sequence = rpc_end,

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "registry.h"   /* policy_param_index */
+
 int policy_info_check(const struct policy_info *in, const char *name, struct eb_err *e)
 {
     if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
@@ -32,6 +34,13 @@ int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
 {
     return policy_budget_check(p->ops, &p->params, p->info.schedule == POLICY_NEVER,
                                p->info.window, budget, e);
+}
+
+int policy_params_window(const struct policy_ops *ops, const struct policy_params *params)
+{
+    if (!ops || !ops->window_param || !params) return -1;
+    int i = policy_param_index(params, ops->window_param);
+    return i < 0 ? -1 : (int)params->val[i];
 }
 
 int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_seen)

@@ -20,6 +20,9 @@ int policy_budget_check(const struct policy_ops *ops, const struct policy_params
                         int keeps_all, int window, int budget, struct eb_err *e);
 /* The same for an instance (its schedule says whether it evicts). */
 int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
+/* The window an instance with these parameters will have, before one exists
+ * (ops->window_param); -1 when only create knows it. */
+int policy_params_window(const struct policy_ops *ops, const struct policy_params *params);
 
 /* Whether select runs after the forward that has just processed a sequence's
  * token number n_seen (1-based: tokens that have entered its cache, left pads

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/tokenizer.h"
+#include "policy.h"   /* struct token_text */
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -103,10 +103,10 @@ int sent_tokens_from_ids(const int *delim, int n_delim, const int *check, int n_
 }
 
 /* The last id of encode(text), or -1 when text encodes to nothing. */
-static int last_id(const struct tokenizer *tok, const char *text, struct eb_err *e, int *id)
+static int last_id(const struct token_text *tok, const char *text, struct eb_err *e, int *id)
 {
     int *ids = NULL, n = 0;
-    if (tokenizer_encode(tok, text, strlen(text), 0, &ids, &n, e)) {
+    if (tok->encode(tok->self, text, strlen(text), &ids, &n, e)) {
         free(ids);
         return -1;
     }
@@ -115,14 +115,14 @@ static int last_id(const struct tokenizer *tok, const char *text, struct eb_err 
     return 0;
 }
 
-int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
-                               struct sent_tokens *out, struct eb_err *e)
+int sent_tokens_from_text(const struct token_text *tok, int check_space, struct sent_tokens *out,
+                          struct eb_err *e)
 {
     memset(out, 0, sizeof *out);
     static const char *const delim_texts[] = SENT_DELIM_TEXTS;
     static const char *const check_words[] = SENT_CHECK_WORDS;
     int delim[SENT_N_DELIM_TEXTS], check[2 * SENT_N_CHECK_WORDS];
-    int nd = 0, nc = 0, n_vocab = tokenizer_n_vocab(tok);
+    int nd = 0, nc = 0, n_vocab = tok->n_vocab;
     for (int i = 0; i < SENT_N_DELIM_TEXTS; i++) {
         int id;
         if (last_id(tok, delim_texts[i], e, &id)) return eb_wrap(e, "sentences");
@@ -151,7 +151,7 @@ int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
     int ns = 0;
     for (int id = 0; id < n_vocab; id++) {
         size_t len = 0;
-        const char *b = tokenizer_token_bytes(tok, id, &len);
+        const char *b = tok->token_bytes(tok->self, id, &len);
         if (!b || len == 0) continue;
         if (b[0] == '\n') nl[id] |= SENT_NL_FIRST;
         if (b[len - 1] == '\n') nl[id] |= SENT_NL_LAST;
@@ -162,7 +162,8 @@ int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
             }
     }
     int rc = sent_tokens_from_ids(delim, nd, check, nc, split, ns, n_vocab,
-                                  tokenizer_find(tok, "<think>"), tokenizer_find(tok, "</think>"),
+                                  tok->find(tok->self, "<think>"),
+                                  tok->find(tok->self, "</think>"),
                                   out, e);
     free(split);
     for (int id = 0; rc == 0 && id < n_vocab; id++) out->split[id] |= nl[id];

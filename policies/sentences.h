@@ -44,7 +44,7 @@
 
 #include "../util/err.h"
 
-struct tokenizer;
+struct token_text;           /* policy.h */
 
 /* The token-id sets of one tokenizer. */
 struct sent_tokens {
@@ -64,11 +64,13 @@ struct sent_tokens {
 #define SENT_CHECK_WORDS {"Alternatively", "Wait", "again"}
 #define SENT_N_CHECK_WORDS 3
 
-/* Build the sets from a tokenizer.  check_space = 1 also adds the ids of the
- * check words with a leading space (" Wait", ...), which the reference
- * misses; 0 reproduces the reference exactly. */
-int sent_tokens_from_tokenizer(const struct tokenizer *tok, int check_space,
-                               struct sent_tokens *out, struct eb_err *e);
+/* Build the sets from a tokenizer's view (policy.h; harness/exp/model_view.h
+ * has the same from a model/ tokenizer, sent_tokens_from_tokenizer).
+ * check_space = 1 also adds the ids of the check words with a leading space
+ * (" Wait", ...), which the reference misses; 0 reproduces the reference
+ * exactly. */
+int sent_tokens_from_text(const struct token_text *tt, int check_space, struct sent_tokens *out,
+                          struct eb_err *e);
 /* Build the sets from explicit ids (tests, other tokenizers).  split may be
  * NULL (no split tokens).  Ids must lie in [0, n_vocab). */
 int sent_tokens_from_ids(const int *delim, int n_delim, const int *check, int n_check,

@@ -139,7 +139,7 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         .pairs = policy_param_int(p, "split"), .dim = s->sentence ? m->n_embd : 0,
         .tau = (float)policy_param(p, "tau"), .alpha0 = policy_param(p, "alpha0"),
     };
-    if (m->tok && s->sentence && m->n_embd < 1) {
+    if (m->text && s->sentence && m->n_embd < 1) {
         skipkv_destroy(s);
         return eb_fail(e, "policy skipkv needs the model's hidden size (n_embd)");
     }
@@ -211,6 +211,7 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
 const struct policy_ops skipkv_ops = {
     .name = "skipkv",
     .create = skipkv_create,
+    .window_param = "window",
     .destroy = skipkv_destroy,
     .begin_sequence = follow_hook_begin,
     .end_sequence = follow_hook_end,

@@ -68,4 +68,4 @@ static int snapkv_batch_plan(const void *self, int budget, struct batch_plan *ou
 const struct policy_ops snapkv_ops = {.name = "snapkv", .create = snapkv_create,
     .destroy = scored_policy_destroy, .select = scored_policy_select,
     .batch_plan = snapkv_batch_plan,
-    .shared_params = select_params};
+    .shared_params = select_params, .window_param = "window"};

@@ -1,6 +1,6 @@
 /* steer_vector.c - the steering vector file (format in steering.h): the
- * model identity and hash it is checked against, writing it, and reading it
- * back with every header and data check. */
+ * hash of the model identity it is checked against, writing it, and reading
+ * it back with every header and data check. */
 #include "steering.h"
 
 #include <errno.h>
@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../model/modelfile.h"
-
 uint64_t steering_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
@@ -20,16 +18,6 @@ uint64_t steering_hash(const char *s)
         h *= 1099511628211ULL;
     }
     return h;
-}
-
-int steering_model_identity(const struct model_config *c, char *out, size_t cap,
-                            struct eb_err *e)
-{
-    int n = snprintf(out, cap, "%s layers=%d embd=%d ff=%d heads=%d/%d head_dim=%d vocab=%d",
-                     model_arch_name(c->arch), c->n_layer, c->n_embd, c->n_ff, c->n_head,
-                     c->n_head_kv, c->head_dim, c->n_vocab);
-    if (n < 0 || (size_t)n >= cap) return eb_fail(e, "steering: model identity does not fit");
-    return 0;
 }
 
 void steer_vector_free(struct steer_vector *sv)

@@ -9,6 +9,7 @@
  *   key: value\n                           header lines, in any order:
  *     model           name the vector was made with (informational)
  *     model_identity  steering_model_identity() of that model
+ *                     (harness/exp/model_view.h)
  *     model_hash      16 hex digits: FNV-1a 64 of model_identity
  *     layer           L: the vector lives in the residual stream entering
  *                     decoder layer L (HF hidden_states[L]; 0-based)
@@ -53,13 +54,9 @@ struct steer_vector {
     float *v;                 /* [dim], malloc'd */
 };
 
-/* A one-line identity of a model's architecture and shape (architecture,
- * layers, hidden size, heads, vocabulary), known before its weights load.
- * Two fine-tunes of one architecture share it: the header's `model` name is
- * what tells them apart for a reader. */
-struct model_config;
-int steering_model_identity(const struct model_config *c, char *out, size_t cap,
-                            struct eb_err *e);
+/* The hash of a model identity (the text harness/exp/model_view.h's
+ * steering_model_identity writes, which policy_model.model_identity
+ * carries). */
 uint64_t steering_hash(const char *s);
 
 int steer_vector_save(const char *path, const struct steer_vector *sv, struct eb_err *e);

@@ -63,6 +63,7 @@ static int streaming_batch_plan(const void *self, int budget, struct batch_plan 
 const struct policy_ops streamingllm_ops = {
     .name = "streamingllm",
     .create = streaming_create,
+    .window_param = "sinks",
     .destroy = streaming_destroy,
     .select = streaming_select,
     .batch_plan = streaming_batch_plan,

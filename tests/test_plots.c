@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "harness/report/plots.h"
+#include "policies/registry.h"
 #include "harness/store/store.h"
 #include "harness/report/tables.h"
 
@@ -1113,10 +1114,38 @@ static void test_tables_skip_empty(void)
     CHECK(file_size(path) > 100);
 }
 
-/* The palette comes from the registry: every entry's display name, colour,
- * point type and dash appear in the generated palette.gp, as the tables name
- * them; gnuplot evaluates it to the same values; and no script names a
- * policy the registry does not have (a dead entry) or carries its own list. */
+/* A policy name without a style row (a policy added to the registry only)
+ * gets the default: its own name, colour and point type by series number
+ * (the palette's fallbacks), solid; known names keep theirs. */
+static void test_palette_default_style(void)
+{
+    struct policy_style d = policy_style_of("my-new-policy");
+    CHECK_STR(d.name, "my-new-policy");
+    CHECK_STR(d.display, "my-new-policy");
+    CHECK(d.rgb == -1 && d.point == 0 && d.dashed == 0);
+    CHECK_STR(policy_style_of(NULL).display, "?");
+    CHECK_STR(policy_display_name(NULL), "?");
+    struct policy_style k = policy_style_of("rkv");
+    CHECK_STR(k.display, "R-KV");
+    CHECK(k.rgb == 0x0072B2 && k.point == 5 && !k.dashed);
+    struct policy_style f = policy_style_of("fullkv");
+    CHECK(f.rgb == 0x000000 && f.point == 4 && f.dashed == 1);
+    /* the palette names no unknown policy, so gnuplot falls back for it */
+    char *gp = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(plots_palette_text(&gp, &e) == 0, "%s", e.msg);
+    if (!gp) return;
+    CHECK(strstr(gp, "my-new-policy") == NULL);
+    CHECK(strstr(gp, "    fallback_rgb(i)\n") && strstr(gp, "    1 + (i % 6)\n") &&
+          strstr(gp, "    1\n") && strstr(gp, "    p\n"));
+    free(gp);
+}
+
+/* The palette comes from the style table (harness/report/policy_style.c):
+ * every styled name's display name, colour, point type and dash appear in
+ * the generated palette.gp, as the tables name them; gnuplot evaluates it to
+ * the same values; and no script names a policy the registry does not have
+ * (a dead entry) or carries its own list. */
 static void test_palette_from_registry(void)
 {
     char *gp = NULL;
@@ -1127,24 +1156,24 @@ static void test_palette_from_registry(void)
     const char *dt = strstr(gp, "policy_dt(p) ="), *nm = strstr(gp, "policy_name(p) =");
     CHECK(rgb && pt && dt && nm && rgb < pt && pt < dt && dt < nm);
     int n;
-    const struct policy_entry *en = policy_registry(&n);
+    const struct policy_style *st = policy_styles(&n);
     CHECK(n >= 20);
     for (int i = 0; rgb && pt && dt && nm && i < n; i++) {
-        const struct policy_style *s = &en[i].style;
-        CHECK_MSG(s->display && *s->display, "%s has no display name", en[i].name);
+        const struct policy_style *s = &st[i];
+        CHECK_MSG(s->display && *s->display, "%s has no display name", s->name);
         if (!s->display) continue;
         for (const char *c = s->display; *c; c++) CHECK((unsigned char)*c >= 0x20);
-        CHECK_STR(policy_display_name(en[i].name), s->display);
+        CHECK_STR(policy_display_name(s->name), s->display);
         char want[160];
-        snprintf(want, sizeof want, "(p eq '%s') ? '%s' :", en[i].name, s->display);
+        snprintf(want, sizeof want, "(p eq '%s') ? '%s' :", s->name, s->display);
         CHECK_MSG(strstr(nm, want) != NULL, "palette lacks %s", want);
-        snprintf(want, sizeof want, "(p eq '%s') ? 0x%06X :", en[i].name, (unsigned)s->rgb);
+        snprintf(want, sizeof want, "(p eq '%s') ? 0x%06X :", s->name, (unsigned)s->rgb);
         if (s->rgb >= 0) CHECK_MSG(strstr(rgb, want) && strstr(rgb, want) < pt, "lacks %s", want);
-        snprintf(want, sizeof want, "(p eq '%s') ? %d :", en[i].name, s->point);
+        snprintf(want, sizeof want, "(p eq '%s') ? %d :", s->name, s->point);
         if (s->point > 0) CHECK_MSG(strstr(pt, want) && strstr(pt, want) < dt, "lacks %s", want);
-        snprintf(want, sizeof want, "(p eq '%s') ? 2 :", en[i].name);
+        snprintf(want, sizeof want, "(p eq '%s') ? 2 :", s->name);
         CHECK_MSG((strstr(dt, want) != NULL && strstr(dt, want) < nm) == (s->dashed != 0),
-                  "%s: dash", en[i].name);
+                  "%s: dash", s->name);
     }
     CHECK_STR(policy_display_name("fullkv"), "FullKV");
     CHECK_STR(policy_display_name("rpc"), "RPC");
@@ -1196,6 +1225,7 @@ int main(void)
     snprintf(db_small, sizeof db_small, "%s/small.db", tmp_root);
     RUN(test_labels);
     RUN(test_palette_from_registry);
+    RUN(test_palette_default_style);
     RUN(test_fixture_database);
     RUN(test_plots_full);
     RUN(test_plots_skip_empty);

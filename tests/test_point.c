@@ -224,6 +224,67 @@ static void test_bad_policy_path(void)
     exp_config_free(&c);
 }
 
+/* The budget is held against the window the row's resolved parameters give
+ * where the point is built (`exp --dry-run`), not only once the policy is:
+ * SnapKV keeps its 32 observation slots, snapkv-decode 8, rkv:window=16 16. */
+static void test_budget_against_window(void)
+{
+    static const struct { const char *spec; int budget, ok; } cases[] = {
+        {"snapkv", 32, 0}, {"snapkv", 33, 1}, {"snapkv-decode", 8, 0}, {"snapkv-decode", 9, 1},
+        {"rkv:window=16", 16, 0}, {"rkv:window=16", 17, 1}, {"streamingllm", 4, 0},
+        {"streamingllm:sinks=2", 4, 1}, {"rpc", 32, 0}, {"beaconkv", 16, 0},
+        {"skipkv", 8, 0}, {"fullkv-pss", 0, 1}, {"skipkv:evict=0", 0, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct point p;
+        memset(&p, 0, sizeof p);
+        p.model = "m-test";
+        p.dataset = strdup("gsm8k");
+        p.budget = cases[i].budget;
+        struct eb_err e = {0};
+        int rc = point_set_policy_spec(&p, cases[i].spec, &e);
+        CHECK_MSG((rc == 0) == cases[i].ok, "%s at %d: %s", cases[i].spec, cases[i].budget,
+                  rc ? e.msg : "accepted");
+        if (rc && !cases[i].ok) CHECK_MSG(strstr(e.msg, "window") != NULL, "%s", e.msg);
+        point_free(&p);
+    }
+    /* a config: snapkv at 32 fails at expansion, before any model loads */
+    struct exp_config c;
+    struct sweep s;
+    struct eb_err e = {0};
+    const char *json = "{\"models\": \"m-test\", \"datasets\": \"gsm8k\", "
+                       "\"policies\": \"snapkv\", \"budgets\": [32]}";
+    CHECK(exp_config_parse(json, strlen(json), "p.json", &c, &e) == 0);
+    CHECK(sweep_expand(&c, NULL, &s, &e) == -1 && strstr(e.msg, "window"));
+    exp_config_free(&c);
+}
+
+/* Whether a policy evicts nothing is one predicate (policy_keeps_all) over
+ * its resolved parameters, whichever form names it: a sweep gives skipkv
+ * with evict 0 no budget, as it gives fullkv and fullkv-pss none. */
+static void test_keeps_all_one_predicate(void)
+{
+    CHECK(policy_spec_keeps_all("fullkv") && policy_spec_keeps_all("fullkv-pss"));
+    CHECK(policy_spec_keeps_all("seal") && policy_spec_keeps_all("skipkv:evict=0"));
+    CHECK(!policy_spec_keeps_all("skipkv") && !policy_spec_keeps_all("rkv"));
+    CHECK(!policy_spec_keeps_all("no-such") && !policy_spec_keeps_all("skipkv:evict=7"));
+    cJSON *off = cJSON_Parse("{\"evict\": 0}");
+    CHECK(policy_named_keeps_all("skipkv", off) && !policy_named_keeps_all("skipkv", NULL));
+    cJSON_Delete(off);
+    struct exp_config c;
+    struct sweep s;
+    const char *json = "{\"models\": \"m-test\", \"datasets\": \"gsm8k\", \"policies\": "
+                       "[{\"name\": \"skipkv\", \"evict\": 0}, \"skipkv\"], "
+                       "\"budgets\": [64, 128]}";
+    if (expand(json, &c, &s)) { CHECK(0); return; }
+    CHECK_MSG(s.n == 3, "%d points", s.n);   /* evict 0: one point, no budget; skipkv: two */
+    for (int i = 0; i < s.n; i++) {
+        int off_row = policy_keeps_all(s.pts[i].policy, &s.pts[i].params);
+        CHECK((s.pts[i].budget == POLICY_NO_BUDGET) == off_row);
+    }
+    sweep_free(&s);
+    exp_config_free(&c);
+}
+
 int main(void)
 {
     use_defaults();
@@ -232,6 +293,8 @@ int main(void)
     RUN(test_run_point_is_sweep_point);
     RUN(test_device_in_key);
     RUN(test_bad_policy_path);
+    RUN(test_budget_against_window);
+    RUN(test_keeps_all_one_predicate);
     if (defaults_path[0]) unlink(defaults_path);
     return test_summary("point");
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "model/modelfile.h"
 #include "policies/policy_defaults.h"
 #include "policies/registry.h"
 
@@ -49,7 +50,7 @@ static cJSON *resolve(const char *policy, const char *model, const char *dataset
     struct eb_err e = {0};
     const struct policy_entry *en;
     struct policy_params pp;
-    struct policy_where at = {model, dataset, budget};
+    struct policy_where at = {model, dataset, budget, model_registry_name};
     cJSON *user = cJSON_Parse(params_json);
     int rc = policy_resolve_named(policy, user, &at, &en, &pp, &e);
     cJSON_Delete(user);
@@ -67,7 +68,7 @@ static char *resolve_spec(const char *spec, const char *model, const char *datas
     struct eb_err e = {0};
     const struct policy_entry *en;
     struct policy_params pp;
-    struct policy_where at = {model, dataset, budget};
+    struct policy_where at = {model, dataset, budget, model_registry_name};
     if (policy_resolve(spec, &at, &en, &pp, &e)) return strdup(e.msg);
     cJSON *j = policy_params_json(&pp, 1);
     char *s = cJSON_PrintUnformatted(j);
@@ -220,7 +221,7 @@ static void test_policy_tables(void)
     const struct policy_entry *en;
     struct policy_params pp;
     struct eb_err e = {0};
-    struct policy_where at = {"m-test", "aime24", 200};
+    struct policy_where at = {"m-test", "aime24", 200, model_registry_name};
     CHECK(policy_resolve("seal-static:tau=0.5", &at, &en, &pp, &e) == 0);
     CHECK(pp.from[policy_param_index(&pp, "tau")] == PARAM_FROM_USER);
     CHECK(pp.from[policy_param_index(&pp, "gamma")] == PARAM_FROM_PRESET);
@@ -234,17 +235,23 @@ static void test_policy_tables(void)
 static void test_model_key(void)
 {
     char k[128];
-    policy_defaults_model_key("deepseek-r1-distill-qwen-7b", k, sizeof k);
+    policy_defaults_model_key("deepseek-r1-distill-qwen-7b", model_registry_name, k, sizeof k);
     CHECK_STR(k, "deepseek-r1-distill-qwen-7b");
-    policy_defaults_model_key("models/DeepSeek-R1-Distill-Qwen-7B", k, sizeof k);
+    policy_defaults_model_key("models/DeepSeek-R1-Distill-Qwen-7B", model_registry_name, k,
+                              sizeof k);
     CHECK_STR(k, "deepseek-r1-distill-qwen-7b");
-    policy_defaults_model_key("/somewhere/else/DeepSeek-R1-Distill-Qwen-14B//", k, sizeof k);
+    policy_defaults_model_key("/somewhere/else/DeepSeek-R1-Distill-Qwen-14B//",
+                              model_registry_name, k, sizeof k);
     CHECK_STR(k, "deepseek-r1-distill-qwen-14b");
-    policy_defaults_model_key("/x/Foo-Bar.GGUF", k, sizeof k);
+    policy_defaults_model_key("/x/Foo-Bar.GGUF", model_registry_name, k, sizeof k);
     CHECK_STR(k, "foo-bar");
     /* a path that is a registry file maps to its registry name */
-    policy_defaults_model_key("models/SmolLM2-135M-Instruct.Q4_1.gguf", k, sizeof k);
+    policy_defaults_model_key("models/SmolLM2-135M-Instruct.Q4_1.gguf", model_registry_name, k,
+                              sizeof k);
     CHECK_STR(k, "smollm2-135m");
+    /* without the model registry's lookup (harness/ passes it): the base name */
+    policy_defaults_model_key("models/SmolLM2-135M-Instruct.Q4_1.gguf", NULL, k, sizeof k);
+    CHECK_STR(k, "smollm2-135m-instruct.q4_1");
 
     use_defaults(TEST_FILE);
     cJSON *j = resolve("skipkv", "some/dir/M-Test/", "math500", 200, "{}");
@@ -277,7 +284,7 @@ static void test_spec(void)
     const struct policy_entry *en;
     struct policy_params a, b;
     struct eb_err e = {0};
-    struct policy_where at = {"m-test", "math500", 200};
+    struct policy_where at = {"m-test", "math500", 200, model_registry_name};
     cJSON *o = cJSON_Parse("{\"tau\": 0.5}");
     CHECK(policy_resolve("skipkv:tau=0.5", &at, &en, &a, &e) == 0 &&
           policy_resolve_named("skipkv", o, &at, &en, &b, &e) == 0 &&
@@ -314,7 +321,7 @@ static void expect_error(const char *json, const char *want)
     const struct policy_entry *en;
     struct policy_params pp;
     struct eb_err e = {0};
-    struct policy_where at = {"m-test", "math500", 200};
+    struct policy_where at = {"m-test", "math500", 200, model_registry_name};
     int rc = policy_resolve("rkv", &at, &en, &pp, &e);
     CHECK_MSG(rc == -1 && strstr(e.msg, tmp_path) && strstr(e.msg, want),
               "want an error with '%s', got rc %d: %s", want, rc, e.msg);

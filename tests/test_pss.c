@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "harness/exp/config.h"
+#include "harness/exp/model_view.h"
 #include "harness/exp/policy_glue.h"
 #include "harness/exp/runner.h"
 #include "harness/store/store.h"
@@ -364,8 +365,9 @@ static void test_seal_sentences(void)
     for (int i = 0; i < DIM; i++) vec[i] = 0.5f;
     sv.v = vec;
     CHECK_MSG(steer_vector_save(path, &sv, &e) == 0, "%s", e.msg);
+    struct token_text text = token_text_of(tok);
     struct policy_model pm = {.n_layer = 4, .n_head = 2, .n_kv = 1, .head_dim = 4, .n_embd = DIM,
-                              .tok = tok, .model_identity = sv.model_identity,
+                              .text = &text, .model_identity = sv.model_identity,
                               .steer_vector = path};
     struct policy *p = NULL, *full = NULL;
     int *prompt = NULL, *gen = NULL, *prompt2 = NULL, np = 0, ng = 0, np2 = 0;

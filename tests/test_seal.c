@@ -105,7 +105,7 @@ static void test_steering_positions(void)
     struct eb_err e = {0};
     CHECK(steer_vector_save(path, &sv, &e) == 0);
     struct policy_model pm = {.n_layer = 4, .n_head = 2, .n_kv = 1, .head_dim = 4,
-                              .n_embd = DIM, .tok = tok, .model_identity = sv.model_identity,
+                              .n_embd = DIM, .text = tok_fixture_text(tok), .model_identity = sv.model_identity,
                               .steer_vector = path};
     struct policy *p = NULL;
     int rc = policy_create("seal:coef=-1.5", &pm, &p, &e);

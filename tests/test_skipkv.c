@@ -142,7 +142,7 @@ static void test_golden_keepsets(void)
     int n_kv = geti(golden, "n_kv"), hd = geti(golden, "head_dim"), dim = geti(golden, "dim");
     int w = geti(golden, "window"), budget = geti(golden, "budget");
     struct policy_model pm = {.n_layer = n_layer, .n_head = n_head, .n_kv = n_kv,
-                              .head_dim = hd, .n_embd = dim, .tok = r1_tok};
+                              .head_dim = hd, .n_embd = dim, .text = tok_fixture_text(r1_tok)};
     struct policy *p = NULL;
     struct eb_err e = {0};
     int rc = policy_create("skipkv-sent:tau=0.9", &pm, &p, &e);
@@ -270,7 +270,7 @@ static void test_alpha_and_presets(void)
     CHECK(policy_create("skipkv-sent", &pm, &p, &e) != 0 && strstr(e.msg, "tokenizer"));
     CHECK(policy_create("seal", &pm, &p, &e) != 0 && strstr(e.msg, "tokenizer"));
     if (r1_tok) { /* and without a vector, the steering ones say where to get one */
-        pm.tok = r1_tok;
+        pm.text = tok_fixture_text(r1_tok);
         pm.model_name = "no-such-model";
         CHECK(policy_create("skipkv", &pm, &p, &e) != 0 && strstr(e.msg, "calibrate"));
         CHECK(policy_create("seal", &pm, &p, &e) != 0 && strstr(e.msg, "calibrate"));

@@ -1,7 +1,7 @@
-/* tok_fixture.h - shared by tests/test_tokenizer.c and tests/test_chat.c:
+/* tok_fixture.h - shared by the tests that read a tokenizer:
  * load a committed reference tokenizer (tests/fixtures/tok/NAME.tokenizer.json.xz,
  * decompressed with the xz tool into a temporary directory next to its
- * tokenizer_config.json) and read JSONL fixtures. */
+ * tokenizer_config.json), its view for a policy, and read JSONL fixtures. */
 #ifndef EB_TOK_FIXTURE_H
 #define EB_TOK_FIXTURE_H
 
@@ -11,7 +11,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "harness/exp/model_view.h"   /* token_text_of, sent_tokens_from_tokenizer */
 #include "model/tokenizer.h"
+
+/* The policies' view of tok (policy_model.text; NULL for NULL), as the
+ * harness builds it: one per tokenizer, kept for the process (the last few
+ * tokenizers a test loads). */
+static inline const struct token_text *tok_fixture_text(const struct tokenizer *tok)
+{
+    static struct token_text views[8];
+    static int n;
+    if (!tok) return NULL;
+    for (int i = 0; i < n; i++)
+        if (views[i].self == tok) return &views[i];
+    if (n == 8) n = 0;
+    views[n] = token_text_of(tok);
+    return &views[n++];
+}
 
 /* Returns NULL with why filled (missing xz or fixture) or the load error. */
 static inline struct tokenizer *tok_fixture_load(const char *name, char *why, size_t why_cap)

@@ -43,6 +43,7 @@
 #include "policies/steering.h"
 #include "harness/cli/cli.h"
 #include "harness/exp/device.h"
+#include "harness/exp/model_view.h"
 #include "harness/exp/session.h"
 #include "harness/grade/grade.h"
 #include "util/clock.h"

@@ -30,7 +30,8 @@ static int fullkv_length(struct exp_config *sub, const struct exp_common *c, dou
     struct exp_policy keep[64];
     int n = 0;
     for (int i = 0; i < sub->n_policies && n < 64; i++)
-        if (policy_spec_keeps_all(sub->policies[i].name)) keep[n++] = sub->policies[i];
+        if (policy_named_keeps_all(sub->policies[i].name, sub->policies[i].params))
+            keep[n++] = sub->policies[i];
     if (n == 0)
         return eb_fail(e, "%s: budgets given as fractions of FullKV's length need fullkv among "
                           "the policies", sub->source);

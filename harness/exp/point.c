@@ -9,6 +9,7 @@
 
 #include "harness/exp/code_hash.h"
 #include "harness/store/store.h"
+#include "model/modelfile.h"
 #include "policies/schedule.h"
 
 const char *point_grader(const struct point *p)
@@ -17,11 +18,13 @@ const char *point_grader(const struct point *p)
 }
 
 /* The budget, checked once, where the point is built (so `exp --dry-run` and
- * config validation catch a bad one): policies/schedule.h. */
+ * config validation catch a bad one), against the window the row's resolved
+ * parameters give (SnapKV's 32 slots): policies/schedule.h. */
 static int check_budget(const struct point *p, struct eb_err *e)
 {
-    return policy_budget_check(p->policy->ops, &p->params, policy_keeps_all(p->policy, &p->params),
-                               -1, p->budget, e);
+    const struct policy_ops *ops = p->policy->ops;
+    return policy_budget_check(ops, &p->params, policy_keeps_all(p->policy, &p->params),
+                               policy_params_window(ops, &p->params), p->budget, e);
 }
 
 int point_store_budget(const struct point *p)
@@ -42,14 +45,14 @@ static int finish_policy(struct point *p, struct eb_err *e)
 
 int point_set_policy(struct point *p, const char *name, const cJSON *params, struct eb_err *e)
 {
-    struct policy_where at = {p->model, p->dataset, p->budget};
+    struct policy_where at = {p->model, p->dataset, p->budget, model_registry_name};
     if (policy_resolve_named(name, params, &at, &p->policy, &p->params, e)) return -1;
     return finish_policy(p, e);
 }
 
 int point_set_policy_spec(struct point *p, const char *spec, struct eb_err *e)
 {
-    struct policy_where at = {p->model, p->dataset, p->budget};
+    struct policy_where at = {p->model, p->dataset, p->budget, model_registry_name};
     if (policy_resolve(spec, &at, &p->policy, &p->params, e)) return -1;
     return finish_policy(p, e);
 }
@@ -66,6 +69,9 @@ static char *typed_params_json(const struct point *p)
 int point_run_key(struct point *p, const struct exp_config *cfg, const char *template_key,
                   struct eb_err *e)
 {
+    /* the shared sources and this policy's own files, not the others' */
+    char code[65];
+    if (code_hash_policy(p->policy, code, e)) return -1;
     char *params = typed_params_json(p);
     if (!params) return eb_fail(e, "out of memory");
     struct runkey_params rk = {
@@ -76,7 +82,7 @@ int point_run_key(struct point *p, const struct exp_config *cfg, const char *tem
         .batch_size = p->batch_size, .batching = batching_name(p->batching),
         .sampling_json = p->sampling_json, .seed = cfg->sampling.seed,
         .max_new_tokens = cfg->max_new_tokens, .extra_json = p->extra_json,
-        .code_version = code_hash};
+        .code_version = code};
     int rc = runkey_compute(&rk, p->run_key, e);
     free(params);
     return rc;

@@ -37,8 +37,9 @@ struct runkey_params {
     int64_t max_new_tokens;
     const char *extra_json;      /* anything else that changes a result (max_total_tokens,
                                     max_kv_bytes, mode, ...); NULL if none */
-    const char *code_version;    /* the sources' hash (code_hash.h), so changed code makes
-                                    new keys */
+    const char *code_version;    /* the sources' hash: the shared code and the policy's own
+                                    files (code_hash_policy, code_hash.h), so changed code
+                                    makes new keys and another policy's files do not */
 };
 
 /* out receives RUNKEY_HEX_LEN lowercase hex digits and a NUL.

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/exp/device.h"
+#include "harness/exp/model_view.h"
 #include "kernels/cuda/backend_cuda.h"
 #include "model/unicode.h"
 #include "policies/steering.h"
@@ -250,7 +251,7 @@ int session_policy_resolve(const char *spec, const char *model, const char *data
                            int budget, int no_defaults, const struct policy_entry **entry,
                            struct policy_params *params, struct eb_err *e)
 {
-    struct policy_where at = {model, dataset, budget};
+    struct policy_where at = {model, dataset, budget, model_registry_name};
     return policy_resolve(spec, no_defaults ? NULL : &at, entry, params, e);
 }
 
@@ -267,7 +268,11 @@ int policy_target_open(const struct policy_target *t, const struct policy_reques
      * model's name (default vector vectors/<name>.bin) and identity, the
      * vector file. */
     struct policy_model pm = policy_model_of_config(t->cfg);
-    pm.tok = t->tok;
+    struct token_text text;   /* read only while the policy is created */
+    if (t->tok) {
+        text = token_text_of(t->tok);
+        pm.text = &text;
+    }
     pm.model_name = t->model_name;
     pm.steer_vector = rq->steer_vector;
     if (steering_model_identity(t->cfg, out->identity, sizeof out->identity, e)) return -1;

@@ -269,7 +269,8 @@ static int expand_combo(struct sweep *out, int *cap, const struct shared *sh, in
                         const struct exp_policy *pol, const cJSON *params, struct eb_err *e)
 {
     const struct exp_config *cfg = sh->cfg;
-    int keeps_all = policy_spec_keeps_all(pol->name); /* fullkv, fullkv-pss: no budget */
+    /* fullkv, fullkv-pss, skipkv with evict 0: no budget */
+    int keeps_all = policy_named_keeps_all(pol->name, params);
     const int64_t *budgets = pol->budgets ? pol->budgets : cfg->budgets;
     int nb = keeps_all ? 1 : pol->budgets ? pol->n_budgets : cfg->n_budgets;
     for (int b = 0; b < nb; b++)

@@ -11,8 +11,9 @@
  * Each point (point.h) carries its run_key: the hash of its typed fields
  * and everything else that changes its result, including the prompt
  * template text, the model's identity (name and size of its weight files),
- * the contents of the dataset slice (sweep_data_hash) and the sources' hash
- * (code_hash.h), so a changed dataset line or policy source makes new keys. */
+ * the contents of the dataset slice (sweep_data_hash) and the code hash of
+ * the shared sources and its policy's own files (code_hash.h), so a changed
+ * dataset line or source makes new keys, and a new policy none. */
 #ifndef EB_SWEEP_H
 #define EB_SWEEP_H
 

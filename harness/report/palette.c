@@ -1,15 +1,16 @@
 /* palette.c - the gnuplot palette (policy colours, point types, dashes and
- * display names) written from the policy registry's styles, so that a new
- * registry row is drawn and named without touching plots/.  See plots.h. */
+ * display names) written from the style table (policy_style.h), so that
+ * plots/ keeps no list of its own; a policy without a style is drawn by the
+ * palette's fallbacks.  See plots.h. */
 #include "harness/report/plots.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "harness/report/policy_style.h"
 #include "harness/report/sbuf.h"
-#include "policies/registry.h"
 
-/* 'text' as a gnuplot single-quoted string ('' for a quote; the registry's
+/* 'text' as a gnuplot single-quoted string ('' for a quote; the styles'
  * names hold no line breaks, a test checks it). */
 static void gp_quote(struct sbuf *b, const char *text)
 {
@@ -22,53 +23,53 @@ static void gp_quote(struct sbuf *b, const char *text)
 }
 
 /* One function f(args) = (p eq 'name') ? value : ... : fallback, over the
- * entries for which value() writes something (returns 1). */
+ * styles for which value() writes something (returns 1). */
 static void gp_chain(struct sbuf *b, const char *head, const char *fallback,
-                     int (*value)(struct sbuf *b, const struct policy_entry *en))
+                     int (*value)(struct sbuf *b, const struct policy_style *st))
 {
     int n;
-    const struct policy_entry *en = policy_registry(&n);
+    const struct policy_style *st = policy_styles(&n);
     sb_printf(b, "%s = \\\n", head);
     for (int i = 0; i < n; i++) {
         struct sbuf v = {0};
-        if (!value(&v, &en[i]) || v.oom) {
+        if (!value(&v, &st[i]) || v.oom) {
             b->oom |= v.oom;
             free(v.p);
             continue;
         }
         sb_put(b, "    (p eq ", 10);
-        gp_quote(b, en[i].name);
+        gp_quote(b, st[i].name);
         sb_printf(b, ") ? %s : \\\n", v.p);
         free(v.p);
     }
     sb_printf(b, "    %s\n\n", fallback);
 }
 
-static int rgb_of(struct sbuf *b, const struct policy_entry *en)
+static int rgb_of(struct sbuf *b, const struct policy_style *st)
 {
-    if (en->style.rgb < 0) return 0;
-    sb_printf(b, "0x%06X", (unsigned)en->style.rgb & 0xFFFFFFu);
+    if (st->rgb < 0) return 0;
+    sb_printf(b, "0x%06X", (unsigned)st->rgb & 0xFFFFFFu);
     return 1;
 }
 
-static int point_of(struct sbuf *b, const struct policy_entry *en)
+static int point_of(struct sbuf *b, const struct policy_style *st)
 {
-    if (en->style.point <= 0) return 0;
-    sb_printf(b, "%d", en->style.point);
+    if (st->point <= 0) return 0;
+    sb_printf(b, "%d", st->point);
     return 1;
 }
 
-static int dash_of(struct sbuf *b, const struct policy_entry *en)
+static int dash_of(struct sbuf *b, const struct policy_style *st)
 {
-    if (!en->style.dashed) return 0;
+    if (!st->dashed) return 0;
     sb_printf(b, "2");
     return 1;
 }
 
-static int name_of(struct sbuf *b, const struct policy_entry *en)
+static int name_of(struct sbuf *b, const struct policy_style *st)
 {
-    if (!en->style.display) return 0;
-    gp_quote(b, en->style.display);
+    if (!st->display) return 0;
+    gp_quote(b, st->display);
     return 1;
 }
 
@@ -76,8 +77,8 @@ int plots_palette_text(char **out, struct eb_err *e)
 {
     struct sbuf b = {0};
     *out = NULL;
-    sb_printf(&b, "# palette.gp - written by evictbench from the policy registry's styles\n"
-                  "# (policies/registry.c); do not edit.  common.gp loads it.\n"
+    sb_printf(&b, "# palette.gp - written by evictbench from the policy styles\n"
+                  "# (harness/report/policy_style.c); do not edit.  common.gp loads it.\n"
                   "#   policy_rgb(p, i)    colour 0xRRGGBB (for `lc rgb variable`); i: the series\n"
                   "#                       number, for a policy with no colour of its own\n"
                   "#   policy_color(p, i)  the same as a \"#rrggbb\" string\n"

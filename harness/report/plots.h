@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "policies/registry.h"  /* policy_display_name */
+#include "harness/report/policy_style.h"  /* policy_display_name */
 #include "util/err.h"
 
 struct store;
@@ -45,8 +45,8 @@ double view_num(const struct view_rows *t, int row, int col);
 
 /* "greedy", "T=0.6, top-p=0.95, 4 samples" ... from a runs.sampling_json. */
 void describe_sampling(const char *sampling_json, char *out, size_t n);
-/* policy_display_name ("rkv" -> "R-KV"): policies/registry.h, the same names
- * as the generated palette's policy_name. */
+/* policy_display_name ("rkv" -> "R-KV"): policy_style.h, the same names as
+ * the generated palette's policy_name. */
 /* "batch 10, padded" ("batch 10" when the mode is not known). */
 void describe_batching(const char *batch_size, const char *batching, char *out, size_t n);
 

@@ -23,4 +23,18 @@ for f in experiments/*.json; do
     fi
 done
 [ $n -ge 10 ] || { echo "FAIL: only $n configs"; fail=1; }
+# A budget at or below a policy's window is refused by the dry run itself
+# (SnapKV keeps its 32 observation slots), not first when the policy is built.
+printf '{"name": "win", "models": "smollm2-135m", "datasets": {"name": "gsm8k", "limit": 1},
+ "policies": ["snapkv"], "budgets": [32]}\n' > "$TMP/win.json"
+if env -u EVICTBENCH_DATA "$BIN" exp "$TMP/win.json" --dry-run >"$TMP/out" 2>"$TMP/err"; then
+    echo "FAIL: snapkv at budget 32 passed the dry run"; fail=1
+elif ! grep -q 'budget 32 must exceed the 32 slots policy snapkv always keeps' "$TMP/err"; then
+    echo "FAIL: snapkv at budget 32:"; cat "$TMP/err"; fail=1
+else
+    echo "ok   snapkv at budget 32 refused by the dry run"
+fi
+sed 's/\[32\]/[33]/' "$TMP/win.json" > "$TMP/win33.json"
+env -u EVICTBENCH_DATA "$BIN" exp "$TMP/win33.json" --dry-run >"$TMP/out" 2>"$TMP/err" ||
+    { echo "FAIL: snapkv at budget 33:"; cat "$TMP/err"; fail=1; }
 exit $fail
