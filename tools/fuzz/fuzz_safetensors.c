@@ -1,4 +1,4 @@
-// fuzz-sources: model/safetensors.c model/hfconfig.c util/err.c util/mapped.c
+// fuzz-sources: model/safetensors.c model/hfconfig.c util/json_file.c util/err.c util/mapped.c
 // fuzz-libs: -lcjson
 /* fuzz_safetensors.c - libFuzzer entry for the safetensors header parser.
  *
