@@ -17,16 +17,31 @@ int policy_param_index(const struct policy_params *p, const char *key)
     return -1;
 }
 
-double policy_param(const struct policy_params *p, const char *key)
+/* A key the policy's row does not declare is a bug in the policy's code (a
+ * misspelling, or a parameter moved to another row): stop at once instead of
+ * reading a default that looks like a value.  Every registered policy is
+ * created by make test (test_memplan), so a wrong key fails the suite. */
+static int param_index_or_die(const struct policy_params *p, const char *key)
 {
     int i = policy_param_index(p, key);
-    return i < 0 ? NAN : p->val[i];
+    if (i < 0) {
+        char keys[512];
+        param_list_keys(p, keys, sizeof keys);
+        fprintf(stderr, "evictbench: internal error: a policy reads parameter '%s', which its "
+                        "registry row does not declare (it has: %s)\n", key, keys);
+        abort();
+    }
+    return i;
+}
+
+double policy_param(const struct policy_params *p, const char *key)
+{
+    return p->val[param_index_or_die(p, key)];
 }
 
 int policy_param_int(const struct policy_params *p, const char *key)
 {
-    int i = policy_param_index(p, key);
-    return i < 0 ? 0 : (int)p->val[i];
+    return (int)p->val[param_index_or_die(p, key)];
 }
 
 static int choice_index(const char *choices, const char *v, size_t vlen)

@@ -26,7 +26,8 @@
 
 /* A parameter's value by key (an int, a 0/1 bool or a choice index is a
  * whole double).  Policies only ask for keys of their own table; an unknown
- * key yields NaN / 0. */
+ * key is a bug in the caller and aborts with the key and the row's keys
+ * (policy_param_index asks without that). */
 double policy_param(const struct policy_params *p, const char *key);
 /* The index of key in p, or -1: the one lookup (registry, point). */
 int policy_param_index(const struct policy_params *p, const char *key);

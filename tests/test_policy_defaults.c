@@ -6,7 +6,9 @@
 #include "test.h"
 #include "test_util.h"
 
+#include <signal.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "model/modelfile.h"
@@ -232,6 +234,32 @@ static void test_policy_tables(void)
           pp.given[policy_param_index(&pp, "gamma")] == 0);
 }
 
+/* A key its row does not declare is the policy code's bug: the lookup
+ * aborts (in a child here) instead of reading NaN or 0 as a value. */
+static void test_unknown_key_aborts(void)
+{
+    const struct policy_entry *en;
+    struct policy_params pp;
+    struct eb_err e = {0};
+    struct policy_where at = {NULL, NULL, 200, model_registry_name};
+    CHECK(policy_resolve("rkv", &at, &en, &pp, &e) == 0);
+    CHECK(policy_param(&pp, "lambda") == pp.val[policy_param_index(&pp, "lambda")]);
+    const char *keys[] = {"lamda", "divide_lenght"};
+    for (int k = 0; k < 2; k++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            freopen("/dev/null", "w", stderr);
+            if (k == 0) (void)policy_param(&pp, keys[k]);
+            else (void)policy_param_int(&pp, keys[k]);
+            _exit(0);
+        }
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+        CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "key %s: status %d", keys[k], st);
+    }
+}
+
 static void test_model_key(void)
 {
     char k[128];
@@ -434,6 +462,7 @@ int main(void)
     RUN(test_budget);
     RUN(test_family);
     RUN(test_policy_tables);
+    RUN(test_unknown_key_aborts);
     RUN(test_model_key);
     RUN(test_spec);
     RUN(test_read_once);
