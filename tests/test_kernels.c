@@ -302,12 +302,26 @@ static void test_swiglu_add(void)
             bad += !close_rel(y[i], ref, 1e-5) + (y2[i] != y[i]);
         }
         CHECK_MSG(bad == 0, "swiglu: %d mismatches (n=%zu)", bad, n);
-
         be->add(be, dy, du, n);
         float *z = from_be(dy, n);
         bad = 0;
         for (size_t i = 0; i < n; i++) bad += !close_rel(z[i], (double)y[i] + u[i], 1e-6);
         CHECK_MSG(bad == 0, "add: %d mismatches (n=%zu)", bad, n);
+        /* the far ends of the sigmoid (exp overflows, underflows), signed zeros */
+        if (s == 2) {
+            static const float far[] = {-120.0f, -88.5f, -87.0f, -30.0f, -1e-30f, -0.0f,
+                                        0.0f,    1e-30f, 30.0f,  87.0f,  88.5f,  120.0f};
+            size_t nf = sizeof far / sizeof far[0];
+            for (size_t i = 0; i < n; i++) g[i] = far[i % nf];
+            be->upload(be, dg, g, n);
+            be->swiglu(be, dy, dg, du, n);
+            float *yf = from_be(dy, n);
+            bad = 0;
+            for (size_t i = 0; i < n; i++)
+                bad += !close_rel(yf[i], g[i] / (1.0 + exp(-(double)g[i])) * u[i], 1e-5);
+            CHECK_MSG(bad == 0, "swiglu at the far ends: %d mismatches", bad);
+            free(yf);
+        }
         be->free(be, dg);
         be->free(be, du);
         be->free(be, dy);

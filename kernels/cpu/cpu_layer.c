@@ -252,6 +252,7 @@ struct out_job {
     struct products o, gu, down;  /* gu: gate and up, taken a chunk of both at a time */
     struct scratch sc;
     int own;
+    enum cpu_simd simd;           /* SwiGLU's kernel */
     atomic_int next_o, next_gu, next_down;
 };
 
@@ -266,7 +267,7 @@ static void gate_up_chunk(const struct out_job *j, int c, int m, uint8_t *const 
     cpu_x8_span(a->hb2, act[p->act[1]], a->w_up, NULL, m, g0, g1, 0);
     for (int i = 0; i < m; i++) {
         size_t off = (size_t)i * a->n_ff + 8 * (size_t)g0;
-        cpu_swiglu_span(a->hb + off, a->hb + off, a->hb2 + off, 8 * (size_t)(g1 - g0));
+        cpu_swiglu_span(j->simd, a->hb + off, a->hb + off, a->hb2 + off, 8 * (size_t)(g1 - g0));
     }
 }
 
@@ -322,7 +323,7 @@ int cpu_layer_out(struct backend *be, const struct layer_out_args *a)
         a->w_gate->cols != a->n_embd || a->w_up->cols != a->n_embd)
         return 1;
     int nt = im->n_threads;
-    struct out_job j = {.pool = im->pool, .a = a, .own = a->rows <= OWN_ROWS};
+    struct out_job j = {.pool = im->pool, .a = a, .own = a->rows <= OWN_ROWS, .simd = im->simd};
     j.o = (struct products){.n = 1, .w = {a->wo}, .y = {a->x}, .acc = 1};
     j.gu = (struct products){.n = 2, .w = {a->w_gate, a->w_up}, .y = {a->hb, a->hb2}};
     j.down = (struct products){.n = 1, .w = {a->w_down}, .y = {a->x}, .acc = 1};

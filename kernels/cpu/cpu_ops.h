@@ -70,7 +70,7 @@ void cpu_parallel(struct backend *be, void (*fn)(void *ctx, int ith, int nth), v
 /* One row of RMSNorm and of RoPE (n_heads heads at position pos): the
  * arithmetic of cpu_rmsnorm and cpu_rope, for fused callers. */
 void cpu_rmsnorm_row(float *y, const float *x, const float *w, int dim, float eps);
-void cpu_swiglu_span(float *y, const float *gate, const float *up, size_t n);
+void cpu_swiglu_span(enum cpu_simd level, float *y, const float *gate, const float *up, size_t n);
 void cpu_rope_row(float *x, int n_heads, int head_dim, int pos, const float *inv_freq,
                   enum rope_pairing pairing);
 
