@@ -35,10 +35,22 @@ from the repository's fixtures).
       weights, where logits are small and flat.  A wrong kernel (layout, RoPE,
       mask) moves logits by their own scale and cosines far below 0.99.
   hf_check.py generate --model DIR --batch B --prompt-len L --new N
+                       [--peer eager|static-compile] [--device cuda|cpu]
       Times transformers `generate` (greedy, bf16, the model's default
-      attention, EOS ignored via min_new_tokens): prefill tokens/s from a
-      separate timed forward of the prompts, decode tokens/s from the rest.
-      Prints one JSON line.
+      attention, EOS ignored via min_new_tokens).  Prints one JSON line.
+      eager (default): the dynamic cache, every kernel launched from Python;
+      prefill tokens/s from a separate timed forward of the prompts, decode
+      tokens/s from the rest.
+      static-compile: the fair peer of a CUDA-graph engine: a static cache
+      (cache_implementation "static") and the model's forward through
+      torch.compile(mode="reduce-overhead", fullgraph=True), which replays
+      CUDA graphs.  A first generate of the same shapes compiles and captures
+      (its excess over the timed run is "compile_s", left out of the rates);
+      in the timed run a logits processor marks the end of the prefill (the
+      first step's logits, synchronized once), so decode tokens/s is the
+      batch x (new - 1) tokens after it over the time to the end.  Where
+      torch.compile cannot run (no triton, no compiler), the JSON line holds
+      "error" with the reason instead of rates.
 """
 import argparse
 import json
@@ -214,31 +226,103 @@ def compare(args):
 def generate(args):
     import torch
     from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.bfloat16).to("cuda")
+    dev = args.device
+    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.bfloat16).to(dev)
     model.eval()
     vocab = model.config.vocab_size
     g = torch.Generator().manual_seed(0)
     # Ordinary-text-like ids (the low range of the vocabulary), as evictbench bench does.
-    ids = torch.randint(32, 1032, (args.batch, args.prompt_len), generator=g).to("cuda")
+    ids = torch.randint(32, 1032, (args.batch, args.prompt_len), generator=g).to(dev)
     mask = torch.ones_like(ids)
+    sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
+    if args.peer == "static-compile":
+        return generate_static_compile(args, model, ids, mask, sync, vocab)
     with torch.no_grad():
         model(ids[:, :16])  # warm-up: kernels load
-        torch.cuda.synchronize()
+        sync()
         t0 = time.time()
         model(ids, attention_mask=mask, use_cache=True)
-        torch.cuda.synchronize()
+        sync()
         prefill_s = time.time() - t0
         t0 = time.time()
         out = model.generate(ids, attention_mask=mask, max_new_tokens=args.new,
                              min_new_tokens=args.new, do_sample=False, pad_token_id=0)
-        torch.cuda.synchronize()
+        sync()
         total_s = time.time() - t0
     new = out.shape[1] - ids.shape[1]
     decode_s = max(total_s - prefill_s, 1e-9)  # generate's own prefill costs what ours did
-    print(json.dumps({"engine": "transformers", "batch": args.batch, "prompt_len": args.prompt_len,
-                      "new": int(new), "prefill_tok_s": args.batch * args.prompt_len / prefill_s,
+    print(json.dumps({"engine": "transformers", "peer": "eager", "batch": args.batch,
+                      "prompt_len": args.prompt_len, "new": int(new),
+                      "prefill_tok_s": args.batch * args.prompt_len / prefill_s,
                       "decode_tok_s": args.batch * (new - 1) / decode_s,
-                      "peak_mem_bytes": torch.cuda.max_memory_allocated(), "vocab": vocab}))
+                      "peak_mem_bytes": peak_mem(dev), "vocab": vocab}))
+
+
+def peak_mem(dev):
+    import torch
+    return torch.cuda.max_memory_allocated() if dev.startswith("cuda") else 0
+
+
+class PrefillMark:
+    """A logits processor that records when generate's first logits (the
+    prompt's forward) are ready; it changes no score."""
+
+    def __init__(self, sync):
+        self.sync, self.t = sync, None
+
+    def __call__(self, input_ids, scores):
+        if self.t is None:
+            self.sync()
+            self.t = time.time()
+        return scores
+
+
+def generate_static_compile(args, model, ids, mask, sync, vocab):
+    import torch
+    from transformers import LogitsProcessorList
+    result = {"engine": "transformers", "peer": "static-compile", "batch": args.batch,
+              "prompt_len": args.prompt_len, "new": args.new, "vocab": vocab}
+
+    extra = {}
+    try:
+        # transformers >= 4.47 compiles generate's decoding steps itself when the
+        # cache is static (its documented path); older ones take the forward
+        # compiled by hand (their documented recipe).
+        from transformers import CompileConfig
+        cc = CompileConfig(fullgraph=True, mode="reduce-overhead")
+        if not args.device.startswith("cuda"):
+            cc._compile_all_devices = True  # a CPU test of this path compiles too
+        extra["compile_config"] = cc
+        result["compiled"] = "generate's decoding steps"
+    except ImportError:
+        model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+        result["compiled"] = "model.forward"
+
+    def run():
+        mark = PrefillMark(sync)
+        sync()
+        t0 = time.time()
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=args.new,
+                             min_new_tokens=args.new, do_sample=False, pad_token_id=0,
+                             cache_implementation="static",
+                             logits_processor=LogitsProcessorList([mark]), **extra)
+        sync()
+        return out, t0, mark.t, time.time()
+
+    try:
+        with torch.no_grad():
+            _, a0, _, a1 = run()   # compiles the prefill and decode graphs, captures them
+            out, t0, t1, t2 = run()
+    except Exception as ex:  # the package or compiler this peer needs is absent here
+        result["error"] = f"{type(ex).__name__}: {str(ex).splitlines()[0] if str(ex) else ''}"[:200]
+        print(json.dumps(result))
+        return
+    new = out.shape[1] - ids.shape[1]
+    result.update({"new": int(new), "compile_s": max((a1 - a0) - (t2 - t0), 0.0),
+                   "prefill_tok_s": args.batch * args.prompt_len / max(t1 - t0, 1e-9),
+                   "decode_tok_s": args.batch * (new - 1) / max(t2 - t1, 1e-9),
+                   "peak_mem_bytes": peak_mem(args.device)})
+    print(json.dumps(result))
 
 
 def main():
@@ -266,6 +350,8 @@ def main():
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--new", type=int, default=256)
+    p.add_argument("--peer", choices=["eager", "static-compile"], default="eager")
+    p.add_argument("--device", default="cuda")
     args = ap.parse_args()
     {"make-ckpt": make_ckpt, "logits": logits, "compare": compare, "generate": generate}[args.cmd](args)
 
