@@ -1,18 +1,9 @@
-/* pyramidkv.c - PyramidKV (Cai et al., 2024): per-layer budgets over any
- * scorer (wrap.h), more slots in lower layers.  NVIDIA/kvpress @
- * 8bb29b9c3078452a86d692f29123fa6c793e2b05: kvpress/presses/pyramidkv_press.py
- * (get_layer_budget, compress; a SnapKVPress) under decoding_press.py
- * (DecodingPress).  A layer of k_len > B slots per head keeps
- * get_layer_budget(layer, k_len) per head, computed from kvpress's ratio
- * (wrap_target_ratio) exactly as its floats do: the pyramid from max_num
- * (capped at k_len - window) down to min_num over the layers, each layer's
- * mean B; a pyramid with min_num under the window falls back to
- * round(k_len * (1 - ratio)), B or B + 1.  The budget of a layer is its own
- * k_len's pyramid (DecodingPress compresses each layer by its own length).
- * Then topk(budget - window) plus the window per head, in position order
- * (kvpress gathers in top-k order). */
+/* pyramidkv.c - PyramidKV (Cai et al., 2024): per-layer budgets over a scorer
+ * (wrap.h), as NVIDIA/kvpress @ 8bb29b9c3078452a86d692f29123fa6c793e2b05
+ * kvpress/presses/pyramidkv_press.py under decoding_press.py: a layer of
+ * k_len > B slots a head keeps its pyramid budget a head, from its own k_len
+ * in kvpress's floats: topk(budget - window) plus the window, by position. */
 #include <math.h>
-#include <stdlib.h>
 
 #include "policies.h"
 #include "wrap.h"
@@ -23,7 +14,7 @@ const struct param_def pyramidkv_params[] = {
 };
 
 struct pyramidkv {
-    struct wrap w;   /* first: wrap_begin_sequence and wrap_end_sequence take it */
+    struct wrap w;   /* first: wrap_policy_new and the wrap_* vtable entries take it */
     int beta, n_layer;
 };
 
@@ -54,9 +45,9 @@ static int pyramidkv_select(void *self, int seq, const struct cache_view *cv, in
         if (ratio == 0) continue;
         int n_kept = layer_budget(s, l, len, ratio);
         n_kept = n_kept < len ? n_kept : len;
-        if (n_kept < w->n_recent || wrap_reserve(w, len, e))
-            return n_kept < w->n_recent ? eb_fail(e, "layer %d: budget %d under the window %d", l,
-                                                  n_kept, w->n_recent) : -1;
+        if (n_kept < w->n_recent)
+            return eb_fail(e, "layer %d: budget %d under the window of %d", l, n_kept, w->n_recent);
+        if (wrap_reserve(w, len, e)) return -1;
         for (int h = 0; h < cv->n_kv; h++) {
             int *keep = keep_set_head(out, l, h), n;
             if (cache_view_len(cv, l, h) != len)
@@ -72,26 +63,17 @@ static int pyramidkv_select(void *self, int seq, const struct cache_view *cv, in
     return 0;
 }
 
-static void pyramidkv_destroy(void *self)
-{
-    if (self) wrap_destroy(&((struct pyramidkv *)self)->w);
-    free(self);
-}
-
 static int pyramidkv_create(const struct policy_params *p, const struct policy_model *m,
                             void **self, struct policy_info *info, struct eb_err *e)
 {
-    struct pyramidkv *s = *self = eb_calloc(1, sizeof *s, e);
+    struct pyramidkv *s = *self = wrap_policy_new(sizeof *s, p, m, info, e);
     if (!s) return -1;
     s->beta = policy_param_int(p, "beta");
     s->n_layer = m->n_layer;
-    if (wrap_create(p, m, &s->w, info, e) == 0) return 0;
-    pyramidkv_destroy(s);
-    *self = NULL;
-    return -1;
+    return 0;
 }
 
 const struct policy_ops pyramidkv_ops = {.name = "pyramidkv", .create = pyramidkv_create,
-    .destroy = pyramidkv_destroy, .begin_sequence = wrap_begin_sequence,
+    .destroy = wrap_policy_free, .begin_sequence = wrap_begin_sequence,
     .end_sequence = wrap_end_sequence, .select = pyramidkv_select,
     .shared_params = wrap_params, .window_param = "window"};

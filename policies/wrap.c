@@ -22,8 +22,8 @@ const struct param_def wrap_params[] = {
 /* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */
 static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", ""};
 
-int wrap_create(const struct policy_params *p, const struct policy_model *m, struct wrap *w,
-                struct policy_info *info, struct eb_err *e)
+static int wrap_create(const struct policy_params *p, const struct policy_model *m,
+                       struct wrap *w, struct policy_info *info, struct eb_err *e)
 {
     char over[16], pad[16], dtype[16], spec[256];
     int which = policy_param_int(p, "over");
@@ -46,13 +46,26 @@ int wrap_create(const struct policy_params *p, const struct policy_model *m, str
     return 0;
 }
 
-void wrap_destroy(struct wrap *w)
+void wrap_policy_free(void *self)
 {
+    struct wrap *w = self;
+    if (!w) return;
     policy_free(w->inner);
     score_buf_free(&w->buf);
     free(w->z);
     free(w->idx);
-    memset(w, 0, sizeof *w);
+    free(self);
+}
+
+void *wrap_policy_new(size_t size, const struct policy_params *p, const struct policy_model *m,
+                      struct policy_info *info, struct eb_err *e)
+{
+    struct wrap *w = eb_calloc(1, size, e);
+    if (w && wrap_create(p, m, w, info, e)) {
+        wrap_policy_free(w);
+        return NULL;
+    }
+    return w;
 }
 
 int wrap_begin_sequence(void *self, int seq, const struct seq_view *sv, struct eb_err *e)

@@ -28,12 +28,15 @@ struct wrap {
 /* The wrapper's shared parameter table (policy_ops.shared_params). */
 extern const struct param_def wrap_params[];
 
-/* Build w's inner from p and fill *info: the inner's needs and window on
- * DecodingPress's schedule every divide_length decoding forwards. */
-int wrap_create(const struct policy_params *p, const struct policy_model *m, struct wrap *w,
-                struct policy_info *info, struct eb_err *e);
-void wrap_destroy(struct wrap *w);
-/* The inner's begin_sequence / end_sequence; self's first member is a struct wrap. */
+/* A wrapper instance of `size` zeroed bytes whose first member is its struct
+ * wrap, its inner built from p; *info: the inner's needs and window on
+ * DecodingPress's schedule, every divide_length decoding forwards.  NULL
+ * with e set (nothing left allocated). */
+void *wrap_policy_new(size_t size, const struct policy_params *p, const struct policy_model *m,
+                      struct policy_info *info, struct eb_err *e);
+/* The vtable entries of such an instance: destroy, and the inner's
+ * begin_sequence / end_sequence. */
+void wrap_policy_free(void *self);
 int wrap_begin_sequence(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
 void wrap_end_sequence(void *self, int seq);
 
