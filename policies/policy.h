@@ -217,6 +217,7 @@ struct policy_params {
 struct policy_trace_stats;   /* steering.h */
 struct sent_info;            /* sentences.h */
 struct batch_plan;           /* select_batch.h */
+struct scorer;               /* select.h */
 
 struct policy_ops {
     const char *name;
@@ -275,6 +276,11 @@ struct policy_ops {
      * policy_params_window, schedule.h); policy_instantiate checks the two
      * agree.  NULL: the window is known once an instance exists. */
     const char *window_param;
+    /* Optional, for a policy that selects through the shared selector
+     * (select.h): its scorer and the newest slots it always keeps, so that a
+     * wrapper changing only the budgets (adakv.c, pyramidkv.c: wrap.h) ranks
+     * by its scores.  The scorer's self is this instance's. */
+    const struct scorer *(*scorer)(const void *self, int *n_recent);
 };
 
 /* The budget of a policy that evicts nothing (policy_keeps_all), from config

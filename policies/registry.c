@@ -23,6 +23,8 @@ extern const struct policy_ops lagkv_ops;
 extern const struct param_def lagkv_params[];
 extern const struct policy_ops expected_attention_ops;
 extern const struct param_def expected_attention_params[];
+extern const struct policy_ops adakv_ops, pyramidkv_ops;
+extern const struct param_def adakv_params[], pyramidkv_params[];
 
 /* .sources: the files of policies/ that are this policy's own (its vtable,
  * parameter table and every file of its own these use), space-separated;
@@ -32,6 +34,8 @@ extern const struct param_def expected_attention_params[];
  * includes). */
 #define VASE_SOURCES "vase.c vase.h vase_priv.h vase_attnv.c vase_dkv.c vase_rules.c vase_state.c"
 #define SKIPKV_SOURCES "skipkv.c rkv.c rkv.h"   /* SkipKV scores with R-KV's code */
+/* a wrapper (wrap.h) over either scorer its `over` names */
+#define WRAP_SOURCES "wrap.c wrap.h snapkv.c rkv.c rkv.h"
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them.  How figures and tables show a name is not here
@@ -147,6 +151,19 @@ static const struct policy_entry ENTRIES[] = {
                 "pay, from the recent queries' mean and covariance",
      .ops = &expected_attention_ops, .params = expected_attention_params,
      .sources = "expected_attention.c"},
+    {.name = "adakv-snapkv",
+     .summary = "AdaKV (kvpress) over SnapKV: the layer's n_kv * B best slots across its heads, "
+                "each head keeping its top alpha * B",
+     .ops = &adakv_ops, .params = adakv_params, .preset = "over=snapkv,window=64",
+     .sources = "adakv.c " WRAP_SOURCES},
+    {.name = "adakv-rkv",
+     .summary = "AdaKV over R-KV's score: head-adaptive budgets, the layer keeping n_kv * B",
+     .ops = &adakv_ops, .params = adakv_params, .preset = "over=rkv,window=8",
+     .sources = "adakv.c " WRAP_SOURCES},
+    {.name = "pyramidkv",
+     .summary = "PyramidKV (kvpress): SnapKV with per-layer budgets, more in lower layers "
+                "(beta 20), B on average",
+     .ops = &pyramidkv_ops, .params = pyramidkv_params, .sources = "pyramidkv.c " WRAP_SOURCES},
 };
 
 const struct policy_entry *policy_registry(int *n)

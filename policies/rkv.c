@@ -232,6 +232,13 @@ static int rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
     return 1;
 }
 
+static const struct scorer *rkv_scorer_of(const void *self, int *n_recent)
+{
+    const struct rkv *s = self;
+    *n_recent = s->o.imp.window;
+    return &s->sc;
+}
+
 const struct policy_ops rkv_ops = {
     .name = "rkv",
     .create = rkv_create,
@@ -242,4 +249,5 @@ const struct policy_ops rkv_ops = {
     .select = rkv_select,
     .batch_plan = rkv_batch_plan,
     .shared_params = select_params,
+    .scorer = rkv_scorer_of,
 };

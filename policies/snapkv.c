@@ -65,7 +65,14 @@ static int snapkv_batch_plan(const void *self, int budget, struct batch_plan *ou
     return 1;
 }
 
+static const struct scorer *snapkv_scorer(const void *self, int *n_recent)
+{
+    const struct snapkv *s = self;
+    *n_recent = s->base.n_recent;
+    return &s->base.sc;
+}
+
 const struct policy_ops snapkv_ops = {.name = "snapkv", .create = snapkv_create,
     .destroy = scored_policy_destroy, .select = scored_policy_select,
     .batch_plan = snapkv_batch_plan,
-    .shared_params = select_params, .window_param = "window"};
+    .shared_params = select_params, .window_param = "window", .scorer = snapkv_scorer};

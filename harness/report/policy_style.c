@@ -40,6 +40,9 @@ static const struct policy_style STYLES[] = {
     {.name = "keydiff", .display = "KeyDiff", .rgb = 0xBCBD22, .point = 7},
     {.name = "lagkv", .display = "LagKV", .rgb = 0x9467BD, .point = 8},
     {.name = "expected-attention", .display = "Expected Attention", .rgb = 0x2CA02C, .point = 10},
+    {.name = "adakv-snapkv", .display = "AdaKV (SnapKV)", .rgb = 0xFF7F0E, .point = 16},
+    {.name = "adakv-rkv", .display = "AdaKV (R-KV)", .rgb = 0x1F77B4, .point = 16},
+    {.name = "pyramidkv", .display = "PyramidKV", .rgb = 0xE377C2, .point = 17},
 };
 
 const struct policy_style *policy_styles(int *n)

@@ -1,0 +1,129 @@
+/* wrap.c - a wrapper's inner scorer policy and its shared pieces (wrap.h). */
+#include "wrap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+
+#define WRAP_OVER "snapkv|rkv"
+
+const struct param_def wrap_params[] = {
+    {"over", PARAM_CHOICE, 0, 0, 1, WRAP_OVER, "the scorer wrapped: kvpress's SnapKV, or R-KV"},
+    {"window", PARAM_INT, 64, 1, 4096, NULL, "observation queries; the last window slots are kept"},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL,
+     "compress every this many decoding forwards (kvpress's compression_interval)"},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES, "the inner's score precision"},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+};
+
+/* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */
+static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", ""};
+
+static int wrap_create(const struct policy_params *p, const struct policy_model *m,
+                       struct wrap *w, struct policy_info *info, struct eb_err *e)
+{
+    char over[16], pad[16], dtype[16], spec[256];
+    int which = policy_param_int(p, "over");
+    policy_choice_name(WRAP_OVER, which, over, sizeof over);
+    policy_choice_name(PAD_CHOICES, policy_param_int(p, "pad_policy"), pad, sizeof pad);
+    policy_choice_name(SCORE_DTYPE_CHOICES, policy_param_int(p, "score_dtype"), dtype,
+                       sizeof dtype);
+    snprintf(spec, sizeof spec, "%s:window=%d,divide_length=%d,pad_policy=%s,score_dtype=%s,"
+             "cache_order=position%s", over, policy_param_int(p, "window"),
+             policy_param_int(p, "divide_length"), pad, dtype, INNER_FIXED[which]);
+    if (policy_create(spec, m, &w->inner, e)) return eb_wrap(e, over);
+    if (!w->inner->ops->scorer) return eb_fail(e, "policy %s has no scorer to wrap", over);
+    w->sc = w->inner->ops->scorer(w->inner->self, &w->n_recent);
+    if (w->sc->per_layer)
+        return eb_fail(e, "policy %s keeps one set per layer: no head scores to wrap", over);
+    *info = w->inner->info;
+    info->schedule = POLICY_DIVIDE;
+    info->divide_decode_only = 1;   /* kvpress's DecodingPress; no compat carry-over */
+    info->divide_carry_flag = info->divide_carry_count = 0;
+    return 0;
+}
+
+void wrap_policy_free(void *self)
+{
+    struct wrap *w = self;
+    if (!w) return;
+    policy_free(w->inner);
+    score_buf_free(&w->buf);
+    free(w->z);
+    free(w->idx);
+    free(self);
+}
+
+void *wrap_policy_new(size_t size, const struct policy_params *p, const struct policy_model *m,
+                      struct policy_info *info, struct eb_err *e)
+{
+    struct wrap *w = eb_calloc(1, size, e);
+    if (w && wrap_create(p, m, w, info, e)) {
+        wrap_policy_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int wrap_begin_sequence(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct wrap *w = self;
+    const struct policy_ops *ops = w->inner->ops;
+    return ops->begin_sequence ? ops->begin_sequence(w->inner->self, seq, sv, e) : 0;
+}
+
+void wrap_end_sequence(void *self, int seq)
+{
+    struct wrap *w = self;
+    if (w->inner->ops->end_sequence) w->inner->ops->end_sequence(w->inner->self, seq);
+}
+
+int wrap_reserve(struct wrap *w, int n, struct eb_err *e)
+{
+    if (n <= w->cap) return 0;
+    double *z = realloc(w->z, (size_t)n * sizeof *z);
+    if (z) w->z = z;
+    int *idx = z ? realloc(w->idx, (size_t)n * sizeof *idx) : NULL;
+    if (idx) w->idx = idx;
+    if (!z || !idx) return eb_fail(e, "out of memory for %d scores", n);
+    w->cap = n;
+    return 0;
+}
+
+int wrap_scores(struct wrap *w, int seq, const struct cache_view *cv, int layer, int kv_head,
+                int n_cand, double *z, struct eb_err *e)
+{
+    const struct scorer *sc = w->sc;
+    if (n_cand > 0 && sc->score(w->inner->self, seq, cv, layer, kv_head, n_cand, z, e))
+        return -1;
+    score_round(z, n_cand, sc->dtype);
+    if (sc->use_pads)
+        score_apply_pads(z, n_cand, cache_view_pad(cv, layer, kv_head), sc->pads, sc->pad_score);
+    return 0;
+}
+
+void wrap_kept(struct wrap *w, int seq, int layer, int kv_head, const int *keep, int n)
+{
+    if (w->sc->kept) w->sc->kept(w->inner->self, seq, layer, kv_head, keep, n);
+}
+
+double wrap_target_ratio(int k_len, int target)
+{
+    if (k_len <= target) return 0.0;
+    double ratio = 1.0 - (double)target / k_len, low = 0.0, high = 1.0;
+    for (int i = 0; i < 20; i++) {
+        int n_kept = (int)((double)k_len * (1.0 - ratio));
+        if (n_kept == target) break;
+        if (n_kept > target) {
+            low = ratio;
+            ratio = (ratio + high) / 2;
+        } else {
+            high = ratio;
+            ratio = (low + ratio) / 2;
+        }
+    }
+    return ratio;
+}

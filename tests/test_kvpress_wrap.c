@@ -1,0 +1,132 @@
+/* test_kvpress_wrap.c - the budget wrappers AdaKV (adakv-snapkv, adakv-rkv)
+ * and PyramidKV against tools/golden/kvpress_wrap_ref.py (a numpy
+ * transcription of NVIDIA/kvpress @ 8bb29b9's adakv_press.py,
+ * pyramidkv_press.py and decoding_press.py):
+ *   - whole generations on DecodingPress's schedule, replayed through the
+ *     glue's schedule by tests/replay.h: the positions every (layer, kv head)
+ *     holds after every compression, slot for slot, heads of unequal counts
+ *     (AdaKV), layers of unequal budgets (PyramidKV, its fallback too), GQA
+ *     and MHA, three layers;
+ *   - the registry rows and what their instances report. */
+#include "kernels/backend.h"
+#include "policies/registry.h"
+#include "test.h"
+#include "test_util.h"
+#include "replay.h"
+
+#define WRAP_JSON FIXTURE("policies/kvpress_wrap.json")
+#define WRAP_BIN FIXTURE("policies/kvpress_wrap.bin")
+
+/* One run: the set's interval as divide_length, one sequence, every
+ * compression compared. */
+static void run_generation(struct backend *be, const cJSON *set, const cJSON *run,
+                           const float *blob, int *n_steps, int *n_heads, int *n_skipped)
+{
+    struct replay_ctx r = {
+        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
+        .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"),
+        .nkv = json_int(set, "n_kv"), .hd = json_int(set, "head_dim"),
+        .total = json_int(set, "total"), .prompt = json_int(set, "prompt"),
+        .budget = json_int(set, "budget"),
+    };
+    r.q = blob + json_int(set, "q");
+    r.k = blob + json_int(set, "k");
+    char spec[160];
+    snprintf(spec, sizeof spec, "%s,divide_length=%d",
+             cJSON_GetObjectItem(run, "spec")->valuestring, json_int(set, "interval"));
+    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(policy_create(spec, &pm, &p, &e) == 0, "%s: %s", spec, e.msg);
+    if (!p) return;
+    struct sched_run sr;
+    sched_run_init(&sr, &p->info);
+    int next = 0;
+    replay_sequence(p, &sr, &r, spec, -1, &next, n_heads, n_skipped);
+    CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s (set %d): %d of %d compressions matched",
+              spec, json_int(set, "id"), next, cJSON_GetArraySize(r.steps));
+    *n_steps += next;
+    policy_free(p);
+}
+
+static void test_generations(void)
+{
+    long n_blob = 0;
+    cJSON *doc = read_json(WRAP_JSON);
+    float *blob = doc ? replay_read_floats(WRAP_BIN, &n_blob) : NULL;
+    if (!doc || !blob) {
+        cJSON_Delete(doc);
+        free(blob);
+        SKIP("%s or %s missing (tools/golden/kvpress_wrap_ref.py)", WRAP_JSON, WRAP_BIN);
+    }
+    CHECK(n_blob == json_int(doc, "n_floats"));
+    struct backend *be = backend_cpu_create(1);
+    const cJSON *sets = cJSON_GetObjectItem(doc, "sets"), *run;
+    int n_runs = 0, n_steps = 0, n_heads = 0, n_skipped = 0;
+    int uneven = 0, pyramid = 0, fallback = 0, over_b = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(doc, "runs")) {
+        const cJSON *set = cJSON_GetArrayItem(sets, json_int(run, "set"));
+        int before = n_steps;
+        run_generation(be, set, run, blob, &n_steps, &n_heads, &n_skipped);
+        CHECK(n_steps - before >= 5);
+        uneven += json_int(run, "uneven");
+        pyramid += json_int(run, "pyramid");
+        fallback += json_int(run, "fallback");
+        over_b += json_int(run, "over_b");
+        n_runs++;
+    }
+    CHECK(n_runs == 24);
+    CHECK(n_skipped == n_runs); /* DecodingPress never compresses the prompt */
+    /* the cases the fixture is there for: AdaKV heads of unequal counts,
+     * PyramidKV layers over B, its pyramid and its fallback */
+    CHECK(uneven > 0 && pyramid > 0 && fallback > 0 && over_b > 0);
+    printf("  %d runs, %d compressions, %d (layer, kv head) caches compared; %d AdaKV layers "
+           "of unequal heads, %d PyramidKV layer budgets (%d fallback)\n", n_runs, n_steps,
+           n_heads, uneven, pyramid + fallback, fallback);
+    be->destroy(be);
+    cJSON_Delete(doc);
+    free(blob);
+}
+
+static void test_registry(void)
+{
+    const char *names[] = {"adakv-snapkv", "adakv-rkv", "pyramidkv"};
+    const char *specs[] = {
+        "adakv-snapkv:alpha_safeguard=0.2,over=snapkv,window=64,divide_length=128,"
+        "pad_policy=keep,score_dtype=f32",
+        "adakv-rkv:alpha_safeguard=0.2,over=rkv,window=8,divide_length=128,pad_policy=keep,"
+        "score_dtype=f32",
+        "pyramidkv:beta=20,over=snapkv,window=64,divide_length=128,pad_policy=keep,"
+        "score_dtype=f32"};
+    const int windows[] = {64, 8, 64};
+    for (int i = 0; i < 3; i++) {
+        const struct policy_entry *en = policy_registry_find(names[i]);
+        CHECK(en && !en->keeps_all);
+        struct policy_model m = {.n_layer = 2, .n_head = 4, .n_kv = 2, .head_dim = 8};
+        struct policy *p = NULL;
+        struct eb_err e = {0};
+        CHECK_MSG(policy_create(names[i], &m, &p, &e) == 0, "%s: %s", names[i], e.msg);
+        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_decode_only);
+        CHECK(p && p->info.divide_length == 128 && p->info.window == windows[i]);
+        CHECK(p && p->info.needs == POLICY_NEED_RECENT_Q && p->info.q_window == windows[i]);
+        CHECK(p && !p->info.divide_carry_flag && !p->info.divide_carry_count);
+        if (p) CHECK_STR(p->spec, specs[i]);
+        policy_free(p);
+        /* the budget must exceed the window, as for the inner */
+        CHECK(policy_budget_check(en->ops, NULL, 0, windows[i], windows[i], &e) != 0);
+    }
+    struct eb_err e = {0};
+    struct policy *p = NULL;
+    struct policy_model m = {.n_layer = 2, .n_head = 4, .n_kv = 2, .head_dim = 8};
+    CHECK(policy_create("adakv-rkv:alpha_safeguard=1.5", &m, &p, &e) != 0);
+    CHECK(policy_create("pyramidkv:beta=0", &m, &p, &e) != 0);
+    CHECK(policy_create("adakv-snapkv:cache_order=score", &m, &p, &e) != 0); /* no such key */
+    CHECK(p == NULL);
+}
+
+int main(void)
+{
+    RUN(test_generations);
+    RUN(test_registry);
+    return test_summary("kvpress_wrap");
+}
