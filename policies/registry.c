@@ -23,6 +23,8 @@ extern const struct policy_ops lagkv_ops;
 extern const struct param_def lagkv_params[];
 extern const struct policy_ops expected_attention_ops;
 extern const struct param_def expected_attention_params[];
+extern const struct policy_ops lazyeviction_ops;
+extern const struct param_def lazyeviction_params[];
 
 /* .sources: the files of policies/ that are this policy's own (its vtable,
  * parameter table and every file of its own these use), space-separated;
@@ -147,6 +149,10 @@ static const struct policy_entry ENTRIES[] = {
                 "pay, from the recent queries' mean and covariance",
      .ops = &expected_attention_ops, .params = expected_attention_params,
      .sources = "expected_attention.c"},
+    {.name = "lazyeviction",
+     .summary = "LazyEviction: every W steps keep the W newest slots and those whose attention "
+                "recurs, by the last recurrence and the longest interval between two",
+     .ops = &lazyeviction_ops, .params = lazyeviction_params, .sources = "lazyeviction.c"},
 };
 
 const struct policy_entry *policy_registry(int *n)

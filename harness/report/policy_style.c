@@ -40,6 +40,7 @@ static const struct policy_style STYLES[] = {
     {.name = "keydiff", .display = "KeyDiff", .rgb = 0xBCBD22, .point = 7},
     {.name = "lagkv", .display = "LagKV", .rgb = 0x9467BD, .point = 8},
     {.name = "expected-attention", .display = "Expected Attention", .rgb = 0x2CA02C, .point = 10},
+    {.name = "lazyeviction", .display = "LazyEviction", .rgb = 0xFF7F0E, .point = 13},
 };
 
 const struct policy_style *policy_styles(int *n)
