@@ -1,6 +1,6 @@
 /* lazyeviction.c - LazyEviction (arXiv 2506.15969): lagged eviction by
- * recurrence intervals.  Released code, Halo-949/LazyEviction, read in its
- * verbatim import WeianMao/triattention @ e7a0eb18d056659570035708cda25f6bb6cda333:
+ * recurrence intervals.  Released code, Halo-949/LazyEviction, read as
+ * imported in WeianMao/triattention @ e7a0eb18d056659570035708cda25f6bb6cda333:
  * LazyEviction/model/temp_cacheobs.py (TempCache.record_recurrence),
  * model/kv_utils.py (Window_LAZYKVCluster.update_kv_in_decoding),
  * model/qwen_model.py (observation_counter), evaluation.py (obs_size =

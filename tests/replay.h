@@ -1,8 +1,11 @@
 /* replay.h - whole generations replayed through a C policy against a golden
  * reference's steps (tests/test_released.c: tools/golden/released_ref.py;
- * tests/test_kvpress.c: tools/golden/kvpress_ref.py).  A sequence is fed
- * token by token into a real kvcache (model/kvcache.c, query ring included),
- * the policy selects when the glue's schedule (policies/schedule.c) says so,
+ * tests/test_kvpress.c: tools/golden/kvpress_ref.py; tests/test_lazy.c:
+ * tools/golden/lazy_ref.py).  A sequence is fed token by token into a real
+ * kvcache (model/kvcache.c, query ring included), a policy that asks for them
+ * is handed each forward's attention probabilities and, like every policy
+ * with an observe hook, the sampled-token step the glue reports, the policy
+ * selects when the glue's schedule (policies/schedule.c) says so,
  * and kvcache_compact applies its keep-set; after every compression the
  * original positions held by every (layer, kv head) must equal the
  * reference's, slot for slot.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden whole generations for LazyEviction (policies/lazyeviction.c),
 transcribed in numpy float64 from the released code, independently of the C
-code.  The code of Halo-949/LazyEviction is read in its verbatim import
+code.  The code of Halo-949/LazyEviction is read as imported in
 WeianMao/triattention @ e7a0eb18d056659570035708cda25f6bb6cda333, folder
 LazyEviction/:
 
