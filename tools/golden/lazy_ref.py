@@ -31,8 +31,9 @@ Ours (the deviations, policies/README.md): one keep-set per kv head, the
 mean of its query heads' importance (with MHA, as released); kept slots in
 position order.  The generator also runs the released topk order (ties: the
 lower slot first in that order) and counts the compressions whose sets
-differ from ours; they may differ only where the cut falls between exactly
-equal scores, whose order torch.topk leaves unspecified (checked).  Draws
+differ from ours; the two part only at a cut between exactly equal scores,
+whose order torch.topk leaves unspecified (checked), and may go their own
+ways after it.  Draws
 whose top-k cut hinges on a gap below 1e-12 (relative), or whose attention
 lies within 1e-5 (relative) of alpha, are redrawn.
 
@@ -76,7 +77,7 @@ def ranked(z, k):
         a, b = z[order[k - 1]], z[order[k]]
         if a != b and a - b < TIE_GUARD * (abs(a) + abs(b)) + 1e-300:
             raise Ambiguous("near tie at the top-k cut")
-        return order[:k], a == b
+        return order[:k], bool(a == b)
     return order[:k], False
 
 
@@ -124,6 +125,7 @@ def generate(q, k, prompt, budget, window, alpha, order):
                     z = z / group
                     top, tie = ranked(list(z), budget - window)
                     tie_cuts += int(tie)
+                    rec["tie"] = rec.get("tie", False) or tie
                     if order == "position":
                         top = sorted(top)
                     keep = top + list(range(k_len - window, k_len))
@@ -184,11 +186,12 @@ def main():
                 assert a["at"] == b["at"]
                 same = all(sorted(x) == sorted(y) for la, lb in zip(a["held"], b["held"])
                            for x, y in zip(la, lb))
+                # the two orders part only at a cut between exactly equal scores
+                assert same or differ or (a["tie"] and b["tie"]), "orders part without a tie"
                 differ += int(not same)
                 for la in a["held"]:
                     for x in la:
                         assert len(x) == budget and x == sorted(x)
-            assert differ == 0 or cuts > 0, "orders differ without a tie at the cut"
             runs.append(dict(set=si, alpha=alpha, tie_cuts=cuts, released_order_differs=differ,
                              steps=ours))
     with open(os.path.join(out_dir, "lazy.bin"), "wb") as f:
