@@ -25,6 +25,8 @@ extern const struct policy_ops expected_attention_ops;
 extern const struct param_def expected_attention_params[];
 extern const struct policy_ops adakv_ops, pyramidkv_ops;
 extern const struct param_def adakv_params[], pyramidkv_params[];
+extern const struct policy_ops lazyeviction_ops;
+extern const struct param_def lazyeviction_params[];
 
 /* .sources: the files of policies/ that are this policy's own (its vtable,
  * parameter table and every file of its own these use), space-separated;
@@ -164,6 +166,10 @@ static const struct policy_entry ENTRIES[] = {
      .summary = "PyramidKV (kvpress): SnapKV with per-layer budgets, more in lower layers "
                 "(beta 20), B on average",
      .ops = &pyramidkv_ops, .params = pyramidkv_params, .sources = "pyramidkv.c " WRAP_SOURCES},
+    {.name = "lazyeviction",
+     .summary = "LazyEviction: every W steps keep the W newest slots and those whose attention "
+                "recurs, by the last recurrence and the longest interval between two",
+     .ops = &lazyeviction_ops, .params = lazyeviction_params, .sources = "lazyeviction.c"},
 };
 
 const struct policy_entry *policy_registry(int *n)

@@ -1,8 +1,11 @@
 /* replay.h - whole generations replayed through a C policy against a golden
  * reference's steps (tests/test_released.c: tools/golden/released_ref.py;
- * tests/test_kvpress.c: tools/golden/kvpress_ref.py).  A sequence is fed
- * token by token into a real kvcache (model/kvcache.c, query ring included),
- * the policy selects when the glue's schedule (policies/schedule.c) says so,
+ * tests/test_kvpress.c: tools/golden/kvpress_ref.py; tests/test_lazy.c:
+ * tools/golden/lazy_ref.py).  A sequence is fed token by token into a real
+ * kvcache (model/kvcache.c, query ring included), a policy that asks for them
+ * is handed each forward's attention probabilities and, like every policy
+ * with an observe hook, the sampled-token step the glue reports, the policy
+ * selects when the glue's schedule (policies/schedule.c) says so,
  * and kvcache_compact applies its keep-set; after every compression the
  * original positions held by every (layer, kv head) must equal the
  * reference's, slot for slot.
@@ -17,6 +20,8 @@
  * Static inline, as test_util.h: include after test.h and test_util.h. */
 #ifndef EB_TEST_REPLAY_H
 #define EB_TEST_REPLAY_H
+
+#include <math.h>
 
 #include "model/kvcache.h"
 #include "policies/schedule.h"
@@ -89,6 +94,47 @@ static inline int replay_feed(struct kvcache *c, const struct replay_ctx *r, flo
     kvcache_advance(c, n);
     kvcache_qring_advance(c, n);
     return 0;
+}
+
+/* For a policy that asks for attention probabilities (POLICY_NEED_ATTN_PROBS):
+ * each layer's softmax(q k / sqrt(hd)) of the forward's rows [from, to) over
+ * the slots the cache holds, each row seeing the positions up to its own (the
+ * fixture's keys by position), in double, handed to observe_attn as f32 the
+ * way the forward's hook does (harness/exp/policy_glue.c). */
+static inline int replay_observe_attn(struct policy *p, const struct kvcache *c,
+                                      const struct replay_ctx *r, int from, int to,
+                                      struct eb_err *e)
+{
+    int n_new = to - from, cap = c->capacity, group = r->nh / r->nkv;
+    float *probs = calloc((size_t)r->nh * n_new * cap, sizeof *probs);
+    double *x = malloc((size_t)cap * sizeof *x);
+    int rc = probs && x ? 0 : eb_fail(e, "out of memory for attention probabilities");
+    for (int l = 0; rc == 0 && l < r->nl; l++) {
+        for (int h = 0; h < r->nh; h++) {
+            int g = h / group, len = kvcache_len(c, l, g);
+            const int *pos = kvcache_positions(c, l, g);
+            for (int i = 0; i < n_new; i++) {
+                const float *q = r->q + (((size_t)l * r->total + from + i) * r->nh + h) * r->hd;
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j < len; j++) {
+                    const float *k = r->k + (((size_t)l * r->total + pos[j]) * r->nkv + g) * r->hd;
+                    double dot = 0;
+                    for (int d = 0; d < r->hd; d++) dot += (double)q[d] * k[d];
+                    x[j] = pos[j] <= from + i ? dot / sqrt(r->hd) : -1e300;
+                    if (x[j] > mx) mx = x[j];
+                }
+                for (int j = 0; j < len; j++) sum += x[j] > -1e300 ? exp(x[j] - mx) : 0;
+                float *row = probs + ((size_t)h * n_new + i) * cap;
+                for (int j = 0; j < len; j++)
+                    row[j] = x[j] > -1e300 ? (float)(exp(x[j] - mx) / sum) : 0.0f;
+            }
+        }
+        struct attn_view av = {l, probs, r->nh, n_new, cap, c->len + (size_t)l * r->nkv};
+        rc = p->ops->observe_attn(p->self, 0, &av, e);
+    }
+    free(probs);
+    free(x);
+    return rc;
 }
 
 /* One selection (as harness/exp/policy_glue.c runs it) and its compaction;
@@ -172,6 +218,13 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     for (int pos = r->prompt - 1; ok && pos < r->total; pos++) {
         int at_prefill = pos == r->prompt - 1, changed = 0;
         ok = replay_feed(c, r, kdev, vdev, qdev, at_prefill ? 0 : pos, pos + 1, &e) == 0;
+        if (ok && (p->info.needs & POLICY_NEED_ATTN_PROBS))
+            ok = replay_observe_attn(p, c, r, at_prefill ? 0 : pos, pos + 1, &e) == 0;
+        if (ok && p->ops->observe) {   /* the glue's step: tokens sampled so far, this one too */
+            struct step_view st = {0, pos - r->prompt + 2, pos + 1,
+                                   sched_selects_next(sr, &ss, pos + 1)};
+            ok = p->ops->observe(p->self, 0, &st, &e) == 0;
+        }
         int wants = ok && sched_step(sr, &ss, pos + 1, at_prefill);
         if (at_prefill && !wants) (*prefill_skipped)++;
         if (!wants) continue;

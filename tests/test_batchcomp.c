@@ -110,7 +110,8 @@ static void test_batched_equals_per_sequence(void)
     const char *specs[] = {"rkv:divide_length=16",
                            "snapkv:schedule=divide,divide_length=16,window=8",
                            "streamingllm:divide_length=16", "h2o", "knorm:divide_length=16",
-                           "rkv:divide_length=16,cache_order=position,lambda=1"};
+                           "rkv:divide_length=16,cache_order=position,lambda=1",
+                           "lazyeviction:window=8,alpha=0.02"};
     static struct outcome one_b, one_s, many_b, many_s;
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         const char *spec = specs[i];

@@ -43,6 +43,7 @@ static const struct policy_style STYLES[] = {
     {.name = "adakv-snapkv", .display = "AdaKV (SnapKV)", .rgb = 0xFF7F0E, .point = 16},
     {.name = "adakv-rkv", .display = "AdaKV (R-KV)", .rgb = 0x1F77B4, .point = 16},
     {.name = "pyramidkv", .display = "PyramidKV", .rgb = 0xE377C2, .point = 17},
+    {.name = "lazyeviction", .display = "LazyEviction", .rgb = 0x7F3C8D, .point = 12},
 };
 
 const struct policy_style *policy_styles(int *n)
