@@ -238,9 +238,22 @@ static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int 
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, 1, out, e);
 }
 
+/* The whole batch: each head's window importance, then head_mean_batch's
+ * mean over the layer's heads. */
+static int h2o_rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct h2o_rkv *s = self;
+    if (!select_batch_plan_of(&s->sc, 1, out)) return 0;
+    out->shared = BATCH_SHARED_IMP_MEAN;
+    out->imp = s->imp;
+    return 1;
+}
+
 const struct policy_ops h2o_rkv_ops = {
     .name = "h2o-rkv",
     .create = h2o_rkv_create,
     .destroy = h2o_rkv_destroy,
     .select = h2o_rkv_select,
+    .batch_plan = h2o_rkv_batch_plan,
 };
