@@ -205,7 +205,8 @@ enum batch_score {
     BATCH_SCORE_IMP = 1,   /* z = imp */
     BATCH_SCORE_MIX = 2,   /* z = lambda * imp - (1 - lambda) * red, in double */
     BATCH_SCORE_KNORM = 3, /* z = -|k_j| (double sum of squares): the lowest norm first */
-    BATCH_SCORE_SHARED = 4 /* z = unit.z: a layer's score, shared by a run of its kv heads */
+    BATCH_SCORE_Z = 4      /* z = unit.z: a row of scores in double (a layer's, shared by
+                              a run of its kv heads, or a head's written by the caller) */
 };
 
 struct score_unit {        /* 88 bytes; every pointer is backend memory */
@@ -215,9 +216,9 @@ struct score_unit {        /* 88 bytes; every pointer is backend memory */
     float *imp;            /* [n_cand] out: window importance (pooled) */
     float *red;            /* [len] out: key redundancy */
     int *keep;             /* [n_select + len - n_cand] out: keep indices */
-    double *z;             /* [n_cand] a run's shared score (head_mean_batch,
-                              last_query_attn_batch): every unit of a run names the same
-                              row; NULL where unused */
+    double *z;             /* [n_cand] BATCH_SCORE_Z's row: a run's shared score
+                              (head_mean_batch, last_query_attn_batch; every unit of the
+                              run names the same row) or the caller's; NULL where unused */
     const float *add;      /* [n_cand] or NULL: added to the score (in double) before ranking */
     int kv_type;           /* enum kv_type of k */
     int kv_head, len, n_cand, n_select;

@@ -32,6 +32,12 @@ int select_batch_uses_red(const struct batch_plan *plan)
     return plan->score == BATCH_SCORE_MIX;
 }
 
+int select_batch_z_rows(const struct batch_plan *plan, int n_seq, int n_layer, int n_kv)
+{
+    if (plan->shared != BATCH_SHARED_NONE) return n_seq * n_layer;
+    return plan->host_scores ? n_seq * n_layer * n_kv : 0;
+}
+
 /* The plan reads recent queries. */
 static int uses_q(const struct batch_plan *plan)
 {
@@ -41,7 +47,9 @@ static int uses_q(const struct batch_plan *plan)
 int select_batch_backend_ok(const struct backend *be, const struct batch_plan *plan)
 {
     if (!be->upload || !be->batch_topk) return 0;
-    if ((plan->score == BATCH_SCORE_SHARED) != (plan->shared != BATCH_SHARED_NONE)) return 0;
+    int z_rows = plan->shared != BATCH_SHARED_NONE || plan->host_scores;
+    if ((plan->score == BATCH_SCORE_Z) != z_rows) return 0;
+    if (plan->shared != BATCH_SHARED_NONE && plan->host_scores) return 0;
     if (select_batch_uses_imp(plan) && !be->window_scores_batch) return 0;
     if (select_batch_uses_red(plan) && !be->key_redundancy_batch) return 0;
     if (plan->shared == BATCH_SHARED_IMP_MEAN && !be->head_mean_batch) return 0;
@@ -53,12 +61,12 @@ int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_pla
     if (sc->dtype != SCORE_F32) return 0;
     *out = (struct batch_plan){.n_recent = n_recent, .evict_above = sc->evict_above,
                                .order = sc->order,
-                               .score = sc->per_layer ? BATCH_SCORE_SHARED : BATCH_SCORE_AGE};
+                               .score = sc->per_layer ? BATCH_SCORE_Z : BATCH_SCORE_AGE};
     return 1;
 }
 
 /* The descriptor of (layer l, kv head h) of job sequence s, unit u; z: its
- * run's shared row or NULL. */
+ * run's shared row, its own host-written row, or NULL. */
 static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s, int l, int h,
                      int u, double *z, int budget, struct eb_err *e)
 {
@@ -71,6 +79,9 @@ static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s
     if (q && (n_cand < 1 || n_cand > len))
         return eb_fail(e, "%d candidates for a head of %d slots", n_cand, len);
     size_t row = kv_type_bytes(bs->kv_type) * cv->head_dim;
+    if (plan->host_scores &&
+        plan->host_scores(job->policy, bs->seq, cv, l, h, n_cand, job->z_host + (z - job->z), e))
+        return -1;
     float *add = NULL;
     if (plan->add_row) {
         float *host = job->add_host + (size_t)u * job->stride;
@@ -117,7 +128,10 @@ static int make_units(const struct batch_plan *plan, struct batch_job *job, int 
                       struct eb_err *e)
 {
     int u = 0, n_runs = 0, shared = plan->shared != BATCH_SHARED_NONE;
-    if (shared && !job->z) return eb_fail(e, "a per-layer plan without shared score rows");
+    if ((shared || plan->host_scores) && !job->z)
+        return eb_fail(e, "a plan ranking rows of scores without them");
+    if (plan->host_scores && !job->z_host)
+        return eb_fail(e, "a plan with host scores without their host rows");
     if (plan->add_row && (!job->add || !job->add_host))
         return eb_fail(e, "a plan with added scores without their rows");
     for (int s = 0; s < job->n_seq; s++) {
@@ -136,7 +150,8 @@ static int make_units(const struct batch_plan *plan, struct batch_job *job, int 
             for (int h = 0; h < cv->n_kv; h++) {
                 int len = cache_view_len(cv, l, h);
                 if (plan->evict_above ? len <= budget : len < budget) continue;
-                if (make_unit(plan, job, s, l, h, u++, NULL, budget, e)) return -1;
+                double *z = plan->host_scores ? job->z + (size_t)u * job->stride : NULL;
+                if (make_unit(plan, job, s, l, h, u++, z, budget, e)) return -1;
             }
         }
     }
@@ -162,6 +177,9 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
     if (plan->add_row)
         be->upload(be, job->add, job->add_host, select_batch_score_floats(job->n_units,
                                                                           job->stride));
+    if (plan->host_scores)
+        be->upload(be, (float *)job->z, (const float *)job->z_host,
+                   select_batch_shared_floats(job->n_units, job->stride));
     int max_len = 1;
     for (int u = 0; u < job->n_units; u++)
         if (job->units_host[u].len > max_len) max_len = job->units_host[u].len;
@@ -191,4 +209,20 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
     if (job->sync && be->sync) be->sync(be);
     job->select_s = clock_now_s() - t1;
     return 0;
+}
+
+void select_batch_kept(const struct batch_plan *plan, const struct batch_job *job,
+                       const int *keep)
+{
+    if (!plan->kept) return;
+    for (int s = 0; s < job->n_seq; s++) {
+        const struct cache_view *cv = job->seqs[s].cv;
+        for (int l = 0; l < cv->n_layer; l++)
+            for (int h = 0; h < cv->n_kv; h++) {
+                size_t head = ((size_t)s * cv->n_layer + l) * cv->n_kv + h;
+                if (job->n_keep[head] >= 0)
+                    plan->kept(job->policy, job->seqs[s].seq, l, h,
+                               keep + head * job->stride, job->n_keep[head]);
+            }
+    }
 }

@@ -7,6 +7,11 @@
  * batched compaction (kvcache_compact_batch); their counts are known on the
  * host.  Gate, candidates, window and tie rule are select.h's.
  *
+ * Scores that live on the host (H2O's accumulated attention, summed there by
+ * observe_attn) are written by the policy into a row per head (host_scores),
+ * uploaded in one call and ranked on the device like any other; the policy
+ * is told the keep-sets once they are back on the host (kept).
+ *
  * Per-layer keep-sets (TOVA, h2o-rkv) are runs of units, a layer's kv heads,
  * that share one score row: the heads' mean of their window importance
  * (head_mean_batch) or of the last query's attention (last_query_attn_batch);
@@ -17,9 +22,7 @@
  * What does not batch keeps the per-sequence select: bf16 scores, pads,
  * R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
  * BeaconKV, SEAL: state that moves with every sequence's sentences,
- * host-side rules).  H2O's scores live on the host (observe_attn sums them
- * there), so it selects per sequence on the host (host_select) and only its
- * compaction is batched. */
+ * host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
 #define EB_POLICY_SELECT_BATCH_H
 
@@ -33,8 +36,7 @@ enum batch_shared {
 };
 
 struct batch_plan {
-    int host_select;             /* 1: run select per sequence (host only), compact batched */
-    enum batch_score score;      /* BATCH_SCORE_SHARED with shared */
+    enum batch_score score;      /* BATCH_SCORE_Z with shared or host_scores */
     enum batch_shared shared;    /* not NONE: one keep-set per layer */
     struct importance_opts imp;  /* BATCH_SCORE_IMP, _MIX */
     double lambda;               /* _MIX */
@@ -49,6 +51,14 @@ struct batch_plan {
      * 0, or -1 with e set. */
     int (*add_row)(void *policy, int seq, const struct cache_view *cv, int layer, int kv_head,
                    int n_cand, float *add, struct eb_err *e);
+    /* Optional (H2O): a selected head's scores z[0, n_cand), written on the
+     * host by the policy (score BATCH_SCORE_Z, a row per head).  0, or -1
+     * with e set. */
+    int (*host_scores)(void *policy, int seq, const struct cache_view *cv, int layer,
+                       int kv_head, int n_cand, double *z, struct eb_err *e);
+    /* Optional: each selected head's keep-set once it is on the host
+     * (select_batch_kept; H2O's scores move with their slots). */
+    void (*kept)(void *policy, int seq, int layer, int kv_head, const int *keep, int n);
 };
 
 /* One due sequence as the batched selector sees it. */
@@ -70,7 +80,9 @@ struct batch_job {
     struct score_unit *units;    /* backend: n_seq * n_layer * n_kv descriptors */
     struct score_unit *units_host;
     float *imp, *red;            /* backend: n_seq * n_layer * n_kv rows of stride floats */
-    double *z;                   /* backend, shared plans: n_seq * n_layer rows of stride */
+    double *z;                   /* backend: shared plans n_seq * n_layer rows of stride,
+                                    host_scores one per head (as imp) */
+    double *z_host;              /* host, host_scores: as z */
     float *add, *add_host;       /* backend and host, add_row: as imp */
     void *policy;                /* the policy instance, for plan->add_row */
     int *keep_dev;               /* backend: [n_seq][n_layer * n_kv][stride] */
@@ -80,16 +92,17 @@ struct batch_job {
     int n_units;                 /* out: heads selected */
 };
 
-/* Backend floats of the descriptors and score rows of one job; shared rows
- * (doubles) per layer run. */
+/* Backend floats of the descriptors and score rows of one job; rows of
+ * doubles (shared: one per layer run; host_scores: one per head). */
 size_t select_batch_unit_floats(int n_units);
 size_t select_batch_score_floats(int n_units, int stride);
 size_t select_batch_shared_floats(int n_runs, int stride);
 
 /* 1 when plan scores with the window importance (imp rows); with the
- * redundancy (red rows). */
+ * redundancy (red rows).  Rows of doubles (z) plan needs for n sequences. */
 int select_batch_uses_imp(const struct batch_plan *plan);
 int select_batch_uses_red(const struct batch_plan *plan);
+int select_batch_z_rows(const struct batch_plan *plan, int n_seq, int n_layer, int n_kv);
 
 /* 1 when the backend has what plan needs. */
 int select_batch_backend_ok(const struct backend *be, const struct batch_plan *plan);
@@ -98,6 +111,11 @@ int select_batch_backend_ok(const struct backend *be, const struct batch_plan *p
  * keep indices in job->keep_dev.  0, or -1 with e set. */
 int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int budget,
                      struct eb_err *e);
+
+/* After the caller brought job's keep indices to the host (keep, laid out
+ * as job->keep_dev): plan->kept for every selected head. */
+void select_batch_kept(const struct batch_plan *plan, const struct batch_job *job,
+                       const int *keep);
 
 /* policy_ops.batch_plan of a plain selector policy: 0 when sc's options
  * keep it per sequence (bf16), else 1 with the gate, order and n_recent

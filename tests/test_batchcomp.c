@@ -1,4 +1,5 @@
-/* test_batchcomp.c - the whole batch's compression (issue 33 item 3):
+/* test_batchcomp.c - the whole batch's compression (issue 33 item 3; TOVA,
+ * h2o-rkv, SkipKV and H2O's device-side selection added since):
  * generate with a policy on the batched path (due sequences compressed
  * together at after_step with the backend's batched ops) must give the
  * per-sequence path's tokens and caches step for step, at batch 1 and 16,
@@ -139,6 +140,7 @@ static const char *const batched_specs[] = {
     "snapkv:schedule=divide,divide_length=16,window=8",
     "streamingllm:divide_length=16",
     "h2o",
+    "h2o:heavy_ratio=0.25",
     "knorm:divide_length=16",
     "rkv:divide_length=16,cache_order=position,lambda=1",
     "tova:divide_length=16",
@@ -196,7 +198,7 @@ static void test_f16_cache(void)
     static struct outcome b, s;
     run_type = KV_F16;
     const char *specs[] = {"rkv:divide_length=16", "knorm:divide_length=16",
-                           "tova:divide_length=16", "h2o-rkv:divide_length=16"};
+                           "tova:divide_length=16", "h2o-rkv:divide_length=16", "h2o"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         int ok = run(m, specs[i], MAX_REQ, 1, &b) == 0 && run(m, specs[i], MAX_REQ, 0, &s) == 0;
         CHECK_MSG(ok && same_run(&b, &s, MAX_REQ) && b.st.batch_compressions > 0,

@@ -170,7 +170,7 @@ static double unit_score(const struct score_batch_args *a, const struct score_un
             s += (double)k[(size_t)j * a->head_dim + d] * k[(size_t)j * a->head_dim + d];
         return -sqrt(s);
     }
-    case BATCH_SCORE_SHARED: return u->z[j];
+    case BATCH_SCORE_Z: return u->z[j];
     }
     return NAN;
 }
@@ -185,7 +185,7 @@ static int topk_unit(struct backend *be, const struct score_batch_args *a,
     const float *keys = NULL;
     if (a->score == BATCH_SCORE_KNORM && !(keys = cpu_batch_unit_keys(be, u, a->head_dim, &tmp)))
         return -1;
-    if (a->score == BATCH_SCORE_SHARED && !u->z) return -1;
+    if (a->score == BATCH_SCORE_Z && !u->z) return -1;
     for (int j = 0; j < n; j++) {
         z[j] = unit_score(a, u, keys, j);
         if (u->add) z[j] += u->add[j];

@@ -297,7 +297,7 @@ __global__ static void k_batch_scores(const struct score_unit *units, topk_param
         } else if (p.score == BATCH_SCORE_MIX) {
             v = __dsub_rn(__dmul_rn(p.lambda, (double)u->imp[j]),
                           __dmul_rn(1.0 - p.lambda, (double)u->red[j]));
-        } else if (p.score == BATCH_SCORE_SHARED) {
+        } else if (p.score == BATCH_SCORE_Z) {
             v = u->z[j];
         } else {
             double s = 0.0;

@@ -248,7 +248,7 @@ void layer_case(struct selftest *st, const char *name, const batch_case &c, int 
     a.scale = 1.0f / sqrtf((float)HEAD_DIM);
     a.gqa = by_position ? SCORE_GQA_MEAN : SCORE_GQA_MAX;
     a.kernel = 1;
-    a.score = BATCH_SCORE_SHARED;
+    a.score = BATCH_SCORE_Z;
     a.by_position = by_position;
     std::string base = std::string(name);
     char detail[160];
