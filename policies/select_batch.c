@@ -166,6 +166,8 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
         return eb_fail(e, "budget %d cannot hold the %d most recent slots", budget,
                        plan->n_recent);
     struct backend *be = job->be;
+    if (!select_batch_backend_ok(be, plan))
+        return eb_fail(e, "the %s backend lacks a batched op this plan needs", be->name);
     job->score_s = job->select_s = 0.0;
     if (job->n_seq < 1) return 0;
     double t0 = clock_now_s();
@@ -192,8 +194,6 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
         .threshold = plan->threshold, .no_match_zero_col0 = plan->no_match_zero_col0,
         .score = plan->score, .lambda = plan->lambda,
         .by_position = plan->order == KEEP_BY_POSITION};
-    if (!select_batch_backend_ok(be, plan))
-        return eb_fail(e, "the %s backend lacks a batched op this plan needs", be->name);
     if (select_batch_uses_imp(plan) && be->window_scores_batch(be, &a))
         return eb_fail(e, "batched window attention scores failed");
     if (select_batch_uses_red(plan) && be->key_redundancy_batch(be, &a))
