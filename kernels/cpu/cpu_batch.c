@@ -247,6 +247,19 @@ struct gather_job {
     atomic_int bad;
 };
 
+/* 1 when keep[r0, n) ascends strictly: each row then moves to a lower
+ * index, read before anything overwrites it, so it can move in place. */
+static int ascends(const int *keep, int r0, int n)
+{
+    for (int r = r0 + 1; r < n; r++)
+        if (keep[r] <= keep[r - 1]) return 0;
+    return 1;
+}
+
+/* The rows [0, r0) that stay where they are (keep[r] == r: the slots before
+ * the first evicted one of a set in position order, most of H2O's one
+ * eviction a step) are not touched; the rest move in place when they
+ * ascend, else through the unit's staging. */
 static void gather_units(void *ctx, int i0, int i1, int ith)
 {
     (void)ith;
@@ -258,12 +271,20 @@ static void gather_units(void *ctx, int i0, int i1, int ith)
             atomic_store(&j->bad, 1);
             continue;
         }
+        int r0 = 0;
+        while (r0 < u->n_keep && u->keep[r0] == r0) r0++;
+        int in_place = ascends(u->keep, r0, u->n_keep);
         float *s = j->scratch + (size_t)i * j->unit_floats;
         for (int which = 0; which < 2; which++) {
             float *rows = which ? u->v : u->k;
-            for (int r = 0; r < u->n_keep; r++)
+            if (in_place) {
+                for (int r = r0; r < u->n_keep; r++) /* keep[r] > r: rows do not overlap */
+                    memcpy(rows + r * w, rows + (size_t)u->keep[r] * w, w * sizeof *s);
+                continue;
+            }
+            for (int r = r0; r < u->n_keep; r++)
                 memcpy(s + r * w, rows + (size_t)u->keep[r] * w, w * sizeof *s);
-            memcpy(rows, s, n * sizeof *s);
+            memcpy(rows + r0 * w, s + r0 * w, (n - r0 * w) * sizeof *s);
         }
     }
 }

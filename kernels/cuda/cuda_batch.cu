@@ -385,6 +385,9 @@ int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
 
 /* ---- compaction: rows to the staging, then back ---- */
 
+/* A row r with keep[r] == r stays (nothing else writes it): neither staged
+ * nor written back (the slots before the first evicted one of a set in
+ * position order, most of H2O's one eviction a step). */
 __global__ static void k_batch_gather(const struct gather_unit *units, float *scratch,
                                       size_t unit_floats, int which, int back)
 {
@@ -393,8 +396,10 @@ __global__ static void k_batch_gather(const struct gather_unit *units, float *sc
     size_t w = (size_t)u->row_words, n = (size_t)u->n_keep * w;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x) {
+        size_t r = t / w, from = (size_t)u->keep[r];
+        if (from == r) continue;
         if (back) rows[t] = s[t];
-        else s[t] = rows[(size_t)u->keep[t / w] * w + t % w];
+        else s[t] = rows[from * w + t % w];
     }
 }
 

@@ -295,8 +295,8 @@ void layer_case(struct selftest *st, const char *name, const batch_case &c, int 
 /* Gathers of random keep-sets, K and V, f32 rows and 16-bit ones (half the words). */
 void gather_case(struct selftest *st, int words)
 {
-    const int cap = 300, n_units = 5;
-    std::vector<int> n_keep = {100, 1, 0, 299, 64};
+    const int cap = 300, n_units = 6;
+    std::vector<int> n_keep = {100, 1, 0, 299, 64, 299};
     side cs, gs;
     cs.be = st->cpu;
     gs.be = st->gpu;
@@ -315,6 +315,8 @@ void gather_case(struct selftest *st, int words)
             perm[i] = perm[j];
             perm[j] = t;
         }
+        if (u == n_units - 1) /* position order, slot 120 evicted: rows before it stay */
+            for (int i = 0; i < cap; i++) perm[i] = i < 120 ? i : i + 1;
         keep[u].resize(cap > 0 ? cap : 1);
         memcpy(keep[u].data(), perm.data(), (size_t)cap * sizeof(int));
     }
@@ -346,6 +348,17 @@ void gather_case(struct selftest *st, int words)
     }
     for (size_t i = 0; i < out[0].size() && ok; i++)
         ok = memcmp(out[0][i].data(), out[1][i].data(), unit_floats * sizeof(float)) == 0;
+    /* and what a gather means: row r is the old row keep[r], the rest untouched */
+    for (int u = 0; u < n_units && ok && out[0].size() == 2 * (size_t)n_units; u++)
+        for (int which = 0; which < 2; which++) {
+            std::vector<float> want = rows[2 * u + which];
+            const int *kp = (const int *)keep[u].data();
+            for (int r = 0; r < n_keep[u]; r++)
+                memcpy(&want[(size_t)r * words], &rows[2 * u + which][(size_t)kp[r] * words],
+                       (size_t)words * sizeof(float));
+            ok = ok && memcmp(want.data(), out[0][2 * u + which].data(),
+                              unit_floats * sizeof(float)) == 0;
+        }
     char what[64];
     snprintf(what, sizeof what, "batch gather (%d words)", words);
     st_verdict(st, what, ok, "");
