@@ -212,8 +212,10 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
 }
 
 /* The whole batch: R-KV's batched scores, the sentence penalty a row per
- * head written here (sent_tracker_penalize on zeros gives -lambda where the
- * per-sequence score subtracts lambda: the same double), uploaded once. */
+ * head written here and uploaded once.  sent_tracker_penalize on zeros
+ * gives -lambda where the per-sequence score subtracts lambda; spans are
+ * disjoint, so a slot gets one penalty at most, and lambda is a float, so
+ * the float row holds it exactly: z + row is the per-sequence z - lambda. */
 static int skipkv_add_row(void *self, int seq, const struct cache_view *cv, int layer,
                           int kv_head, int n_cand, float *add, struct eb_err *e)
 {
