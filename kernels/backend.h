@@ -204,16 +204,22 @@ enum batch_score {
     BATCH_SCORE_AGE = 0,   /* z[j] = -j: the oldest first (StreamingLLM's sinks) */
     BATCH_SCORE_IMP = 1,   /* z = imp */
     BATCH_SCORE_MIX = 2,   /* z = lambda * imp - (1 - lambda) * red, in double */
-    BATCH_SCORE_KNORM = 3  /* z = -|k_j| (double sum of squares): the lowest norm first */
+    BATCH_SCORE_KNORM = 3, /* z = -|k_j| (double sum of squares): the lowest norm first */
+    BATCH_SCORE_Z = 4      /* z = unit.z: a row of scores in double (a layer's, shared by
+                              a run of its kv heads, or a head's written by the caller) */
 };
 
-struct score_unit {        /* 72 bytes; every pointer is backend memory */
+struct score_unit {        /* 88 bytes; every pointer is backend memory */
     const void *k;         /* [len][head_dim] keys of kv_type */
     const float *q;        /* query ring [q_ring][n_head*head_dim] of this layer; row i of
                               the n_q used is ring row (q_first + i) % q_ring, oldest first */
     float *imp;            /* [n_cand] out: window importance (pooled) */
     float *red;            /* [len] out: key redundancy */
     int *keep;             /* [n_select + len - n_cand] out: keep indices */
+    double *z;             /* [n_cand] BATCH_SCORE_Z's row: a run's shared score
+                              (head_mean_batch, last_query_attn_batch; every unit of the
+                              run names the same row) or the caller's; NULL where unused */
+    const float *add;      /* [n_cand] or NULL: added to the score (in double) before ranking */
     int kv_type;           /* enum kv_type of k */
     int kv_head, len, n_cand, n_select;
     int n_q, q_ring, q_first;
@@ -222,6 +228,10 @@ struct score_unit {        /* 72 bytes; every pointer is backend memory */
 struct score_batch_args {
     const struct score_unit *units; /* backend memory: n_units descriptors */
     int n_units;
+    /* head_mean_batch, last_query_attn_batch: the units come in runs of
+     * `run` (the kv heads of one layer of one sequence, equal len and
+     * n_cand), n_units a multiple of it; each run's z is one row */
+    int run;
     int max_len;                    /* >= every unit's len (a device sizes scratch by it) */
     int n_head, n_kv, head_dim;
     /* window_scores_batch, as window_score_args, then pooled as pool1d
@@ -234,9 +244,10 @@ struct score_batch_args {
     /* key_redundancy_batch, as redundancy_args */
     float threshold;
     int no_match_zero_col0;
-    /* batch_topk: z from `score`; keep = the n_select best candidates by
-     * score.h's tie rule (higher first, equal: lower index, NaN last), best
-     * first or (by_position) ascending, then the window [n_cand, len). */
+    /* batch_topk: z from `score`, plus unit.add where given; keep = the
+     * n_select best candidates by score.h's tie rule (higher first, equal:
+     * lower index, NaN last), best first or (by_position) ascending, then
+     * the window [n_cand, len). */
     enum batch_score score;
     double lambda;
     int by_position;
@@ -404,6 +415,16 @@ struct backend {
     int (*window_scores_batch)(struct backend *be, const struct score_batch_args *a);
     /* unit.red of every unit: key_redundancy. */
     int (*key_redundancy_batch)(struct backend *be, const struct score_batch_args *a);
+    /* Each run's z (score_batch_args.run): the mean of its units' imp rows,
+     * summed in double in unit order, then divided by run (a per-layer
+     * keep-set from per-head scores). */
+    int (*head_mean_batch)(struct backend *be, const struct score_batch_args *a);
+    /* Each run's z from the last recorded query (ring row q_first + n_q - 1):
+     * per unit, every query head of its kv head's group softmaxed over the
+     * len keys in double (logit = the double dot product times
+     * 1/sqrt(head_dim)), the group's mean of the candidates [0, n_cand);
+     * then the mean over the run's units, as head_mean_batch. */
+    int (*last_query_attn_batch)(struct backend *be, const struct score_batch_args *a);
     /* unit.keep of every unit (see score_batch_args). */
     int (*batch_topk)(struct backend *be, const struct score_batch_args *a);
     /* Every unit's K and V rows become rows keep[0, n_keep) in that order.

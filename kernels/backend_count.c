@@ -234,6 +234,18 @@ static int count_key_redundancy_batch(struct backend *be, const struct score_bat
     return inner->key_redundancy_batch(inner, a);
 }
 
+static int count_head_mean_batch(struct backend *be, const struct score_batch_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->head_mean_batch(inner, a);
+}
+
+static int count_last_query_attn_batch(struct backend *be, const struct score_batch_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->last_query_attn_batch(inner, a);
+}
+
 static int count_batch_topk(struct backend *be, const struct score_batch_args *a)
 {
     struct backend *inner = inner_of(be);
@@ -310,6 +322,8 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->attention_layer) be->attention_layer = count_attention_layer;
     if (inner->window_scores_batch) be->window_scores_batch = count_window_scores_batch;
     if (inner->key_redundancy_batch) be->key_redundancy_batch = count_key_redundancy_batch;
+    if (inner->head_mean_batch) be->head_mean_batch = count_head_mean_batch;
+    if (inner->last_query_attn_batch) be->last_query_attn_batch = count_last_query_attn_batch;
     if (inner->batch_topk) be->batch_topk = count_batch_topk;
     if (inner->kv_gather_batch) be->kv_gather_batch = count_kv_gather_batch;
     if (inner->sync) be->sync = count_sync;

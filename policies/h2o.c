@@ -149,11 +149,25 @@ static int h2o_select(void *self, int seq, const struct cache_view *cv, int budg
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, budget - heavy, out, e);
 }
 
-/* Its scores are on the host already: select there, compact batched. */
+/* The whole batch: its scores live on the host (observe_attn sums them), so
+ * it writes them as a row per head, ranked on the device; h2o_kept moves
+ * them once the keep-sets are back. */
+static int h2o_host_scores(void *self, int seq, const struct cache_view *cv, int layer,
+                           int kv_head, int n_cand, double *z, struct eb_err *e)
+{
+    struct h2o *s = self;
+    if (!seq_table_get(&s->seqs, seq)) return eb_fail(e, "sequence %d was not begun", seq);
+    return h2o_score(self, seq, cv, layer, kv_head, n_cand, z, e);
+}
+
 static int h2o_batch_plan(const void *self, int budget, struct batch_plan *out)
 {
-    (void)self; (void)budget;
-    *out = (struct batch_plan){.host_select = 1};
+    const struct h2o *s = self;
+    int heavy = (int)(budget * s->heavy_ratio);
+    if (!select_batch_plan_of(&s->sc, budget - heavy, out)) return 0;
+    out->score = BATCH_SCORE_Z;
+    out->host_scores = h2o_host_scores;
+    out->kept = h2o_kept;
     return 1;
 }
 
@@ -238,9 +252,22 @@ static int h2o_rkv_select(void *self, int seq, const struct cache_view *cv, int 
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, 1, out, e);
 }
 
+/* The whole batch: each head's window importance, then head_mean_batch's
+ * mean over the layer's heads. */
+static int h2o_rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct h2o_rkv *s = self;
+    if (!select_batch_plan_of(&s->sc, 1, out)) return 0;
+    out->shared = BATCH_SHARED_IMP_MEAN;
+    out->imp = s->imp;
+    return 1;
+}
+
 const struct policy_ops h2o_rkv_ops = {
     .name = "h2o-rkv",
     .create = h2o_rkv_create,
     .destroy = h2o_rkv_destroy,
     .select = h2o_rkv_select,
+    .batch_plan = h2o_rkv_batch_plan,
 };

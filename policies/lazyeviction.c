@@ -197,11 +197,17 @@ static int lazy_select(void *self, int seq, const struct cache_view *cv, int bud
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->window, out, e);
 }
 
-/* Its scores live on the host: select there, compact batched (as h2o.c). */
+/* The whole batch, as h2o.c: the importances live on the host, so they go
+ * up as a row per head, ranked on the device; lazy_kept moves the state
+ * once the keep-sets are back. */
 static int lazy_batch_plan(const void *self, int budget, struct batch_plan *out)
 {
-    (void)self; (void)budget;
-    *out = (struct batch_plan){.host_select = 1};
+    const struct lazy *s = self;
+    if (!select_batch_plan_of(&s->sc, s->window, out)) return 0;
+    (void)budget;
+    out->score = BATCH_SCORE_Z;
+    out->host_scores = lazy_score;
+    out->kept = lazy_kept;
     return 1;
 }
 

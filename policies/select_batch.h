@@ -7,20 +7,37 @@
  * batched compaction (kvcache_compact_batch); their counts are known on the
  * host.  Gate, candidates, window and tie rule are select.h's.
  *
- * What does not batch keeps the per-sequence select: per-layer keep-sets
- * (h2o-rkv), bf16 scores, pads, R-KV's batch0 bug, and the policies with
- * their own select (VaSE, RPC, BeaconKV, SEAL: state that moves with every
- * sequence's sentences, host-side rules).  H2O's scores live on the host
- * (observe_attn sums them there), so it selects per sequence on the host
- * (host_select) and only its compaction is batched. */
+ * Scores that live on the host (H2O's accumulated attention, summed there by
+ * observe_attn) are written by the policy into a row per head (host_scores),
+ * uploaded in one call and ranked on the device like any other; the policy
+ * is told the keep-sets once they are back on the host (kept).
+ *
+ * Per-layer keep-sets (TOVA, h2o-rkv) are runs of units, a layer's kv heads,
+ * that share one score row: the heads' mean of their window importance
+ * (head_mean_batch) or of the last query's attention (last_query_attn_batch);
+ * every head of the run ranks that row.  A per-sequence addition to the
+ * scores (SkipKV's sentence penalty, which lives on the host) is a row per
+ * unit the policy writes on the host (add_row), uploaded once for the batch.
+ *
+ * What does not batch keeps the per-sequence select: bf16 scores, pads,
+ * R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
+ * BeaconKV, SEAL: state that moves with every sequence's sentences,
+ * host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
 #define EB_POLICY_SELECT_BATCH_H
 
 #include "select.h"
 
+/* What gives a per-layer plan the score its kv heads share. */
+enum batch_shared {
+    BATCH_SHARED_NONE = 0,       /* a keep-set per kv head */
+    BATCH_SHARED_IMP_MEAN = 1,   /* the heads' mean of their window importance (h2o-rkv) */
+    BATCH_SHARED_LAST_QUERY = 2  /* the heads' mean of the last query's attention (TOVA) */
+};
+
 struct batch_plan {
-    int host_select;             /* 1: run select per sequence (host only), compact batched */
-    enum batch_score score;
+    enum batch_score score;      /* BATCH_SCORE_Z with shared or host_scores */
+    enum batch_shared shared;    /* not NONE: one keep-set per layer */
     struct importance_opts imp;  /* BATCH_SCORE_IMP, _MIX */
     double lambda;               /* _MIX */
     float threshold;             /* _MIX: key redundancy */
@@ -28,10 +45,25 @@ struct batch_plan {
     int n_recent;                /* the newest slots always kept */
     int evict_above;             /* gate len > B instead of len >= B */
     enum keep_order order;
+    /* Optional: a row added to a head's candidate scores before ranking
+     * (SkipKV's sentence penalty), written on the host into add[0, n_cand),
+     * zeros on entry, for each selected head; policy is batch_job.policy.
+     * 0, or -1 with e set. */
+    int (*add_row)(void *policy, int seq, const struct cache_view *cv, int layer, int kv_head,
+                   int n_cand, float *add, struct eb_err *e);
+    /* Optional (H2O): a selected head's scores z[0, n_cand), written on the
+     * host by the policy (score BATCH_SCORE_Z, a row per head).  0, or -1
+     * with e set. */
+    int (*host_scores)(void *policy, int seq, const struct cache_view *cv, int layer,
+                       int kv_head, int n_cand, double *z, struct eb_err *e);
+    /* Optional: each selected head's keep-set once it is on the host
+     * (select_batch_kept; H2O's scores move with their slots). */
+    void (*kept)(void *policy, int seq, int layer, int kv_head, const int *keep, int n);
 };
 
 /* One due sequence as the batched selector sees it. */
 struct batch_seq {
+    int seq;                     /* the policy's sequence id */
     const struct cache_view *cv;
     const void *const *k;        /* [n_layer] the cache's K buffers, kv_type elements */
     enum kv_type kv_type;
@@ -48,6 +80,11 @@ struct batch_job {
     struct score_unit *units;    /* backend: n_seq * n_layer * n_kv descriptors */
     struct score_unit *units_host;
     float *imp, *red;            /* backend: n_seq * n_layer * n_kv rows of stride floats */
+    double *z;                   /* backend: shared plans n_seq * n_layer rows of stride,
+                                    host_scores one per head (as imp) */
+    double *z_host;              /* host, host_scores: as z */
+    float *add, *add_host;       /* backend and host, add_row: as imp */
+    void *policy;                /* the policy instance, for plan->add_row */
     int *keep_dev;               /* backend: [n_seq][n_layer * n_kv][stride] */
     int *n_keep;                 /* host [n_seq][n_layer * n_kv] out: kept slots, -1: unchanged */
     int sync;                    /* 1: wait for the backend at the score / select boundary */
@@ -55,9 +92,17 @@ struct batch_job {
     int n_units;                 /* out: heads selected */
 };
 
-/* Backend floats of the descriptors and score rows of one job. */
+/* Backend floats of the descriptors and score rows of one job; rows of
+ * doubles (shared: one per layer run; host_scores: one per head). */
 size_t select_batch_unit_floats(int n_units);
 size_t select_batch_score_floats(int n_units, int stride);
+size_t select_batch_shared_floats(int n_runs, int stride);
+
+/* 1 when plan scores with the window importance (imp rows); with the
+ * redundancy (red rows).  Rows of doubles (z) plan needs for n sequences. */
+int select_batch_uses_imp(const struct batch_plan *plan);
+int select_batch_uses_red(const struct batch_plan *plan);
+int select_batch_z_rows(const struct batch_plan *plan, int n_seq, int n_layer, int n_kv);
 
 /* 1 when the backend has what plan needs. */
 int select_batch_backend_ok(const struct backend *be, const struct batch_plan *plan);
@@ -67,9 +112,14 @@ int select_batch_backend_ok(const struct backend *be, const struct batch_plan *p
 int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int budget,
                      struct eb_err *e);
 
+/* After the caller brought job's keep indices to the host (keep, laid out
+ * as job->keep_dev): plan->kept for every selected head. */
+void select_batch_kept(const struct batch_plan *plan, const struct batch_job *job,
+                       const int *keep);
+
 /* policy_ops.batch_plan of a plain selector policy: 0 when sc's options
- * keep it per sequence (per-layer sets, bf16), else 1 with the gate, order
- * and n_recent filled (the caller sets the score). */
+ * keep it per sequence (bf16), else 1 with the gate, order and n_recent
+ * filled (the caller sets the score, and for a per_layer scorer `shared`). */
 int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_plan *out);
 
 #endif

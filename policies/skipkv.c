@@ -34,7 +34,7 @@
 #include "follow_hooks.h"
 #include "policies.h"
 #include "rkv.h"
-#include "select.h"
+#include "select_batch.h"
 
 const struct param_def skipkv_params[] = {
     {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)"},
@@ -81,6 +81,8 @@ struct skipkv {
     struct selector sel;
     double *red;
     int red_cap;
+    double *pen;             /* the batched path's penalty of one head */
+    int pen_cap;
     struct follow_seq *cur;  /* during select: the sequence, its step, and whether */
     int step, penalize;      /* its sentences are penalised */
 };
@@ -91,6 +93,7 @@ static void skipkv_destroy(void *self)
     if (!s) return;
     selector_free(&s->sel);
     free(s->red);
+    free(s->pen);
     follower_close(&s->f);
     free(s);
 }
@@ -208,6 +211,43 @@ static int skipkv_select(void *self, int seq, const struct cache_view *cv, int b
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
 }
 
+/* The whole batch: R-KV's batched scores, the sentence penalty a row per
+ * head written here and uploaded once.  sent_tracker_penalize on zeros
+ * gives -lambda where the per-sequence score subtracts lambda; spans are
+ * disjoint, so a slot gets one penalty at most, and lambda is a float, so
+ * the float row holds it exactly: z + row is the per-sequence z - lambda. */
+static int skipkv_add_row(void *self, int seq, const struct cache_view *cv, int layer,
+                          int kv_head, int n_cand, float *add, struct eb_err *e)
+{
+    struct skipkv *s = self;
+    struct follow_seq *q;
+    if (follower_live(&s->f, seq, &q, e)) return -1;
+    if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
+    if (!s->sentence || cv->at_prefill) return 0; /* as skipkv_select: no penalty */
+    int len = cache_view_len(cv, layer, kv_head);
+    if (rkv_reserve(&s->pen, &s->pen_cap, len, e)) return -1;
+    double *z = s->pen;
+    for (int j = 0; j < n_cand; j++) z[j] = 0.0;
+    const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
+    sent_tracker_penalize(&q->tr, pos, n_cand, len, z, q->tr.n_tokens - q->n_prompt);
+    for (int j = 0; j < n_cand; j++) add[j] = (float)z[j];
+    return 0;
+}
+
+static int skipkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct skipkv *s = self;
+    if (!s->evict || !select_batch_plan_of(&s->sc, s->o.imp.window, out)) return 0;
+    out->score = s->o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
+    out->imp = s->o.imp;
+    out->lambda = s->o.lambda;
+    out->threshold = s->threshold;
+    out->no_match_zero_col0 = 1; /* as skipkv_score */
+    if (s->sentence) out->add_row = skipkv_add_row;
+    return 1;
+}
+
 const struct policy_ops skipkv_ops = {
     .name = "skipkv",
     .create = skipkv_create,
@@ -218,6 +258,7 @@ const struct policy_ops skipkv_ops = {
     .observe = skipkv_observe,
     .observe_hidden = skipkv_observe_hidden,
     .select = skipkv_select,
+    .batch_plan = skipkv_batch_plan,
     .steer = follow_hook_steer,
     .trace_stats = follow_hook_trace_stats,
     .trace_sentences = follow_hook_trace_sentences,

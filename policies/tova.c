@@ -8,7 +8,7 @@
  * compression_interval-th decoding forward, here divide_length:
  * divide_decode_only). */
 #include "policies.h"
-#include "select.h"
+#include "select_batch.h"
 
 static int tova_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
                       int n_cand, double *z, struct eb_err *e)
@@ -30,5 +30,17 @@ static int tova_create(const struct policy_params *p, const struct policy_model 
     return 0;
 }
 
+/* The whole batch: last_query_attn_batch gives each layer its heads' mean. */
+static int tova_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)budget;
+    const struct scored_policy *s = self;
+    if (!select_batch_plan_of(&s->sc, s->n_recent, out)) return 0;
+    out->shared = BATCH_SHARED_LAST_QUERY;
+    out->imp.window = 1; /* the last recorded query */
+    return 1;
+}
+
 const struct policy_ops tova_ops = {.name = "tova", .create = tova_create,
-    .destroy = scored_policy_destroy, .select = scored_policy_select};
+    .destroy = scored_policy_destroy, .select = scored_policy_select,
+    .batch_plan = tova_batch_plan};

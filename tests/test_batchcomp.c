@@ -1,4 +1,5 @@
-/* test_batchcomp.c - the whole batch's compression (issue 33 item 3):
+/* test_batchcomp.c - the whole batch's compression (issue 33 item 3; TOVA,
+ * h2o-rkv, SkipKV and H2O's device-side selection added since):
  * generate with a policy on the batched path (due sequences compressed
  * together at after_step with the backend's batched ops) must give the
  * per-sequence path's tokens and caches step for step, at batch 1 and 16,
@@ -12,9 +13,14 @@
 
 #include "harness/exp/policy_glue.h"
 #include "model/kvcache.h"
+#include "policies/steering.h"
+#include "tok_fixture.h"
 
 static struct backend *be;
 static enum kv_type run_type = KV_F32;
+/* The sentence policies read token texts: the tiny model's ids are looked
+ * up in a fixture tokenizer (its first 256 ids, delimiters among them). */
+static struct tokenizer *run_tok;
 
 #define TINY_PATH "tests/fixtures/models/tiny-llama/model.gguf"
 
@@ -45,13 +51,34 @@ struct outcome {
     struct gen_result res[MAX_REQ];
     struct watch w;
     struct policy_glue_stats st;
+    long penalised, penalty_steps;  /* sentences the sentence penalty reached; sum of steps */
 };
+
+/* SkipKV's sentences that got a penalty, over the n requests. */
+static void count_penalised(const struct session_policy *sp, int n, struct outcome *o)
+{
+    for (int seq = 0; seq < n; seq++) {
+        struct sent_info *si = NULL;
+        int ns = 0;
+        struct eb_err e = {0};
+        if (policy_trace_sentences(sp->pol, seq, &si, &ns, &e) != 0) continue;
+        for (int i = 0; i < ns; i++)
+            if (si[i].evicted_step >= 0) {
+                o->penalised++;
+                o->penalty_steps += si[i].evicted_step;
+            }
+        free(si);
+    }
+}
 
 /* n requests of different lengths, all in flight at once; batched or not. */
 static int run(const struct model *m, const char *spec, int n, int batched, struct outcome *o)
 {
     memset(o, 0, sizeof *o);
     int *prompts[MAX_REQ] = {0};
+    /* SkipKV's prompts hold a sentence every 6 tokens (the fixture
+     * tokenizer's id 198 is "\\n"): the tiny model seldom writes one. */
+    int delim = strncmp(spec, "skipkv", 6) == 0 ? 198 : -1;
     struct gen_request req[MAX_REQ];
     for (int i = 0; i < n; i++) {
         int len = 24 + 5 * i;
@@ -59,7 +86,7 @@ static int run(const struct model *m, const char *spec, int n, int batched, stru
         unsigned x = 2166136261u ^ (unsigned)i;
         for (int t = 0; t < len; t++) {
             x = x * 1664525u + 1013904223u;
-            prompts[i][t] = (int)(x >> 8) % m->cfg.n_vocab;
+            prompts[i][t] = delim >= 0 && t % 6 == 5 ? delim : (int)(x >> 8) % m->cfg.n_vocab;
         }
         req[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = len, .max_new = MAX_NEW,
                                       .sampling = sampler_params_greedy()};
@@ -68,13 +95,14 @@ static int run(const struct model *m, const char *spec, int n, int batched, stru
     struct session_policy sp = {0};
     struct gen_hooks inner = {.ctx = &o->w, .on_step = watch_step}, hooks;
     struct gen_options opt = {.max_live = n, .ignore_eos = 1, .kv_type = run_type};
-    int rc = open_test_policy(m, NULL, spec, BUDGET, &sp, &e);
+    int rc = open_test_policy(m, run_tok, spec, BUDGET, &sp, &e);
     if (rc == 0) {
         policy_glue_set_batch(sp.glue, batched);
         session_policy_hooks(&sp, &inner, &hooks);
         opt.hooks = &hooks;
         rc = generate(m, req, n, &opt, o->res, NULL, &e);
         policy_glue_stats(sp.glue, &o->st);
+        if (rc == 0) count_penalised(&sp, n, o);
     }
     if (rc) fprintf(stderr, "  %s: %s\n", spec, e.msg);
     session_policy_close(&sp);
@@ -100,21 +128,48 @@ static int same_run(const struct outcome *a, const struct outcome *b, int n)
             return 0;
     }
     return a->st.compressions == b->st.compressions &&
-           a->st.evicted_slots == b->st.evicted_slots;
+           a->st.evicted_slots == b->st.evicted_slots && a->penalised == b->penalised &&
+           a->penalty_steps == b->penalty_steps;
+}
+
+/* The policies the batched path covers, each at batch 1 and 16.  SkipKV
+ * with tau = -1: every compared sentence is redundant, so the penalty
+ * reaches many heads; steer=0 needs no steering vector. */
+static const char *const batched_specs[] = {
+    "rkv:divide_length=16",
+    "snapkv:schedule=divide,divide_length=16,window=8",
+    "streamingllm:divide_length=16",
+    "h2o",
+    "h2o:heavy_ratio=0.25",
+    "knorm:divide_length=16",
+    "rkv:divide_length=16,cache_order=position,lambda=1",
+    "tova:divide_length=16",
+    "h2o-rkv:divide_length=16",
+    "h2o-rkv:divide_length=16,cache_order=position,gqa=mean",
+    "skipkv:steer=0,tau=-1,divide_length=16",
+    "skipkv:steer=0,tau=-1,divide_length=16,cache_order=score,lambda=1",
+    "skipkv:steer=0,sentence=0,divide_length=16",
+    "lazyeviction:window=8,alpha=0.02",
+};
+enum { N_BATCHED_SPECS = sizeof batched_specs / sizeof batched_specs[0] };
+
+/* Sentence penalties expected (SkipKV with sentences). */
+static int penalises(const char *spec)
+{
+    return strncmp(spec, "skipkv", 6) == 0 && !strstr(spec, "sentence=0");
 }
 
 static void test_batched_equals_per_sequence(void)
 {
     struct model *m = open_model_on(be, TINY_PATH);
     if (!m) SKIP("tiny-llama fixture missing");
-    const char *specs[] = {"rkv:divide_length=16",
-                           "snapkv:schedule=divide,divide_length=16,window=8",
-                           "streamingllm:divide_length=16", "h2o", "knorm:divide_length=16",
-                           "rkv:divide_length=16,cache_order=position,lambda=1",
-                           "lazyeviction:window=8,alpha=0.02"};
     static struct outcome one_b, one_s, many_b, many_s;
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
-        const char *spec = specs[i];
+    for (int i = 0; i < N_BATCHED_SPECS; i++) {
+        const char *spec = batched_specs[i];
+        if (!run_tok && strncmp(spec, "skipkv", 6) == 0) {
+            printf("  %s: skipped (no fixture tokenizer)\n", spec);
+            continue;
+        }
         int ok = run(m, spec, 1, 1, &one_b) == 0 && run(m, spec, 1, 0, &one_s) == 0 &&
                  run(m, spec, MAX_REQ, 1, &many_b) == 0 && run(m, spec, MAX_REQ, 0, &many_s) == 0;
         CHECK_MSG(ok, "%s: a run failed", spec);
@@ -128,6 +183,8 @@ static void test_batched_equals_per_sequence(void)
                       one_s.st.batch_compressions == 0,
                       "%s: %ld / %ld batched compressions", spec, one_b.st.batch_compressions,
                       many_b.st.batch_compressions);
+            if (penalises(spec))
+                CHECK_MSG(many_b.penalised > 0, "%s: no sentence was penalised", spec);
         }
         outcome_free(&one_b), outcome_free(&one_s), outcome_free(&many_b), outcome_free(&many_s);
     }
@@ -141,7 +198,8 @@ static void test_f16_cache(void)
     if (!m) SKIP("tiny-llama fixture missing");
     static struct outcome b, s;
     run_type = KV_F16;
-    const char *specs[] = {"rkv:divide_length=16", "knorm:divide_length=16"};
+    const char *specs[] = {"rkv:divide_length=16", "knorm:divide_length=16",
+                           "tova:divide_length=16", "h2o-rkv:divide_length=16", "h2o"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         int ok = run(m, specs[i], MAX_REQ, 1, &b) == 0 && run(m, specs[i], MAX_REQ, 0, &s) == 0;
         CHECK_MSG(ok && same_run(&b, &s, MAX_REQ) && b.st.batch_compressions > 0,
@@ -158,11 +216,10 @@ static void test_calls_per_compression(void)
 {
     struct model *m = open_model_on(be, TINY_PATH);
     if (!m) SKIP("tiny-llama fixture missing");
-    const char *specs[] = {"rkv:divide_length=16",
-                           "snapkv:schedule=divide,divide_length=16,window=8",
-                           "streamingllm:divide_length=16", "h2o"};
+    const char *const *specs = batched_specs;
     static struct outcome one, many;
-    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+    for (int i = 0; i < N_BATCHED_SPECS; i++) {
+        if (!run_tok && strncmp(specs[i], "skipkv", 6) == 0) continue;
         int ok = run(m, specs[i], 1, 1, &one) == 0 && run(m, specs[i], MAX_REQ, 1, &many) == 0;
         CHECK_MSG(ok, "%s: a run failed", specs[i]);
         if (ok && one.st.batch_compressions > 0 && many.st.batch_compressions > 0) {
@@ -175,8 +232,8 @@ static void test_calls_per_compression(void)
                       many.st.compress_calls, many.st.batch_compressions);
             CHECK_MSG(n1 <= 2 * (unsigned long long)m->cfg.n_layer + 8, "%s: %llu calls",
                       specs[i], n1);
-            printf("  %-40s backend calls per compression: %llu (batch 1 and 16)\n", specs[i],
-                   n1);
+            printf("  %-62s backend calls per compression: %llu (batch 1 and 16)\n",
+                   specs[i], n1);
         } else if (ok) {
             CHECK_MSG(0, "%s: no batched compression", specs[i]);
         }
@@ -187,10 +244,14 @@ static void test_calls_per_compression(void)
 
 int main(void)
 {
+    char why[1024];
+    run_tok = tok_fixture_load("smollm2", why, sizeof why);
+    if (!run_tok) printf("  skipkv runs skipped: %s\n", why);
     be = backend_count_create(backend_cpu_create(2));
     RUN(test_batched_equals_per_sequence);
     RUN(test_f16_cache);
     RUN(test_calls_per_compression);
     be->destroy(be);
+    if (run_tok) tokenizer_free(run_tok);
     return test_summary("batchcomp");
 }

@@ -7,8 +7,9 @@
  *
  * Backend scratch (be->alloc, grown to the largest batch seen, bounded by
  * policy_glue_scratch_bytes): the score unit descriptors, the importance
- * and redundancy rows, the keep indices, the gather descriptors and the
- * gather's staging. */
+ * and redundancy rows, the rows of doubles (per-layer scores, H2O's host
+ * scores) and the added rows (SkipKV) a plan asks for, the keep indices,
+ * the gather descriptors and the gather's staging. */
 #include "harness/exp/policy_glue_priv.h"
 #include "model/model.h"
 #include "util/clock.h"
@@ -29,10 +30,14 @@ static void free_buffers(struct policy_glue *g)
     dev_free(g->be, b->units);
     dev_free(g->be, b->imp);
     dev_free(g->be, b->red);
+    dev_free(g->be, b->z);
+    dev_free(g->be, b->add);
     dev_free(g->be, b->keep_dev);
     dev_free(g->be, b->gunits);
     dev_free(g->be, b->gscratch);
     free(b->units_host);
+    free(b->add_host);
+    free(b->z_host);
     free(b->keep);
     free(b->n_keep);
     free(b->gunits_host);
@@ -41,7 +46,8 @@ static void free_buffers(struct policy_glue *g)
     free(b->cseq);
     free(b->freed);
     b->units = b->units_host = NULL;
-    b->imp = b->red = b->gscratch = NULL;
+    b->imp = b->red = b->gscratch = b->add = b->add_host = NULL;
+    b->z = b->z_host = NULL;
     b->keep_dev = b->keep = b->n_keep = NULL;
     b->gunits = b->gunits_host = NULL;
     b->bseq = NULL;
@@ -54,21 +60,21 @@ static void free_buffers(struct policy_glue *g)
 
 /* Floats of each backend buffer for n sequences of stride slots per head. */
 struct batch_sizes {
-    size_t units, imp, red, keep, gunits, gscratch, unit_floats;
+    size_t units, imp, red, z, add, keep, gunits, gscratch, unit_floats;
 };
 
 static struct batch_sizes sizes_of(const struct batch_plan *plan, int n_layer, int n_kv,
                                    int head_dim, int n, int stride, int budget)
 {
-    int heads = n * n_layer * n_kv, uses_imp = !plan->host_select &&
-        (plan->score == BATCH_SCORE_IMP || plan->score == BATCH_SCORE_MIX);
+    int heads = n * n_layer * n_kv;
     /* Every selected head keeps budget slots; f32 rows are the widest. */
     size_t kept = (size_t)(budget < stride ? budget : stride);
     struct batch_sizes z = {
-        .units = plan->host_select ? 0 : select_batch_unit_floats(heads),
-        .imp = uses_imp ? select_batch_score_floats(heads, stride) : 0,
-        .red = !plan->host_select && plan->score == BATCH_SCORE_MIX
-                   ? select_batch_score_floats(heads, stride) : 0,
+        .units = select_batch_unit_floats(heads),
+        .imp = select_batch_uses_imp(plan) ? select_batch_score_floats(heads, stride) : 0,
+        .red = select_batch_uses_red(plan) ? select_batch_score_floats(heads, stride) : 0,
+        .z = select_batch_shared_floats(select_batch_z_rows(plan, n, n_layer, n_kv), stride),
+        .add = plan->add_row ? select_batch_score_floats(heads, stride) : 0,
         .keep = (size_t)heads * stride,
         .gunits = kvcache_batch_units_floats(n_layer, n_kv, n),
         .unit_floats = kept * head_dim,
@@ -98,7 +104,8 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
     size_t heads = (size_t)n * g->pm.n_layer * g->pm.n_kv;
     struct backend *be = g->be;
     if (dev_alloc(be, z.units, (void **)&b->units) || dev_alloc(be, z.imp, (void **)&b->imp) ||
-        dev_alloc(be, z.red, (void **)&b->red) || dev_alloc(be, z.keep, (void **)&b->keep_dev) ||
+        dev_alloc(be, z.red, (void **)&b->red) || dev_alloc(be, z.z, (void **)&b->z) ||
+        dev_alloc(be, z.add, (void **)&b->add) || dev_alloc(be, z.keep, (void **)&b->keep_dev) ||
         dev_alloc(be, z.gunits, (void **)&b->gunits) ||
         dev_alloc(be, z.gscratch, (void **)&b->gscratch)) {
         free_buffers(g);
@@ -106,6 +113,8 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
                                 "(%d sequences, %d slots)", n, stride);
     }
     b->units_host = malloc(heads * sizeof *b->units_host);
+    if (z.add) b->add_host = malloc(z.add * sizeof *b->add_host);
+    if (b->plan.host_scores) b->z_host = malloc(z.z * sizeof(float)); /* doubles, as z */
     b->keep = malloc(heads * stride * sizeof *b->keep);
     b->n_keep = malloc(heads * sizeof *b->n_keep);
     b->gunits_host = malloc(heads * sizeof *b->gunits_host);
@@ -114,7 +123,7 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
     b->cseq = malloc((size_t)n * sizeof *b->cseq);
     b->freed = malloc((size_t)n * sizeof *b->freed);
     if (!b->units_host || !b->keep || !b->n_keep || !b->gunits_host || !b->bseq || !b->cv ||
-        !b->cseq || !b->freed) {
+        !b->cseq || !b->freed || (z.add && !b->add_host) || (b->plan.host_scores && !b->z_host)) {
         free_buffers(g);
         return eb_fail_nomem(e, "policy glue: out of memory for the batch's compression");
     }
@@ -132,7 +141,8 @@ size_t policy_glue_scratch_bytes(const struct policy *p, int budget,
         return 0;
     struct batch_sizes z = sizes_of(&plan, c->n_layer, c->n_head_kv, c->head_dim, n_live,
                                     max_slots, budget);
-    size_t parts[] = {z.units, z.imp, z.red, z.keep, z.gunits, z.gscratch}, bytes = 0;
+    size_t parts[] = {z.units, z.imp, z.red, z.z, z.add, z.keep, z.gunits, z.gscratch};
+    size_t bytes = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i]) bytes += backend_alloc_bytes(parts[i]); /* as a rounding pool takes it */
     return bytes;
@@ -147,7 +157,7 @@ static int batch_possible(struct policy_glue *g)
     const struct policy_ops *ops = g->p->ops;
     return ops->batch_plan && ops->batch_plan(g->p->self, g->budget, &b->plan) &&
            g->be->kv_gather_batch && g->be->upload && g->be->download &&
-           (b->plan.host_select || select_batch_backend_ok(g->be, &b->plan));
+           select_batch_backend_ok(g->be, &b->plan);
 }
 
 void glue_batch_init(struct policy_glue *g)
@@ -244,33 +254,12 @@ static int make_views(struct policy_glue *g, int *stride, struct eb_err *e)
         struct glue_seq *s = &g->seqs[b->due[i]];
         struct kvcache *c = s->cache;
         glue_cache_view(g, c, s->at_prefill, &b->cv[i]);
-        b->bseq[i] = (struct batch_seq){.cv = &b->cv[i], .k = (const void *const *)c->k,
+        b->bseq[i] = (struct batch_seq){.seq = b->due[i], .cv = &b->cv[i],
+                                        .k = (const void *const *)c->k,
                                         .kv_type = c->type, .q_ring = c->q_ring,
                                         .q_ring_rows = c->q_window, .q_next = c->q_next,
                                         .q_count = c->q_count};
     }
-    return 0;
-}
-
-/* H2O's kind: each sequence's own select on the host, then one upload of
- * every keep index. */
-static int host_selects(struct policy_glue *g, int stride, int *any, struct eb_err *e)
-{
-    struct glue_batch *b = &g->bt;
-    int heads = g->pm.n_layer * g->pm.n_kv;
-    for (int i = 0; i < b->n_due; i++) {
-        struct keep_set ks = {.n_layer = g->pm.n_layer, .n_kv = g->pm.n_kv, .stride = stride,
-                              .n_keep = b->n_keep + (size_t)i * heads,
-                              .idx = b->keep + (size_t)i * heads * stride};
-        keep_set_none(&ks);
-        if (g->p->ops->select(g->p->self, b->due[i], &b->cv[i], g->budget, &ks, e))
-            return eb_wrap(e, g->p->ops->name);
-    }
-    *any = 0;
-    for (size_t h = 0; h < (size_t)b->n_due * heads; h++) *any |= b->n_keep[h] >= 0;
-    if (*any)
-        g->be->upload(g->be, (float *)b->keep_dev, (const float *)b->keep,
-                  (size_t)b->n_due * heads * stride);
     return 0;
 }
 
@@ -281,15 +270,19 @@ static int device_selects(struct policy_glue *g, int stride, int *any, struct eb
     int heads = g->pm.n_layer * g->pm.n_kv;
     struct batch_job job = {.be = g->be, .n_seq = b->n_due, .seqs = b->bseq, .stride = stride,
                             .units = b->units, .units_host = b->units_host, .imp = b->imp,
-                            .red = b->red, .keep_dev = b->keep_dev, .n_keep = b->n_keep,
-                            .sync = b->time_phases};
+                            .red = b->red, .z = b->z, .z_host = b->z_host, .add = b->add,
+                            .add_host = b->add_host,
+                            .policy = g->p->self, .keep_dev = b->keep_dev,
+                            .n_keep = b->n_keep, .sync = b->time_phases};
     if (select_batch_run(&b->plan, &job, g->budget, e)) return eb_wrap(e, g->p->ops->name);
     g->st.score_s += job.score_s;
     g->st.select_s += job.select_s;
     *any = job.n_units > 0;
-    if (*any)
+    if (*any) {
         g->be->download(g->be, (float *)b->keep, (const float *)b->keep_dev,
                         (size_t)b->n_due * heads * stride);
+        select_batch_kept(&b->plan, &job, b->keep);
+    }
     return 0;
 }
 
@@ -327,11 +320,8 @@ static int compress(struct policy_glue *g, struct eb_err *e)
     /* counted from here: growing the scratch is not the compression's work */
     unsigned long long calls0 = backend_count_calls(g->be);
     g->st.selections += b->n_due;
-    double t0 = clock_now_s();
-    if (b->plan.host_select ? host_selects(g, stride, &any, e) : device_selects(g, stride, &any, e))
-        return -1;
+    if (device_selects(g, stride, &any, e)) return -1;
     double t1 = clock_now_s();
-    if (b->plan.host_select) g->st.select_s += t1 - t0;
     if (!any) return 0; /* no head had reached the budget */
     if (compact_all(g, stride, e)) return -1;
     g->st.compact_s += clock_now_s() - t1;

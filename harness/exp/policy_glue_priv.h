@@ -28,6 +28,8 @@ struct glue_batch {
     size_t gather_cap;       /* floats of gather scratch per unit */
     struct score_unit *units, *units_host;
     float *imp, *red;
+    double *z, *z_host;      /* backend / host: rows of doubles (per-layer plans, H2O) */
+    float *add, *add_host;   /* backend / host: plans with added scores (SkipKV) */
     int *keep_dev, *keep, *n_keep;          /* backend / host / host */
     struct gather_unit *gunits, *gunits_host;
     float *gscratch;

@@ -172,6 +172,8 @@ struct backend *backend_cpu_create(int n_threads)
     be->row_range = cpu_row_range;
     be->window_scores_batch = cpu_window_scores_batch;
     be->key_redundancy_batch = cpu_key_redundancy_batch;
+    be->head_mean_batch = cpu_head_mean_batch;
+    be->last_query_attn_batch = cpu_last_query_attn_batch;
     be->batch_topk = cpu_batch_topk;
     be->kv_gather_batch = cpu_kv_gather_batch;
     be->weight_create = cpu_weight_create;

@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Keys of a unit as f32: the cache itself, or widened into *tmp (freed by
- * the caller).  NULL when out of memory. */
-static const float *unit_keys(struct backend *be, const struct score_unit *u, int head_dim,
-                              float **tmp)
+const float *cpu_batch_unit_keys(struct backend *be, const struct score_unit *u, int head_dim,
+                                 float **tmp)
 {
     *tmp = NULL;
     if (u->kv_type == KV_F32) return u->k;
@@ -39,7 +37,8 @@ static int window_unit(struct backend *be, const struct score_batch_args *a,
     size_t qdim = (size_t)a->n_head * a->head_dim;
     float *tmp, *q = malloc((size_t)u->n_q * qdim * sizeof *q);
     float *pooled = a->kernel > 1 ? malloc((size_t)u->n_cand * sizeof *pooled) : NULL;
-    const float *k = q && (pooled || a->kernel <= 1) ? unit_keys(be, u, a->head_dim, &tmp) : NULL;
+    const float *k =
+        q && (pooled || a->kernel <= 1) ? cpu_batch_unit_keys(be, u, a->head_dim, &tmp) : NULL;
     int rc = -1;
     if (k) {
         for (int i = 0; i < u->n_q; i++) /* the ring's rows, oldest first */
@@ -92,7 +91,7 @@ static void redundancy_units(void *ctx, int i0, int i1, int ith)
     for (int i = i0; i < i1; i++) {
         const struct score_unit *u = &a->units[i];
         float *tmp;
-        const float *k = unit_keys(j->be, u, a->head_dim, &tmp);
+        const float *k = cpu_batch_unit_keys(j->be, u, a->head_dim, &tmp);
         struct redundancy_args r = {.out = u->red, .k = k, .len = u->len,
                                     .head_dim = a->head_dim, .threshold = a->threshold,
                                     .no_match_zero_col0 = a->no_match_zero_col0};
@@ -171,6 +170,7 @@ static double unit_score(const struct score_batch_args *a, const struct score_un
             s += (double)k[(size_t)j * a->head_dim + d] * k[(size_t)j * a->head_dim + d];
         return -sqrt(s);
     }
+    case BATCH_SCORE_Z: return u->z[j];
     }
     return NAN;
 }
@@ -183,8 +183,14 @@ static int topk_unit(struct backend *be, const struct score_batch_args *a,
     if (n < 0 || n > u->len || k < 0 || k > n) return -1;
     float *tmp = NULL;
     const float *keys = NULL;
-    if (a->score == BATCH_SCORE_KNORM && !(keys = unit_keys(be, u, a->head_dim, &tmp))) return -1;
-    for (int j = 0; j < n; j++) p[j] = (struct pair){z[j] = unit_score(a, u, keys, j), j};
+    if (a->score == BATCH_SCORE_KNORM && !(keys = cpu_batch_unit_keys(be, u, a->head_dim, &tmp)))
+        return -1;
+    if (a->score == BATCH_SCORE_Z && !u->z) return -1;
+    for (int j = 0; j < n; j++) {
+        z[j] = unit_score(a, u, keys, j);
+        if (u->add) z[j] += u->add[j];
+        p[j] = (struct pair){z[j], j};
+    }
     free(tmp);
     int m = 0;
     if (k > 0 && k < n) nth_best(p, n, k);
@@ -241,6 +247,19 @@ struct gather_job {
     atomic_int bad;
 };
 
+/* 1 when keep[r0, n) ascends strictly: each row then moves to a lower
+ * index, read before anything overwrites it, so it can move in place. */
+static int ascends(const int *keep, int r0, int n)
+{
+    for (int r = r0 + 1; r < n; r++)
+        if (keep[r] <= keep[r - 1]) return 0;
+    return 1;
+}
+
+/* The rows [0, r0) that stay where they are (keep[r] == r: the slots before
+ * the first evicted one of a set in position order, most of H2O's one
+ * eviction a step) are not touched; the rest move in place when they
+ * ascend, else through the unit's staging. */
 static void gather_units(void *ctx, int i0, int i1, int ith)
 {
     (void)ith;
@@ -252,12 +271,20 @@ static void gather_units(void *ctx, int i0, int i1, int ith)
             atomic_store(&j->bad, 1);
             continue;
         }
+        int r0 = 0;
+        while (r0 < u->n_keep && u->keep[r0] == r0) r0++;
+        int in_place = ascends(u->keep, r0, u->n_keep);
         float *s = j->scratch + (size_t)i * j->unit_floats;
         for (int which = 0; which < 2; which++) {
             float *rows = which ? u->v : u->k;
-            for (int r = 0; r < u->n_keep; r++)
+            if (in_place) {
+                for (int r = r0; r < u->n_keep; r++) /* keep[r] > r: rows do not overlap */
+                    memcpy(rows + r * w, rows + (size_t)u->keep[r] * w, w * sizeof *s);
+                continue;
+            }
+            for (int r = r0; r < u->n_keep; r++)
                 memcpy(s + r * w, rows + (size_t)u->keep[r] * w, w * sizeof *s);
-            memcpy(rows, s, n * sizeof *s);
+            memcpy(rows + r0 * w, s + r0 * w, (n - r0 * w) * sizeof *s);
         }
     }
 }

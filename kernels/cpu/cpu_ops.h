@@ -145,6 +145,13 @@ int cpu_row_range(struct backend *be, float *out, const float *x, int n, int dim
 int cpu_window_scores_batch(struct backend *be, const struct score_batch_args *a);
 int cpu_key_redundancy_batch(struct backend *be, const struct score_batch_args *a);
 int cpu_batch_topk(struct backend *be, const struct score_batch_args *a);
+/* A unit's keys as f32: the cache itself, or widened into *tmp (the caller
+ * frees it); NULL when out of memory. */
+const float *cpu_batch_unit_keys(struct backend *be, const struct score_unit *u, int head_dim,
+                                 float **tmp);
+/* cpu_batch_layer.c: the scores a run of units (one layer's kv heads) shares */
+int cpu_head_mean_batch(struct backend *be, const struct score_batch_args *a);
+int cpu_last_query_attn_batch(struct backend *be, const struct score_batch_args *a);
 int cpu_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
                         float *scratch, size_t unit_floats);
 

@@ -619,6 +619,8 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->row_range = cuda_row_range;
     be->window_scores_batch = cuda_window_scores_batch;
     be->key_redundancy_batch = cuda_key_redundancy_batch;
+    be->head_mean_batch = cuda_head_mean_batch;
+    be->last_query_attn_batch = cuda_last_query_attn_batch;
     be->batch_topk = cuda_batch_topk;
     be->kv_gather_batch = cuda_kv_gather_batch;
     be->sync = cuda_sync;

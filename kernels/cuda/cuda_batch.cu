@@ -12,18 +12,12 @@
  * (float_scratch), for at most BATCH_CHUNK units at a time:
  *   window scores   12 bytes per unit and slot (logits row, double sums)
  *   redundancy      20 bytes per unit and slot + 8 per unit and dimension
- *   top-k           12 bytes per unit and slot (scores, ranks). */
+ *   top-k           12 bytes per unit and slot (scores, ranks).
+ * The per-layer shared scores are cuda_batch_layer.cu's. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.h"
 
 enum { BATCH_CHUNK = 512 };
-
-__device__ static float key_at(const void *k, int type, size_t i)
-{
-    if (type == KV_F16) return __half2float(((const __half *)k)[i]);
-    if (type == KV_BF16) return __bfloat162float(((const __nv_bfloat16 *)k)[i]);
-    return ((const float *)k)[i];
-}
 
 
 /* ---- window importance: one block per unit, its query rows in order ---- */
@@ -77,7 +71,7 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
         for (int j = warp; j < visible; j += n_warps) {
             float kr[WIN_MAX_HD / 32];
             for (int t = 0, d = lane; d < p.head_dim; t++, d += 32)
-                kr[t] = key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
+                kr[t] = kv_elem_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
             float v = window_logit(p, qs, kr);
             if (lane == 0) s[j] = v;
             mx = fmax(mx, (double)v);
@@ -150,7 +144,7 @@ __global__ static void k_batch_norms(const struct score_unit *units, int hd, int
     for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < u->len; j += gridDim.x * blockDim.x) {
         double ss = 0.0;
         for (int d = 0; d < hd; d++) {
-            double x = key_at(u->k, u->kv_type, (size_t)j * hd + d);
+            double x = kv_elem_at(u->k, u->kv_type, (size_t)j * hd + d);
             ss += x * x;
         }
         inv_buf[(size_t)blockIdx.y * max_len + j] = (float)(1.0 / (sqrt(ss) + 1e-8));
@@ -160,7 +154,7 @@ __global__ static void k_batch_norms(const struct score_unit *units, int hd, int
 
 __device__ static float kn_at(const struct score_unit *u, const float *inv, int hd, int j, int d)
 {
-    return key_at(u->k, u->kv_type, (size_t)j * hd + d) * inv[j];
+    return kv_elem_at(u->k, u->kv_type, (size_t)j * hd + d) * inv[j];
 }
 
 /* sum[d] over the normalised keys, in key order; one block per unit. */
@@ -303,15 +297,17 @@ __global__ static void k_batch_scores(const struct score_unit *units, topk_param
         } else if (p.score == BATCH_SCORE_MIX) {
             v = __dsub_rn(__dmul_rn(p.lambda, (double)u->imp[j]),
                           __dmul_rn(1.0 - p.lambda, (double)u->red[j]));
+        } else if (p.score == BATCH_SCORE_Z) {
+            v = u->z[j];
         } else {
             double s = 0.0;
             for (int d = 0; d < p.head_dim; d++) {
-                double x = key_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
+                double x = kv_elem_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
                 s = __dadd_rn(s, __dmul_rn(x, x));
             }
             v = -sqrt(s);
         }
-        z[j] = v;
+        z[j] = u->add ? __dadd_rn(v, (double)u->add[j]) : v;
     }
 }
 
@@ -389,6 +385,9 @@ int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
 
 /* ---- compaction: rows to the staging, then back ---- */
 
+/* A row r with keep[r] == r stays (nothing else writes it): neither staged
+ * nor written back (the slots before the first evicted one of a set in
+ * position order, most of H2O's one eviction a step). */
 __global__ static void k_batch_gather(const struct gather_unit *units, float *scratch,
                                       size_t unit_floats, int which, int back)
 {
@@ -397,8 +396,10 @@ __global__ static void k_batch_gather(const struct gather_unit *units, float *sc
     size_t w = (size_t)u->row_words, n = (size_t)u->n_keep * w;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n;
          t += (size_t)gridDim.x * blockDim.x) {
+        size_t r = t / w, from = (size_t)u->keep[r];
+        if (from == r) continue;
         if (back) rows[t] = s[t];
-        else s[t] = rows[(size_t)u->keep[t / w] * w + t % w];
+        else s[t] = rows[from * w + t % w];
     }
 }
 

@@ -1,7 +1,9 @@
 /* cuda_bench_batch.cu - times the batched eviction ops at a model's shape:
  * one compression of every (sequence, layer, kv head) of a batch, as
  * harness/exp/policy_batch.c issues it for R-KV (window scores, key
- * redundancy, top-k, then one gather per layer).  Not part of the tests.
+ * redundancy, top-k, then one gather per layer), then the shared scores of
+ * the per-layer policies (TOVA's last-query attention, h2o-rkv's head
+ * mean).  Not part of the tests.
  *
  *   cuda_bench_batch [n_seq n_layer n_head n_kv head_dim len budget]
  *   (default: 64 sequences, the 7B's 28 x 28:4 x 128, 2176 slots, budget 2048) */
@@ -39,8 +41,9 @@ int main(int argc, char **argv)
     float *ring = be->alloc(be, (size_t)n_seq * n_layer * window * n_head * hd);
     float *imp = be->alloc(be, (size_t)n_units * len), *red = be->alloc(be, (size_t)n_units * len);
     float *keep = be->alloc(be, (size_t)n_units * len);
+    float *zrows = be->alloc(be, (size_t)n_layer * n_seq * len * 2); /* doubles, a row a run */
     float *scratch = be->alloc(be, (size_t)per_layer * budget * hd / 2);
-    if (!keys || !vals || !ring || !imp || !red || !keep || !scratch) {
+    if (!keys || !vals || !ring || !imp || !red || !keep || !zrows || !scratch) {
         fprintf(stderr, "cuda_bench_batch: out of device memory\n");
         return 1;
     }
@@ -78,6 +81,7 @@ int main(int argc, char **argv)
                 d.imp = imp + (size_t)u * len;
                 d.red = red + (size_t)u * len;
                 d.keep = (int *)(keep + (size_t)u * len);
+                d.z = (double *)zrows + (size_t)(l * n_seq + s) * len; /* runs: a layer's heads */
                 d.kv_type = KV_BF16;
                 d.kv_head = h;
                 d.len = len;
@@ -132,6 +136,20 @@ int main(int argc, char **argv)
                n_seq, n_layer, n_kv, len, budget, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
                1e3 * (t3 - t2), 1e3 * (t4 - t3), 1e3 * (t4 - t0), rc ? " (an op failed)" : "",
                err ? err : "");
+    }
+    a.run = n_kv; /* the units of one (layer, sequence) are consecutive */
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_s();
+        int rc = be->last_query_attn_batch(be, &a);
+        be->sync(be);
+        double t1 = now_s();
+        rc |= be->head_mean_batch(be, &a);
+        be->sync(be);
+        double t2 = now_s();
+        const char *err = backend_cuda_error(be);
+        printf("per-layer scores: last query (TOVA) %.1f ms, head mean (h2o-rkv, after the "
+               "window scores) %.1f ms%s%s\n", 1e3 * (t1 - t0), 1e3 * (t2 - t1),
+               rc ? " (an op failed)" : "", err ? err : "");
     }
     be->destroy(be);
     return 0;

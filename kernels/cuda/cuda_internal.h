@@ -142,6 +142,14 @@ __device__ static inline float kv_to_float(float x) { return x; }
 __device__ static inline float kv_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ static inline float kv_to_float(__half x) { return __half2float(x); }
 
+/* Element i of keys whose type is known only at run time (a score unit's). */
+__device__ static inline float kv_elem_at(const void *k, int type, size_t i)
+{
+    if (type == KV_F16) return __half2float(((const __half *)k)[i]);
+    if (type == KV_BF16) return __bfloat162float(((const __nv_bfloat16 *)k)[i]);
+    return ((const float *)k)[i];
+}
+
 /* Storing an f32 value, rounded to nearest even. */
 __device__ static inline void kv_put(float *p, float x) { *p = x; }
 __device__ static inline void kv_put(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
@@ -214,6 +222,9 @@ int cuda_row_range(struct backend *be, float *out, const float *x, int n, int di
 int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *a);
 int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args *a);
 int cuda_batch_topk(struct backend *be, const struct score_batch_args *a);
+/* cuda_batch_layer.cu: the scores a run of units (one layer's kv heads) shares */
+int cuda_head_mean_batch(struct backend *be, const struct score_batch_args *a);
+int cuda_last_query_attn_batch(struct backend *be, const struct score_batch_args *a);
 int cuda_kv_gather_batch(struct backend *be, const struct gather_unit *units, int n_units,
                          float *scratch, size_t unit_floats);
 void cuda_sync(struct backend *be);

@@ -1,7 +1,8 @@
 /* cuda_selftest_batch.cu - the batched eviction ops (window_scores_batch,
- * key_redundancy_batch, batch_topk, kv_gather_batch) against the CPU
- * backend: scores to f32 rounding, keep-sets exactly when both sides rank
- * the same scores, gathers bit for bit. */
+ * key_redundancy_batch, head_mean_batch, last_query_attn_batch, batch_topk,
+ * kv_gather_batch) against the CPU backend: scores to f32 rounding (the
+ * head mean bit for bit), keep-sets exactly when both sides rank the same
+ * scores (added rows included), gathers bit for bit. */
 #include "kernels/cuda/cuda_selftest_util.h"
 
 #include <math.h>
@@ -23,6 +24,7 @@ struct batch_case {
 struct side {
     struct backend *be;
     std::vector<float *> keys, imp, red, keep;
+    std::vector<float *> z, add; /* layer cases: a double row per run; an added row per unit */
     float *ring, *units;
     std::vector<score_unit> host;
 };
@@ -55,13 +57,19 @@ std::vector<float> typed_keys(struct selftest *st, int len, enum kv_type t)
     return packed;
 }
 
+/* adds: NULL, or a row per unit added to its scores; run > 1: units in runs
+ * of `run` sharing one z row (a layer's kv heads). */
 void build(struct selftest *st, const batch_case &c, side &s, const std::vector<std::vector<float>> &keys,
-           const std::vector<float> &ring)
+           const std::vector<float> &ring, const std::vector<std::vector<float>> *adds = NULL,
+           int run = 1)
 {
     (void)st;
     s.ring = alloc_up(s.be, ring);
     for (size_t u = 0; u < c.lens.size(); u++) {
         int len = c.lens[u];
+        if (run > 1 && u % run == 0)
+            s.z.push_back(alloc_up(s.be, std::vector<float>(2 * (size_t)len, 0.0f)));
+        if (adds) s.add.push_back(alloc_up(s.be, (*adds)[u]));
         s.keys.push_back(alloc_up(s.be, keys[u]));
         s.imp.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
         s.red.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
@@ -80,6 +88,8 @@ void build(struct selftest *st, const batch_case &c, side &s, const std::vector<
         d.n_q = c.n_q;
         d.q_ring = RING;
         d.q_first = c.q_first;
+        d.z = run > 1 ? (double *)s.z.back() : NULL;
+        d.add = adds ? s.add.back() : NULL;
         s.host.push_back(d);
     }
     size_t n = s.host.size() * sizeof(score_unit) / sizeof(float);
@@ -95,6 +105,8 @@ void release(side &s)
         s.be->free(s.be, s.red[u]);
         s.be->free(s.be, s.keep[u]);
     }
+    for (float *p : s.z) s.be->free(s.be, p);
+    for (float *p : s.add) s.be->free(s.be, p);
     s.be->free(s.be, s.ring);
     s.be->free(s.be, s.units);
 }
@@ -183,11 +195,108 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     release(gs);
 }
 
+/* Largest |a - b| / (atol + rtol |a|) over the runs' shared rows, at
+ * atol = rtol = 1e-9; infinite for a row left all zeros. */
+double worst_z(side &a, side &b, const batch_case &c, int run)
+{
+    double w = 0;
+    for (size_t r = 0; r < a.z.size(); r++) {
+        size_t n = (size_t)(c.lens[r * run] - c.n_recent);
+        std::vector<double> x(n), y(n);
+        a.be->download(a.be, (float *)x.data(), a.z[r], 2 * n);
+        b.be->download(b.be, (float *)y.data(), b.z[r], 2 * n);
+        bool written = false;
+        for (size_t j = 0; j < n; j++) {
+            double e = fabs(x[j] - y[j]) / (1e-9 + 1e-9 * fabs(x[j]));
+            if (!(e <= w)) w = e;
+            written = written || x[j] != 0.0;
+        }
+        if (!written) w = INFINITY;
+    }
+    return w;
+}
+
+/* A per-layer case (runs of N_KV units of equal length): the shared score
+ * from the heads' mean of their importance (window 1) and from the last
+ * query's attention, then the top-k of the shared rows with an added row
+ * (SkipKV's penalty form: -0.25 on every third candidate). */
+void layer_case(struct selftest *st, const char *name, const batch_case &c, int by_position)
+{
+    std::vector<std::vector<float>> keys, adds;
+    for (int len : c.lens) {
+        keys.push_back(typed_keys(st, len, c.type));
+        std::vector<float> add((size_t)len, 0.0f);
+        for (int j = 0; j < len; j += 3) add[j] = -0.25f;
+        adds.push_back(add);
+    }
+    std::vector<float> ring((size_t)RING * N_HEAD * HEAD_DIM);
+    for (float &x : ring) x = st_rnd(st);
+    side cs, gs;
+    cs.be = st->cpu;
+    gs.be = st->gpu;
+    build(st, c, cs, keys, ring, &adds, N_KV);
+    build(st, c, gs, keys, ring, &adds, N_KV);
+    int max_len = 1;
+    for (int len : c.lens) max_len = len > max_len ? len : max_len;
+    score_batch_args a = {};
+    a.n_units = (int)c.lens.size();
+    a.run = N_KV;
+    a.max_len = max_len;
+    a.n_head = N_HEAD;
+    a.n_kv = N_KV;
+    a.head_dim = HEAD_DIM;
+    a.scale = 1.0f / sqrtf((float)HEAD_DIM);
+    a.gqa = by_position ? SCORE_GQA_MEAN : SCORE_GQA_MAX;
+    a.kernel = 1;
+    a.score = BATCH_SCORE_Z;
+    a.by_position = by_position;
+    std::string base = std::string(name);
+    char detail[160];
+    for (int form = 0; form < 2; form++) {
+        int rc_c, rc_g;
+        a.units = (const score_unit *)cs.units;
+        rc_c = form ? cs.be->last_query_attn_batch(cs.be, &a)
+                    : cs.be->window_scores_batch(cs.be, &a) | cs.be->head_mean_batch(cs.be, &a);
+        a.units = (const score_unit *)gs.units;
+        rc_g = form ? gs.be->last_query_attn_batch(gs.be, &a)
+                    : gs.be->window_scores_batch(gs.be, &a) | gs.be->head_mean_batch(gs.be, &a);
+        /* the mean: f32 rows to 1e-3; the last query in double to 1e-9 */
+        double wz = worst_z(cs, gs, c, N_KV) * (form ? 1.0 : 1e-6);
+        snprintf(detail, sizeof detail, "%.2g (units of %s)", wz,
+                 form ? "atol 1e-9 + rtol 1e-9" : "atol 1e-3 + rtol 1e-3");
+        std::string what = std::string(form ? "batch last query " : "batch head mean ") + base;
+        st_verdict(st, what.c_str(), rc_c == 0 && rc_g == 0 && wz <= 1, detail);
+    }
+    /* The CPU's shared rows on both sides: the keep-sets must match exactly. */
+    for (size_t r = 0; r < cs.z.size(); r++) {
+        size_t n = 2 * (size_t)c.lens[r * N_KV];
+        std::vector<float> z = fetch(cs.be, cs.z[r], n);
+        gs.be->upload(gs.be, gs.z[r], z.data(), n);
+    }
+    a.units = (const score_unit *)cs.units;
+    int rc_c = cs.be->batch_topk(cs.be, &a);
+    a.units = (const score_unit *)gs.units;
+    int rc_g = gs.be->batch_topk(gs.be, &a);
+    bool same = rc_c == 0 && rc_g == 0;
+    for (size_t u = 0; u < c.lens.size() && same; u++) {
+        size_t n = (size_t)c.budget;
+        std::vector<float> x = fetch(cs.be, cs.keep[u], n), y = fetch(gs.be, gs.keep[u], n);
+        same = memcmp(x.data(), y.data(), n * sizeof(float)) == 0;
+        /* a run's units share one keep-set */
+        std::vector<float> lead = fetch(cs.be, cs.keep[u - u % N_KV], n);
+        same = same && memcmp(x.data(), lead.data(), n * sizeof(float)) == 0;
+    }
+    std::string what = std::string("batch shared top-k ") + base;
+    st_verdict(st, what.c_str(), same, by_position ? "by position, added row" : "by score, added row");
+    release(cs);
+    release(gs);
+}
+
 /* Gathers of random keep-sets, K and V, f32 rows and 16-bit ones (half the words). */
 void gather_case(struct selftest *st, int words)
 {
-    const int cap = 300, n_units = 5;
-    std::vector<int> n_keep = {100, 1, 0, 299, 64};
+    const int cap = 300, n_units = 6;
+    std::vector<int> n_keep = {100, 1, 0, 299, 64, 299};
     side cs, gs;
     cs.be = st->cpu;
     gs.be = st->gpu;
@@ -206,6 +315,8 @@ void gather_case(struct selftest *st, int words)
             perm[i] = perm[j];
             perm[j] = t;
         }
+        if (u == n_units - 1) /* position order, slot 120 evicted: rows before it stay */
+            for (int i = 0; i < cap; i++) perm[i] = i < 120 ? i : i + 1;
         keep[u].resize(cap > 0 ? cap : 1);
         memcpy(keep[u].data(), perm.data(), (size_t)cap * sizeof(int));
     }
@@ -237,6 +348,17 @@ void gather_case(struct selftest *st, int words)
     }
     for (size_t i = 0; i < out[0].size() && ok; i++)
         ok = memcmp(out[0][i].data(), out[1][i].data(), unit_floats * sizeof(float)) == 0;
+    /* and what a gather means: row r is the old row keep[r], the rest untouched */
+    for (int u = 0; u < n_units && ok && out[0].size() == 2 * (size_t)n_units; u++)
+        for (int which = 0; which < 2; which++) {
+            std::vector<float> want = rows[2 * u + which];
+            const int *kp = (const int *)keep[u].data();
+            for (int r = 0; r < n_keep[u]; r++)
+                memcpy(&want[(size_t)r * words], &rows[2 * u + which][(size_t)kp[r] * words],
+                       (size_t)words * sizeof(float));
+            ok = ok && memcmp(want.data(), out[0][2 * u + which].data(),
+                              unit_floats * sizeof(float)) == 0;
+        }
     char what[64];
     snprintf(what, sizeof what, "batch gather (%d words)", words);
     st_verdict(st, what, ok, "");
@@ -255,6 +377,10 @@ void selftest_batch(struct selftest *st)
     batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20};
     run_case(st, "bf16 age", bf16, BATCH_SCORE_AGE, 1);
     run_case(st, "bf16 mix", bf16, BATCH_SCORE_MIX, 0);
+    batch_case layer_f32 = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48};
+    layer_case(st, "f32", layer_f32, 1);
+    batch_case layer_bf16 = {{129, 129, 700, 700}, KV_BF16, 1, 2, 1, 33};
+    layer_case(st, "bf16", layer_bf16, 0);
     gather_case(st, HEAD_DIM);
     gather_case(st, HEAD_DIM / 2);
 }
