@@ -254,4 +254,26 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     return ok ? 0 : -1;
 }
 
+/* The whole-generation check the golden tests share: spec's policy on r's
+ * shapes, one sequence on its own schedule, every compression of r->steps
+ * matched in order; the matched ones are added to *n_steps. */
+static inline void replay_generation(const struct replay_ctx *r, const char *spec, int *n_steps,
+                                     int *n_heads, int *prefill_skipped)
+{
+    struct policy_model pm = {.n_layer = r->nl, .n_head = r->nh, .n_kv = r->nkv,
+                              .head_dim = r->hd};
+    struct policy *p = NULL;
+    struct eb_err e = {0};
+    CHECK_MSG(policy_create(spec, &pm, &p, &e) == 0, "%s: %s", spec, e.msg);
+    if (!p) return;
+    struct sched_run sr;
+    sched_run_init(&sr, &p->info);
+    int next = 0;
+    replay_sequence(p, &sr, r, spec, -1, &next, n_heads, prefill_skipped);
+    CHECK_MSG(next == cJSON_GetArraySize(r->steps), "%s (set %d): %d of %d compressions matched",
+              spec, json_int(r->set, "id"), next, cJSON_GetArraySize(r->steps));
+    *n_steps += next;
+    policy_free(p);
+}
+
 #endif

@@ -34,19 +34,7 @@ static void run_generation(struct backend *be, const cJSON *set, const cJSON *ru
     char spec[160];
     snprintf(spec, sizeof spec, "%s,divide_length=%d",
              cJSON_GetObjectItem(run, "spec")->valuestring, json_int(set, "interval"));
-    struct policy_model pm = {.n_layer = r.nl, .n_head = r.nh, .n_kv = r.nkv, .head_dim = r.hd};
-    struct policy *p = NULL;
-    struct eb_err e = {0};
-    CHECK_MSG(policy_create(spec, &pm, &p, &e) == 0, "%s: %s", spec, e.msg);
-    if (!p) return;
-    struct sched_run sr;
-    sched_run_init(&sr, &p->info);
-    int next = 0;
-    replay_sequence(p, &sr, &r, spec, -1, &next, n_heads, n_skipped);
-    CHECK_MSG(next == cJSON_GetArraySize(r.steps), "%s (set %d): %d of %d compressions matched",
-              spec, json_int(set, "id"), next, cJSON_GetArraySize(r.steps));
-    *n_steps += next;
-    policy_free(p);
+    replay_generation(&r, spec, n_steps, n_heads, n_skipped);
 }
 
 static void test_generations(void)
