@@ -254,6 +254,25 @@ static inline int replay_sequence(struct policy *p, struct sched_run *sr,
     return ok ? 0 : -1;
 }
 
+/* A replay context from a golden fixture's set and run: the shapes, the
+ * steps to match, and the set's queries and keys (and values, where the set
+ * has them) in blob. */
+static inline struct replay_ctx replay_ctx_of(struct backend *be, const cJSON *set,
+                                              const cJSON *run, const float *blob)
+{
+    struct replay_ctx r = {
+        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
+        .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"),
+        .nkv = json_int(set, "n_kv"), .hd = json_int(set, "head_dim"),
+        .total = json_int(set, "total"), .prompt = json_int(set, "prompt"),
+        .budget = json_int(set, "budget"),
+    };
+    r.q = blob + json_int(set, "q");
+    r.k = blob + json_int(set, "k");
+    r.v = cJSON_HasObjectItem(set, "v") ? blob + json_int(set, "v") : NULL;
+    return r;
+}
+
 /* The whole-generation check the golden tests share: spec's policy on r's
  * shapes, one sequence on its own schedule, every compression of r->steps
  * matched in order; the matched ones are added to *n_steps. */

@@ -119,16 +119,7 @@ static void test_golden(void)
 static void run_generation(struct backend *be, const cJSON *set, const cJSON *run,
                            const float *blob, int *n_steps, int *n_heads, int *n_skipped)
 {
-    struct replay_ctx r = {
-        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
-        .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"),
-        .nkv = json_int(set, "n_kv"), .hd = json_int(set, "head_dim"),
-        .total = json_int(set, "total"), .prompt = json_int(set, "prompt"),
-        .budget = json_int(set, "budget"),
-    };
-    r.q = blob + json_int(set, "q");
-    r.k = blob + json_int(set, "k");
-    r.v = cJSON_HasObjectItem(set, "v") ? blob + json_int(set, "v") : NULL;
+    struct replay_ctx r = replay_ctx_of(be, set, run, blob);
     int n_freq = 0;
     float *inv_freq = cJSON_HasObjectItem(set, "inv_freq") ?
                       floats(cJSON_GetObjectItem(set, "inv_freq"), &n_freq) : NULL;

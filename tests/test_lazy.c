@@ -22,15 +22,7 @@
 static void run_generation(struct backend *be, const cJSON *set, const cJSON *run,
                            const float *blob, int *n_steps, int *n_heads, int *n_skipped)
 {
-    struct replay_ctx r = {
-        .be = be, .set = set, .steps = cJSON_GetObjectItem(run, "steps"),
-        .nl = json_int(set, "n_layer"), .nh = json_int(set, "n_head"),
-        .nkv = json_int(set, "n_kv"), .hd = json_int(set, "head_dim"),
-        .total = json_int(set, "total"), .prompt = json_int(set, "prompt"),
-        .budget = json_int(set, "budget"),
-    };
-    r.q = blob + json_int(set, "q");
-    r.k = blob + json_int(set, "k");
+    struct replay_ctx r = replay_ctx_of(be, set, run, blob);
     char spec[128];
     snprintf(spec, sizeof spec, "lazyeviction:window=%d,alpha=%.17g", json_int(set, "window"),
              cJSON_GetObjectItem(run, "alpha")->valuedouble);
