@@ -10,10 +10,17 @@
 #include "policies.h"
 #include "wrap.h"
 
+/* The values of adakv_params (param_def.offset). */
+struct adakv_params {
+    struct wrap_params wrap;   /* first: wrap_params's offsets */
+    double alpha_safeguard;
+};
+
 const struct param_def adakv_params[] = {
     {"alpha_safeguard", PARAM_FLOAT, 0.2, 0, 1, NULL,
-     "fraction of the budget each kv head keeps by its own ranking"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},  /* then wrap_params */
+     "fraction of the budget each kv head keeps by its own ranking",
+     offsetof(struct adakv_params, alpha_safeguard)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},  /* then wrap_params */
 };
 
 struct adakv {

@@ -30,25 +30,49 @@
 
 #include "beaconkv_priv.h"
 
+/* The values of beaconkv_params (param_def.offset). */
+struct beaconkv_params {
+    int reconstruction;
+    int recent;
+    int beacons;
+    int buf_upper;
+    int buf_lower;
+    int buffer;
+    int softmax;
+    int beacon_scope;
+    int kernel;
+    int budget_counts_prompt;
+};
+
 const struct param_def beaconkv_params[] = {
     {"reconstruction", PARAM_CHOICE, 0, 0, 0, "approximate",
-     "recorded in every run: the official code was not available (spec 4.3)"},
+     "recorded in every run: the official code was not available (spec 4.3)",
+     offsetof(struct beaconkv_params, reconstruction)},
     {"recent", PARAM_INT, 16, 1, 4096, NULL,
-     "recent post-RoPE queries in the observation set; the last recent tokens are kept"},
-    {"beacons", PARAM_INT, 16, 0, 4096, NULL, "FPS beacon queries in the observation set"},
+     "recent post-RoPE queries in the observation set; the last recent tokens are kept",
+     offsetof(struct beaconkv_params, recent)},
+    {"beacons", PARAM_INT, 16, 0, 4096, NULL, "FPS beacon queries in the observation set",
+     offsetof(struct beaconkv_params, beacons)},
     {"buf_upper", PARAM_INT, 128, 2, 1 << 16, NULL,
-     "[guess] query buffer size that triggers continual FPS"},
-    {"buf_lower", PARAM_INT, 32, 1, 1 << 16, NULL, "[guess] entries continual FPS keeps"},
+     "[guess] query buffer size that triggers continual FPS",
+     offsetof(struct beaconkv_params, buf_upper)},
+    {"buf_lower", PARAM_INT, 32, 1, 1 << 16, NULL, "[guess] entries continual FPS keeps",
+     offsetof(struct beaconkv_params, buf_lower)},
     {"buffer", PARAM_INT, 128, 1, 1 << 20, NULL,
-     "[guess] compress when a head holds B + buffer slots, down to B"},
+     "[guess] compress when a head holds B + buffer slots, down to B",
+     offsetof(struct beaconkv_params, buffer)},
     {"softmax", PARAM_BOOL, 1, 0, 1, NULL,
-     "[guess] max over softmax probabilities (0: over raw logits)"},
+     "[guess] max over softmax probabilities (0: over raw logits)",
+     offsetof(struct beaconkv_params, softmax)},
     {"beacon_scope", PARAM_CHOICE, 0, 0, 1, "group|head",
-     "[guess] one buffer per kv group (FPS on the group's concatenated queries) or per query head"},
-    {"kernel", PARAM_INT, 1, 1, 63, NULL, "[guess] avg-pool kernel of the scores (odd; 1: none)"},
+     "[guess] one buffer per kv group (FPS on the group's concatenated queries) or per query head",
+     offsetof(struct beaconkv_params, beacon_scope)},
+    {"kernel", PARAM_INT, 1, 1, 63, NULL, "[guess] avg-pool kernel of the scores (odd; 1: none)",
+     offsetof(struct beaconkv_params, kernel)},
     {"budget_counts_prompt", PARAM_BOOL, 1, 0, 1, NULL,
-     "[guess] B includes the (protected) prompt; 0: B counts generated tokens only"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "[guess] B includes the (protected) prompt; 0: B counts generated tokens only",
+     offsetof(struct beaconkv_params, budget_counts_prompt)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 static int beaconkv_create(const struct policy_params *p, const struct policy_model *m,

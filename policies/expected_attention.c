@@ -35,17 +35,35 @@
 
 enum { EA_BUFFER = 256 };   /* DecodingPress's hidden_states_buffer_size */
 
+/* The values of expected_attention_params (param_def.offset). */
+struct expected_attention_params {
+    int n_future_positions;
+    int n_sink;
+    int use_covariance;
+    int use_vnorm;
+    double epsilon;
+    int divide_length;
+    int compat;
+};
+
 const struct param_def expected_attention_params[] = {
     {"n_future_positions", PARAM_INT, 512, 1, 1 << 20, NULL,
-     "future positions RoPE is averaged over"},
-    {"n_sink", PARAM_INT, 4, 0, 1 << 20, NULL, "first slots kept, first buffered queries left out"},
-    {"use_covariance", PARAM_BOOL, 1, 0, 1, NULL, "the queries' covariance term"},
-    {"use_vnorm", PARAM_BOOL, 1, 0, 1, NULL, "scores times the value norms"},
-    {"epsilon", PARAM_FLOAT, 0, 0, 1, NULL, "added to the scores before the value norms"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
+     "future positions RoPE is averaged over",
+     offsetof(struct expected_attention_params, n_future_positions)},
+    {"n_sink", PARAM_INT, 4, 0, 1 << 20, NULL, "first slots kept, first buffered queries left out",
+     offsetof(struct expected_attention_params, n_sink)},
+    {"use_covariance", PARAM_BOOL, 1, 0, 1, NULL, "the queries' covariance term",
+     offsetof(struct expected_attention_params, use_covariance)},
+    {"use_vnorm", PARAM_BOOL, 1, 0, 1, NULL, "scores times the value norms",
+     offsetof(struct expected_attention_params, use_vnorm)},
+    {"epsilon", PARAM_FLOAT, 0, 0, 1, NULL, "added to the scores before the value norms",
+     offsetof(struct expected_attention_params, epsilon)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct expected_attention_params, divide_length)},
     {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
-     "released: RoPE averaged from the buffer's length on, as DecodingPress runs it"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "released: RoPE averaged from the buffer's length on, as DecodingPress runs it",
+     offsetof(struct expected_attention_params, compat)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct ea {

@@ -2,7 +2,12 @@
  * nothing, so it costs nothing. */
 #include "policies.h"
 
-const struct param_def fullkv_params[] = {{NULL, PARAM_INT, 0, 0, 0, NULL, NULL}};
+/* fullkv has no parameters. */
+struct fullkv_params {
+    int unused;
+};
+
+const struct param_def fullkv_params[] = {{NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0}};
 
 static int fullkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)

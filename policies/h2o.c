@@ -22,11 +22,19 @@
 
 /* ---- h2o (accumulated) ---- */
 
+/* The values of h2o_params (param_def.offset). */
+struct h2o_params {
+    double heavy_ratio;
+    int pad_policy;
+};
+
 const struct param_def h2o_params[] = {
     {"heavy_ratio", PARAM_FLOAT, 0.5, 0, 0.99, NULL,
-     "share of the budget for heavy hitters; the rest holds the most recent slots"},
-    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "share of the budget for heavy hitters; the rest holds the most recent slots",
+     offsetof(struct h2o_params, heavy_ratio)},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first",
+     offsetof(struct h2o_params, pad_policy)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct h2o_seq {
@@ -184,19 +192,35 @@ const struct policy_ops h2o_ops = {
 
 /* ---- h2o-rkv (last query, shared per layer) ---- */
 
+/* The values of h2o_rkv_params (param_def.offset). */
+struct h2o_rkv_params {
+    int divide_length;
+    int gqa;
+    int pad_policy;
+    int cache_order;
+    int score_dtype;
+    int compat;
+};
+
 const struct param_def h2o_rkv_params[] = {
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct h2o_rkv_params, divide_length)},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax",
+     offsetof(struct h2o_rkv_params, gqa)},
     {"pad_policy", PARAM_CHOICE, 1, 0, 1, PAD_CHOICES,
-     "pad slots: always kept or evicted first (released code: masked, score 0, go first)"},
+     "pad slots: always kept or evicted first (released code: masked, score 0, go first)",
+     offsetof(struct h2o_rkv_params, pad_policy)},
     {"cache_order", PARAM_CHOICE, 0, 0, 1, KEEP_ORDER_CHOICES,
-     "kept slots in top-k score order (released code) or by position"},
+     "kept slots in top-k score order (released code) or by position",
+     offsetof(struct h2o_rkv_params, cache_order)},
     {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES,
-     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them"},
+     "f32, or bf16: importance, redundancy and their mix rounded as the released code stores them",
+     offsetof(struct h2o_rkv_params, score_dtype)},
     {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
      "released: the step flag outlives a sample as in SkipKV's modeling_nhid.py (a later prompt "
-     "is compressed at prefill only if the previous sample ended on a divisible count)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "is compressed at prefill only if the previous sample ended on a divisible count)",
+     offsetof(struct h2o_rkv_params, compat)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct h2o_rkv {

@@ -26,14 +26,28 @@
 #include "policies.h"
 #include "select.h"
 
+/* The values of lagkv_params (param_def.offset). */
+struct lagkv_params {
+    int n_sink;
+    int lag_size;
+    int cross_scoring;
+    int cache_order;
+    int divide_length;
+};
+
 const struct param_def lagkv_params[] = {
-    {"n_sink", PARAM_INT, 4, 0, 1 << 20, NULL, "initial slots always kept"},
-    {"lag_size", PARAM_INT, 128, 2, 1 << 20, NULL, "partition size"},
-    {"cross_scoring", PARAM_BOOL, 0, 0, 1, NULL, "1: scores compared across partitions, no ranks"},
+    {"n_sink", PARAM_INT, 4, 0, 1 << 20, NULL, "initial slots always kept",
+     offsetof(struct lagkv_params, n_sink)},
+    {"lag_size", PARAM_INT, 128, 2, 1 << 20, NULL, "partition size",
+     offsetof(struct lagkv_params, lag_size)},
+    {"cross_scoring", PARAM_BOOL, 0, 0, 1, NULL, "1: scores compared across partitions, no ranks",
+     offsetof(struct lagkv_params, cross_scoring)},
     {"cache_order", PARAM_CHOICE, 1, 0, 1, KEEP_ORDER_CHOICES,
-     "kept slots in top-k score order (kvpress) or by position"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "kept slots in top-k score order (kvpress) or by position",
+     offsetof(struct lagkv_params, cache_order)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct lagkv_params, divide_length)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct lagkv {

@@ -25,11 +25,19 @@
 #include "policies.h"
 #include "select_batch.h"
 
+/* The values of lazyeviction_params (param_def.offset). */
+struct lazyeviction_params {
+    int window;
+    double alpha;
+};
+
 const struct param_def lazyeviction_params[] = {
     {"window", PARAM_INT, 128, 1, 1 << 20, NULL,
-     "W: the newest slots always kept, and eviction every W decoding steps"},
-    {"alpha", PARAM_FLOAT, 1e-4, 0, 1, NULL, "attention at or above which a slot recurs"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "W: the newest slots always kept, and eviction every W decoding steps",
+     offsetof(struct lazyeviction_params, window)},
+    {"alpha", PARAM_FLOAT, 1e-4, 0, 1, NULL, "attention at or above which a slot recurs",
+     offsetof(struct lazyeviction_params, alpha)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct lazy_seq {

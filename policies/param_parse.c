@@ -73,6 +73,19 @@ const char *policy_choice_name(const char *choices, int idx, char *buf, size_t s
     return buf;
 }
 
+/* val[i] into the typed struct at its def's offset. */
+static void put_typed(struct policy_params *p, int i)
+{
+    const struct param_def *d = p->def[i];
+    if (d->type == PARAM_FLOAT) {
+        double x = p->val[i];
+        memcpy(p->typed + d->offset, &x, sizeof x);
+    } else {
+        int x = (int)p->val[i];
+        memcpy(p->typed + d->offset, &x, sizeof x);
+    }
+}
+
 int param_init(const char *policy, const struct param_def *own, const struct param_def *shared,
                struct policy_params *p, struct eb_err *e)
 {
@@ -82,8 +95,13 @@ int param_init(const char *policy, const struct param_def *own, const struct par
         for (const struct param_def *d = tables[t]; d && d->key; d++) {
             if (p->n == POLICY_MAX_PARAMS)
                 return eb_fail(e, "policy %s: more than %d parameters", policy, POLICY_MAX_PARAMS);
+            size_t width = d->type == PARAM_FLOAT ? sizeof(double) : sizeof(int);
+            if (d->offset + width > sizeof p->typed)
+                return eb_fail(e, "policy %s: parameter %s lies past the %d bytes of a "
+                                  "parameter struct", policy, d->key, POLICY_TYPED_BYTES);
             p->def[p->n] = d;
-            p->val[p->n++] = d->def;
+            p->val[p->n] = d->def;
+            put_typed(p, p->n++);
         }
     return 0;
 }
@@ -177,6 +195,7 @@ static int store(const char *policy, struct policy_params *p, int i, enum param_
     if ((d->type == PARAM_INT || d->type == PARAM_FLOAT) && (x < d->lo || x > d->hi))
         return range_error(policy, d, shown, e);
     p->val[i] = x;
+    put_typed(p, i);
     if ((from == PARAM_FROM_USER || from == PARAM_FROM_DEFAULTS) && !p->given[i]) {
         int n = 0;
         for (int j = 0; j < p->n; j++) n += p->given[j] != 0;

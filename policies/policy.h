@@ -14,6 +14,8 @@
 #ifndef EB_POLICY_H
 #define EB_POLICY_H
 
+#include <stddef.h>
+
 #include "../kernels/backend.h"
 #include "../util/err.h"
 
@@ -187,15 +189,22 @@ static inline void keep_set_none(struct keep_set *ks)
 
 enum param_type { PARAM_INT, PARAM_FLOAT, PARAM_BOOL, PARAM_CHOICE };
 
+/* One parameter of a policy's table.  Its value lands in the policy's own
+ * parameter struct (policy_params.typed) at `offset`: an int for PARAM_INT,
+ * PARAM_BOOL (0/1) and PARAM_CHOICE (the index), a double for PARAM_FLOAT.
+ * So policy code reads `prm->window`, never a key; a misspelt key is an
+ * error when the spec resolves (tests/test_registry.c checks every table's
+ * offsets against its struct's size). */
 struct param_def {
     const char *key;          /* NULL ends a table */
     enum param_type type;
     double def, lo, hi;       /* default and inclusive range; PARAM_CHOICE: index into choices */
     const char *choices;      /* PARAM_CHOICE: "a|b|c" */
     const char *help;
+    size_t offset;            /* offsetof(the policy's parameter struct, this field) */
 };
 
-enum { POLICY_MAX_PARAMS = 24 };
+enum { POLICY_MAX_PARAMS = 24, POLICY_TYPED_BYTES = 256 };
 
 /* Where a resolved value came from (policies/param_parse.h): the table's
  * default, the registry entry's preset, the user (config or spec), or the
@@ -212,7 +221,17 @@ struct policy_params {
     unsigned char from[POLICY_MAX_PARAMS];   /* enum param_from */
     unsigned char given[POLICY_MAX_PARAMS];  /* user and per-model values: 1 + the order they
                                                 came in (what a run stores); else 0 */
+    /* The same values as the policy's parameter struct (param_def.offset),
+     * kept in step with val by param_parse.c: what create reads, through
+     * policy_typed(). */
+    _Alignas(double) unsigned char typed[POLICY_TYPED_BYTES];
 };
+
+/* The policy's parameter struct (e.g. const struct snapkv_params *). */
+static inline const void *policy_typed(const struct policy_params *p)
+{
+    return p->typed;
+}
 
 struct policy_trace_stats;   /* steering.h */
 struct sent_info;            /* sentences.h */

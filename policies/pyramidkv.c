@@ -8,9 +8,16 @@
 #include "policies.h"
 #include "wrap.h"
 
+/* The values of pyramidkv_params (param_def.offset). */
+struct pyramidkv_params {
+    struct wrap_params wrap;   /* first: wrap_params's offsets */
+    int beta;
+};
+
 const struct param_def pyramidkv_params[] = {
-    {"beta", PARAM_INT, 20, 1, 1 << 20, NULL, "steepness: the top layer keeps 1/beta of the mean"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},  /* then wrap_params */
+    {"beta", PARAM_INT, 20, 1, 1 << 20, NULL, "steepness: the top layer keeps 1/beta of the mean",
+     offsetof(struct pyramidkv_params, beta)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},  /* then wrap_params */
 };
 
 struct pyramidkv {

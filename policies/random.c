@@ -21,11 +21,21 @@
 #include "policies.h"
 #include "select.h"
 
+/* The values of random_params (param_def.offset). */
+struct random_params {
+    int seed;
+    int keep_prompt;
+    int divide_length;
+};
+
 const struct param_def random_params[] = {
-    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)"},
-    {"keep_prompt", PARAM_BOOL, 1, 0, 1, NULL, "1: the prompt is kept, generated slots evicted"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)",
+     offsetof(struct random_params, seed)},
+    {"keep_prompt", PARAM_BOOL, 1, 0, 1, NULL, "1: the prompt is kept, generated slots evicted",
+     offsetof(struct random_params, keep_prompt)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct random_params, divide_length)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct random_policy {

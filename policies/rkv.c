@@ -20,18 +20,39 @@
 #include "select_batch.h"
 #include "select_params.h"
 
+/* The values of rkv_params (param_def.offset). */
+struct rkv_params {
+    struct select_opts sel;   /* first: select_params's offsets */
+    double lambda;
+    int window;
+    int kernel;
+    int divide_length;
+    int gqa;
+    double threshold;
+    int no_match_zero_col0;
+    int rkv_batch0_bug;
+};
+
 const struct param_def rkv_params[] = {
-    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy"},
-    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept"},
-    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
-    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "cosine above which keys are similar"},
+    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy",
+     offsetof(struct rkv_params, lambda)},
+    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept",
+     offsetof(struct rkv_params, window)},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)",
+     offsetof(struct rkv_params, kernel)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct rkv_params, divide_length)},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax",
+     offsetof(struct rkv_params, gqa)},
+    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "cosine above which keys are similar",
+     offsetof(struct rkv_params, threshold)},
     {"no_match_zero_col0", PARAM_BOOL, 1, 0, 1, NULL,
-     "reference quirk: a key with no similar key zeroes column 0 of its row"},
+     "reference quirk: a key with no similar key zeroes column 0 of its row",
+     offsetof(struct rkv_params, no_match_zero_col0)},
     {"rkv_batch0_bug", PARAM_BOOL, 0, 0, 1, NULL,
-     "reuse the first live sequence's redundancy for every sequence (released code's bug)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},  /* then the selector's: select_params.h */
+     "reuse the first live sequence's redundancy for every sequence (released code's bug)",
+     offsetof(struct rkv_params, rkv_batch0_bug)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},  /* then the selector's: select_params.h */
 };
 
 /* A sequence's last redundancy vectors (kept for rkv_batch0_bug only). */
@@ -53,15 +74,14 @@ struct rkv {
     struct seq_table seqs;   /* batch0_bug: live sequences */
 };
 
-int rkv_opts_from_params(const struct policy_params *p, enum score_gqa gqa,
-                         enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e)
+int rkv_opts_make(double lambda, int window, int kernel, enum score_gqa gqa,
+                  enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e)
 {
-    int kernel = policy_param_int(p, "kernel");
     if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
     *o = (struct rkv_opts){
-        .imp = {.window = policy_param_int(p, "window"), .softmax_all = 0, .gqa = gqa,
-                .kernel = kernel, .pool = SCORE_POOL_MAX},
-        .lambda = policy_param(p, "lambda"),
+        .imp = {.window = window, .softmax_all = 0, .gqa = gqa, .kernel = kernel,
+                .pool = SCORE_POOL_MAX},
+        .lambda = lambda,
         .dtype = dtype,
     };
     return 0;

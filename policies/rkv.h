@@ -12,10 +12,10 @@ struct rkv_opts {
     enum score_dtype dtype;
 };
 
-/* R-KV's options from the policy's lambda, window and kernel parameters
- * (kernel must be odd), with GQA pooling gqa and score precision dtype. */
-int rkv_opts_from_params(const struct policy_params *p, enum score_gqa gqa,
-                         enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e);
+/* R-KV's options from its lambda, window and kernel (which must be odd),
+ * with GQA pooling gqa and score precision dtype. */
+int rkv_opts_make(double lambda, int window, int kernel, enum score_gqa gqa,
+                  enum score_dtype dtype, struct rkv_opts *o, struct eb_err *e);
 
 /* Grow *red to len doubles (redundancy scratch). */
 int rkv_reserve(double **red, int *cap, int len, struct eb_err *e);

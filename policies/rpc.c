@@ -23,19 +23,37 @@
 #include "policies.h"
 #include "score.h"
 
+/* The values of rpc_params (param_def.offset). */
+struct rpc_params {
+    int interval;
+    int selector;
+    double ratio;
+    int kernel;
+    int aggregation;
+    int budget_mode;
+    int trigger;
+};
+
 const struct param_def rpc_params[] = {
-    {"interval", PARAM_INT, 1024, 1, 1 << 24, NULL, "P: compress every P generated tokens"},
+    {"interval", PARAM_INT, 1024, 1, 1 << 24, NULL, "P: compress every P generated tokens",
+     offsetof(struct rpc_params, interval)},
     {"selector", PARAM_INT, 32, 1, 4096, NULL,
-     "R: recent queries that score; the last R tokens are kept"},
-    {"ratio", PARAM_FLOAT, 4, 1, 1024, NULL, "c: keep (n + 1) * P / c generated tokens"},
-    {"kernel", PARAM_INT, 7, 1, 63, NULL, "avg-pool kernel (odd; 1: none)"},
+     "R: recent queries that score; the last R tokens are kept",
+     offsetof(struct rpc_params, selector)},
+    {"ratio", PARAM_FLOAT, 4, 1, 1024, NULL, "c: keep (n + 1) * P / c generated tokens",
+     offsetof(struct rpc_params, ratio)},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "avg-pool kernel (odd; 1: none)",
+     offsetof(struct rpc_params, kernel)},
     {"aggregation", PARAM_CHOICE, 0, 0, 1, "all|group",
-     "mean over every query head of the layer (one set per layer) or per GQA group"},
+     "mean over every query head of the layer (one set per layer) or per GQA group",
+     offsetof(struct rpc_params, aggregation)},
     {"budget_mode", PARAM_CHOICE, 0, 0, 1, "ratio|fixed",
-     "RPC's growing ratio budget, or keep B - prompt - R generated tokens"},
+     "RPC's growing ratio budget, or keep B - prompt - R generated tokens",
+     offsetof(struct rpc_params, budget_mode)},
     {"trigger", PARAM_CHOICE, 0, 0, 1, "released|multiple",
-     "first compression at P + R generated tokens then every P (released), or at multiples of P"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "first compression at P + R generated tokens then every P (released), or at multiples of P",
+     offsetof(struct rpc_params, trigger)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct rpc_seq {

@@ -11,17 +11,31 @@
 #include "follow_hooks.h"
 #include "policies.h"
 
+/* The values of seal_params (param_def.offset). */
+struct seal_params {
+    double coef;
+    int layer;
+    int split;
+    int think;
+    int check_space;
+};
+
 const struct param_def seal_params[] = {
-    {"coef", PARAM_FLOAT, -1.0, -100, 100, NULL, "steering coefficient c in h + c * V"},
-    {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's"},
+    {"coef", PARAM_FLOAT, -1.0, -100, 100, NULL, "steering coefficient c in h + c * V",
+     offsetof(struct seal_params, coef)},
+    {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's",
+     offsetof(struct seal_params, layer)},
     {"split", PARAM_CHOICE, 0, 0, 1, "vocab|pairs",
      "split tokens: SEAL's (text contains \"\\n\\n\"), or also a \"\\n\"-led token after a "
-     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)"},
+     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)",
+     offsetof(struct seal_params, split)},
     {"think", PARAM_CHOICE, 0, 0, 1, "tags|always",
-     "thought region: <think>..</think>, or every generated token (models without <think>)"},
+     "thought region: <think>..</think>, or every generated token (models without <think>)",
+     offsetof(struct seal_params, think)},
     {"check_space", PARAM_BOOL, 0, 0, 1, NULL,
-     "N_o statistics: also count check words with a leading space"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "N_o statistics: also count check words with a leading space",
+     offsetof(struct seal_params, check_space)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct seal {

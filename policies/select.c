@@ -110,9 +110,15 @@ int select_by_score(const struct scorer *sc, void *self, struct selector *st, in
     return 0;
 }
 
+/* The values of scored_policy_params (param_def.offset). */
+struct scored_policy_params {
+    int divide_length;
+};
+
 const struct param_def scored_policy_params[] = {
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct scored_policy_params, divide_length)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 int scored_policy_create(const struct scorer *sc, int n_recent, unsigned needs,

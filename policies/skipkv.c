@@ -36,38 +36,79 @@
 #include "rkv.h"
 #include "select_batch.h"
 
+/* The values of skipkv_params (param_def.offset). */
+struct skipkv_params {
+    double lambda;
+    int window;
+    int kernel;
+    int divide_length;
+    double threshold;
+    int pad_policy;
+    int cache_order;
+    double tau;
+    int sentence;
+    int steer;
+    double alpha0;
+    double gamma;
+    int layer;
+    int split;
+    int think;
+    int check_space;
+    int batching;
+    int evict;
+    int compat;
+};
+
 const struct param_def skipkv_params[] = {
-    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)"},
-    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept"},
-    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "R-KV: cosine above which keys are similar"},
-    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
+    {"lambda", PARAM_FLOAT, 0.1, 0, 1, NULL, "weight of importance against redundancy (mix_lambda)",
+     offsetof(struct skipkv_params, lambda)},
+    {"window", PARAM_INT, 8, 1, 4096, NULL, "observation queries; the last window slots are kept",
+     offsetof(struct skipkv_params, window)},
+    {"kernel", PARAM_INT, 7, 1, 63, NULL, "max-pool kernel (odd)",
+     offsetof(struct skipkv_params, kernel)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct skipkv_params, divide_length)},
+    {"threshold", PARAM_FLOAT, 0.5, -1, 1, NULL, "R-KV: cosine above which keys are similar",
+     offsetof(struct skipkv_params, threshold)},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first",
+     offsetof(struct skipkv_params, pad_policy)},
     {"cache_order", PARAM_CHOICE, 1, 0, 1, KEEP_ORDER_CHOICES,
-     "kept slots in top-k score order or by position (released SkipKV sorts)"},
+     "kept slots in top-k score order or by position (released SkipKV sorts)",
+     offsetof(struct skipkv_params, cache_order)},
     {"tau", PARAM_FLOAT, 0.95, -1, 2, NULL, "sentence similarity above which the earlier sentence "
-                                           "is redundant (S_threshold)"},
-    {"sentence", PARAM_BOOL, 1, 0, 1, NULL, "sentence redundancy penalty (skip KV storage)"},
-    {"steer", PARAM_BOOL, 1, 0, 1, NULL, "adaptive steering (skip KV generation)"},
-    {"alpha0", PARAM_FLOAT, -1.25, -100, 100, NULL, "initial steering coefficient (steering_coef)"},
-    {"gamma", PARAM_FLOAT, 0.02, -10, 10, NULL, "alpha = alpha0 - gamma * N_o (steering_gamma)"},
-    {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's"},
+                                           "is redundant (S_threshold)",
+     offsetof(struct skipkv_params, tau)},
+    {"sentence", PARAM_BOOL, 1, 0, 1, NULL, "sentence redundancy penalty (skip KV storage)",
+     offsetof(struct skipkv_params, sentence)},
+    {"steer", PARAM_BOOL, 1, 0, 1, NULL, "adaptive steering (skip KV generation)",
+     offsetof(struct skipkv_params, steer)},
+    {"alpha0", PARAM_FLOAT, -1.25, -100, 100, NULL, "initial steering coefficient (steering_coef)",
+     offsetof(struct skipkv_params, alpha0)},
+    {"gamma", PARAM_FLOAT, 0.02, -10, 10, NULL, "alpha = alpha0 - gamma * N_o (steering_gamma)",
+     offsetof(struct skipkv_params, gamma)},
+    {"layer", PARAM_INT, 0, 0, 1000, NULL, "steering layer; 0: the vector file's",
+     offsetof(struct skipkv_params, layer)},
     {"split", PARAM_CHOICE, 0, 0, 1, "vocab|pairs",
      "split tokens: SEAL's (text contains \"\\n\\n\"), or also a \"\\n\"-led token after a "
-     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)"},
+     "\"\\n\"-ended one (tokenizers that write \"\\n\\n\" as two tokens, e.g. SmolLM2)",
+     offsetof(struct skipkv_params, split)},
     {"think", PARAM_CHOICE, 0, 0, 1, "tags|always",
-     "thought region for steering: <think>..</think>, or every generated token"},
+     "thought region for steering: <think>..</think>, or every generated token",
+     offsetof(struct skipkv_params, think)},
     {"check_space", PARAM_BOOL, 0, 0, 1, NULL,
-     "also count check words with a leading space (the reference misses \" Wait\")"},
+     "also count check words with a leading space (the reference misses \" Wait\")",
+     offsetof(struct skipkv_params, check_space)},
     {"batching", PARAM_CHOICE, 0, 0, 1, "any|grouped",
-     "batching the preset expects from the runner (grouped = SkipKV batch grouping)"},
+     "batching the preset expects from the runner (grouped = SkipKV batch grouping)",
+     offsetof(struct skipkv_params, batching)},
     {"evict", PARAM_BOOL, 1, 0, 1, NULL,
      "evict at all; 0: keep every token (FullKV) and only track sentences and PSS, whose pairs "
-     "are then compared when the sequence ends"},
+     "are then compared when the sequence ends", offsetof(struct skipkv_params, evict)},
     {"compat", PARAM_CHOICE, 0, 0, 1, COMPAT_CHOICES,
      "released: the step flag outlives a sample as in modeling_nhid.py (a later prompt is "
-     "compressed at prefill only if the previous sample ended on a divisible count)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "compressed at prefill only if the previous sample ended on a divisible count)",
+     offsetof(struct skipkv_params, compat)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct skipkv {

@@ -11,15 +11,34 @@
 #include "select_batch.h"
 #include "select_params.h"
 
+/* The values of snapkv_params (param_def.offset). */
+struct snapkv_params {
+    struct select_opts sel;   /* first: select_params's offsets */
+    int window;
+    int kernel;
+    int pool;
+    int softmax;
+    int schedule;
+    int divide_length;
+    int gqa;
+};
+
 const struct param_def snapkv_params[] = {
-    {"window", PARAM_INT, 32, 1, 4096, NULL, "observation queries; the last window slots are kept"},
-    {"kernel", PARAM_INT, 5, 1, 63, NULL, "pooling kernel (odd)"},
-    {"pool", PARAM_CHOICE, 1, 0, 1, "max|avg", "pooling of the scores along positions"},
-    {"softmax", PARAM_CHOICE, 0, 0, 1, "all|candidates", "over all keys or the non-window ones"},
-    {"schedule", PARAM_CHOICE, 0, 0, 1, "prefill|divide", "at prefill, or every divide_length too"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+    {"window", PARAM_INT, 32, 1, 4096, NULL, "observation queries; the last window slots are kept",
+     offsetof(struct snapkv_params, window)},
+    {"kernel", PARAM_INT, 5, 1, 63, NULL, "pooling kernel (odd)",
+     offsetof(struct snapkv_params, kernel)},
+    {"pool", PARAM_CHOICE, 1, 0, 1, "max|avg", "pooling of the scores along positions",
+     offsetof(struct snapkv_params, pool)},
+    {"softmax", PARAM_CHOICE, 0, 0, 1, "all|candidates", "over all keys or the non-window ones",
+     offsetof(struct snapkv_params, softmax)},
+    {"schedule", PARAM_CHOICE, 0, 0, 1, "prefill|divide", "at prefill, or every divide_length too",
+     offsetof(struct snapkv_params, schedule)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct snapkv_params, divide_length)},
+    {"gqa", PARAM_CHOICE, 0, 0, 1, "max|mean", "pooling of a group's logits before the softmax",
+     offsetof(struct snapkv_params, gqa)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct snapkv {

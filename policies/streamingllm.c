@@ -7,10 +7,18 @@
 #include "policies.h"
 #include "select_batch.h"
 
+/* The values of streamingllm_params (param_def.offset). */
+struct streamingllm_params {
+    int sinks;
+    int divide_length;
+};
+
 const struct param_def streamingllm_params[] = {
-    {"sinks", PARAM_INT, 4, 0, 1 << 20, NULL, "oldest slots always kept"},
-    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+    {"sinks", PARAM_INT, 4, 0, 1 << 20, NULL, "oldest slots always kept",
+     offsetof(struct streamingllm_params, sinks)},
+    {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
+     offsetof(struct streamingllm_params, divide_length)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 struct streaming {

@@ -8,23 +8,44 @@
 #include "evict_rng.h"
 #include "vase_priv.h"
 
+/* The values of vase_attnv_params (param_def.offset). */
+struct vase_attnv_params {
+    int window;
+    int sinks;
+    double protect;
+    int kernel;
+    double temperature;
+    int sample;
+    int slot_order;
+    int seed;
+    double rkv_lambda;
+};
+
 const struct param_def vase_attnv_params[] = {
     {"window", PARAM_INT, 64, 1, 4096, NULL,
-     "recent slots always kept; observation queries; eviction every window steps"},
-    {"sinks", PARAM_INT, 4, 0, 4096, NULL, "first slots always protected"},
+     "recent slots always kept; observation queries; eviction every window steps",
+     offsetof(struct vase_attnv_params, window)},
+    {"sinks", PARAM_INT, 4, 0, 4096, NULL, "first slots always protected",
+     offsetof(struct vase_attnv_params, sinks)},
     {"protect", PARAM_FLOAT, 0.25, 0, 1, NULL,
-     "n_large = protect * B slots of largest value range are kept"},
-    {"kernel", PARAM_INT, 5, 1, 63, NULL, "avg-pool smoothing of the scores (odd; 1: none)"},
-    {"temperature", PARAM_FLOAT, 1, 1e-3, 1e3, NULL, "softmax temperature of the window scores"},
+     "n_large = protect * B slots of largest value range are kept",
+     offsetof(struct vase_attnv_params, protect)},
+    {"kernel", PARAM_INT, 5, 1, 63, NULL, "avg-pool smoothing of the scores (odd; 1: none)",
+     offsetof(struct vase_attnv_params, kernel)},
+    {"temperature", PARAM_FLOAT, 1, 1e-3, 1e3, NULL, "softmax temperature of the window scores",
+     offsetof(struct vase_attnv_params, temperature)},
     {"sample", PARAM_BOOL, 1, 0, 1, NULL,
-     "sample the unprotected slots (0: deterministic top-k, ablation range_attn)"},
+     "sample the unprotected slots (0: deterministic top-k, ablation range_attn)",
+     offsetof(struct vase_attnv_params, sample)},
     {"slot_order", PARAM_CHOICE, 0, 0, 1, "vase|position",
-     "smoothing neighbours: the original's slot order after compaction, or positions"},
-    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)"},
+     "smoothing neighbours: the original's slot order after compaction, or positions",
+     offsetof(struct vase_attnv_params, slot_order)},
+    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)",
+     offsetof(struct vase_attnv_params, seed)},
     {"rkv_lambda", PARAM_FLOAT, 1, 0, 1, NULL,
      "< 1: VaSE's attn_rkv, score = lambda * attention - (1 - lambda) * key redundancy "
-     "(needs sample=0, protect=0)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "(needs sample=0, protect=0)", offsetof(struct vase_attnv_params, rkv_lambda)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 /* Value range of slots [0, n) of (l, h) into s->range (physical order). */

@@ -7,15 +7,29 @@
 #include "evict_rng.h"
 #include "vase_priv.h"
 
+/* The values of vase_dkv_params (param_def.offset). */
+struct vase_dkv_params {
+    int window;
+    int sinks;
+    int rank;
+    int sketch;
+    int seed;
+};
+
 const struct param_def vase_dkv_params[] = {
     {"window", PARAM_INT, 64, 1, 4096, NULL,
-     "recent slots always kept; eviction every window steps"},
-    {"sinks", PARAM_INT, 4, 0, 4096, NULL, "first slots always kept (score 1.0)"},
-    {"rank", PARAM_INT, 20, 1, 4096, NULL, "columns of the Gaussian sketch"},
+     "recent slots always kept; eviction every window steps",
+     offsetof(struct vase_dkv_params, window)},
+    {"sinks", PARAM_INT, 4, 0, 4096, NULL, "first slots always kept (score 1.0)",
+     offsetof(struct vase_dkv_params, sinks)},
+    {"rank", PARAM_INT, 20, 1, 4096, NULL, "columns of the Gaussian sketch",
+     offsetof(struct vase_dkv_params, rank)},
     {"sketch", PARAM_CHOICE, 0, 0, 1, "resample|fixed",
-     "draw the sketch at every eviction (VaSE-DKV) or once per layer (CurDKV)"},
-    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "draw the sketch at every eviction (VaSE-DKV) or once per layer (CurDKV)",
+     offsetof(struct vase_dkv_params, sketch)},
+    {"seed", PARAM_INT, 0, 0, 2147483647, NULL, "eviction RNG seed (with the sequence id)",
+     offsetof(struct vase_dkv_params, seed)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 /* The layer's sketch, transposed to [rank][head_dim], into s->proj. */

@@ -10,13 +10,18 @@
 #define WRAP_OVER "snapkv|rkv"
 
 const struct param_def wrap_params[] = {
-    {"over", PARAM_CHOICE, 0, 0, 1, WRAP_OVER, "the scorer wrapped: kvpress's SnapKV, or R-KV"},
-    {"window", PARAM_INT, 64, 1, 4096, NULL, "observation queries; the last window slots are kept"},
+    {"over", PARAM_CHOICE, 0, 0, 1, WRAP_OVER, "the scorer wrapped: kvpress's SnapKV, or R-KV",
+     offsetof(struct wrap_params, over)},
+    {"window", PARAM_INT, 64, 1, 4096, NULL, "observation queries; the last window slots are kept",
+     offsetof(struct wrap_params, window)},
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL,
-     "compress every this many decoding forwards (kvpress's compression_interval)"},
-    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first"},
-    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES, "the inner's score precision"},
-    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL},
+     "compress every this many decoding forwards (kvpress's compression_interval)",
+     offsetof(struct wrap_params, divide_length)},
+    {"pad_policy", PARAM_CHOICE, 0, 0, 1, PAD_CHOICES, "pad slots: always kept or evicted first",
+     offsetof(struct wrap_params, pad_policy)},
+    {"score_dtype", PARAM_CHOICE, 0, 0, 1, SCORE_DTYPE_CHOICES, "the inner's score precision",
+     offsetof(struct wrap_params, score_dtype)},
+    {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
 /* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */

@@ -25,8 +25,16 @@ struct wrap {
     int cap;
 };
 
-/* The wrapper's shared parameter table (policy_ops.shared_params). */
+/* The wrapper's shared parameter table (policy_ops.shared_params), and its
+ * values: the first member of a wrapper's parameter struct. */
 extern const struct param_def wrap_params[];
+struct wrap_params {
+    int over;            /* snapkv|rkv */
+    int window;
+    int divide_length;
+    int pad_policy;      /* PAD_CHOICES */
+    int score_dtype;     /* SCORE_DTYPE_CHOICES */
+};
 
 /* A wrapper instance of `size` zeroed bytes whose first member is its struct
  * wrap, its inner built from p; *info: the inner's needs and window on
