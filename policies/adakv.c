@@ -75,9 +75,10 @@ static int adakv_select(void *self, int seq, const struct cache_view *cv, int bu
 static int adakv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                         struct policy_info *info, struct eb_err *e)
 {
-    struct adakv *a = *self = wrap_policy_new(sizeof *a, p, m, info, e);
+    const struct adakv_params *prm = policy_typed(p);
+    struct adakv *a = *self = wrap_policy_new(sizeof *a, &prm->wrap, m, info, e);
     if (!a) return -1;
-    a->alpha = policy_param(p, "alpha_safeguard");
+    a->alpha = prm->alpha_safeguard;
     return 0;
 }
 

@@ -78,22 +78,23 @@ const struct param_def beaconkv_params[] = {
 static int beaconkv_create(const struct policy_params *p, const struct policy_model *m,
                            void **self, struct policy_info *info, struct eb_err *e)
 {
-    int kernel = policy_param_int(p, "kernel");
+    const struct beaconkv_params *prm = policy_typed(p);
+    int kernel = prm->kernel;
     if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
-    int upper = policy_param_int(p, "buf_upper"), lower = policy_param_int(p, "buf_lower");
+    int upper = prm->buf_upper, lower = prm->buf_lower;
     if (lower >= upper)
         return eb_fail(e, "buf_lower=%d must be below buf_upper=%d", lower, upper);
     struct beaconkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->recent = policy_param_int(p, "recent");
-    s->beacons = policy_param_int(p, "beacons");
+    s->recent = prm->recent;
+    s->beacons = prm->beacons;
     s->upper = upper;
     s->lower = lower;
-    s->buffer = policy_param_int(p, "buffer");
-    s->softmax = policy_param_int(p, "softmax");
-    s->per_head = policy_param_int(p, "beacon_scope") == 1;
+    s->buffer = prm->buffer;
+    s->softmax = prm->softmax;
+    s->per_head = prm->beacon_scope == 1;
     s->kernel = kernel;
-    s->counts_prompt = policy_param_int(p, "budget_counts_prompt");
+    s->counts_prompt = prm->budget_counts_prompt;
     s->m = *m;
     s->group = m->n_head / m->n_kv;
     s->n_units = s->per_head ? m->n_head : m->n_kv;

@@ -261,13 +261,13 @@ static const struct scorer ea_scorer = {.score = ea_score, .order = KEEP_BY_POSI
 static int ea_create(const struct policy_params *p, const struct policy_model *m, void **self,
                      struct policy_info *info, struct eb_err *e)
 {
+    const struct expected_attention_params *prm = policy_typed(p);
     struct ea *s = *self = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    int divide = policy_param_int(p, "divide_length"), hd = m->head_dim;
-    *s = (struct ea){.n_future = policy_param_int(p, "n_future_positions"),
-        .n_sink = policy_param_int(p, "n_sink"), .use_cov = policy_param_int(p, "use_covariance"),
-        .use_vnorm = policy_param_int(p, "use_vnorm"), .eps = policy_param(p, "epsilon"),
-        .released = policy_param_int(p, "compat") == 1, .hd = hd,
+    int divide = prm->divide_length, hd = m->head_dim;
+    *s = (struct ea){.n_future = prm->n_future_positions, .n_sink = prm->n_sink,
+        .use_cov = prm->use_covariance, .use_vnorm = prm->use_vnorm, .eps = prm->epsilon,
+        .released = prm->compat == 1, .hd = hd,
         .window = divide < EA_BUFFER ? divide : EA_BUFFER, .group = m->n_head / m->n_kv,
         .rope_p0 = -1};
     size_t nq = (size_t)s->window * s->group * hd;

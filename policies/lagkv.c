@@ -113,21 +113,22 @@ static int lagkv_score(void *self, int seq, const struct cache_view *cv, int lay
 static int lagkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                         struct policy_info *info, struct eb_err *e)
 {
+    const struct lagkv_params *prm = policy_typed(p);
     struct lagkv *s = *self = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->n_sink = policy_param_int(p, "n_sink");
-    s->lag = policy_param_int(p, "lag_size");
-    s->cross = policy_param_int(p, "cross_scoring");
+    s->n_sink = prm->n_sink;
+    s->lag = prm->lag_size;
+    s->cross = prm->cross_scoring;
     s->hd = m->head_dim;
     s->sc = (struct scorer){.score = lagkv_score, .use_pads = 1, .pads = PAD_EVICT_FIRST,
         .pad_score = PAD_SCORE,
-        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION};
+        .order = prm->cache_order == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION};
     if (!(s->mm = eb_calloc(2 * (size_t)m->head_dim, sizeof *s->mm, e))) {
         free(s);
         return -1;
     }
     *info = (struct policy_info){.schedule = POLICY_DIVIDE, .divide_decode_only = 1,
-                                 .divide_length = policy_param_int(p, "divide_length")};
+                                 .divide_length = prm->divide_length};
     return 0;
 }
 

@@ -101,12 +101,13 @@ static void lazy_kept(void *self, int seq, int layer, int kv_head, const int *ke
 static int lazy_create(const struct policy_params *p, const struct policy_model *m, void **self,
                        struct policy_info *info, struct eb_err *e)
 {
+    const struct lazyeviction_params *prm = policy_typed(p);
     if (m->n_kv < 1 || m->n_head % m->n_kv)
         return eb_fail(e, "%d query heads do not split into %d kv heads", m->n_head, m->n_kv);
     struct lazy *s = *self = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->window = policy_param_int(p, "window");
-    s->alpha = policy_param(p, "alpha");
+    s->window = prm->window;
+    s->alpha = prm->alpha;
     s->pm = *m;
     s->sc = (struct scorer){.score = lazy_score, .kept = lazy_kept, .evict_above = 1,
                             .use_pads = 1, .pads = PAD_EVICT_FIRST, .pad_score = PAD_SCORE,

@@ -73,9 +73,10 @@ static int pyramidkv_select(void *self, int seq, const struct cache_view *cv, in
 static int pyramidkv_create(const struct policy_params *p, const struct policy_model *m,
                             void **self, struct policy_info *info, struct eb_err *e)
 {
-    struct pyramidkv *s = *self = wrap_policy_new(sizeof *s, p, m, info, e);
+    const struct pyramidkv_params *prm = policy_typed(p);
+    struct pyramidkv *s = *self = wrap_policy_new(sizeof *s, &prm->wrap, m, info, e);
     if (!s) return -1;
-    s->beta = policy_param_int(p, "beta");
+    s->beta = prm->beta;
     s->n_layer = m->n_layer;
     return 0;
 }

@@ -65,13 +65,14 @@ static const struct scorer random_scorer = {.score = random_score, .order = KEEP
 static int random_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
 {
+    const struct random_params *prm = policy_typed(p);
     (void)m;
     struct random_policy *s = *self = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->seed = (uint64_t)policy_param_int(p, "seed");
-    s->keep_prompt = policy_param_int(p, "keep_prompt");
+    s->seed = (uint64_t)prm->seed;
+    s->keep_prompt = prm->keep_prompt;
     *info = (struct policy_info){.schedule = POLICY_DIVIDE, .divide_decode_only = 1,
-                                 .divide_length = policy_param_int(p, "divide_length")};
+                                 .divide_length = prm->divide_length};
     return 0;
 }
 

@@ -72,19 +72,20 @@ struct rpc {
 static int rpc_create(const struct policy_params *p, const struct policy_model *m, void **self,
                       struct policy_info *info, struct eb_err *e)
 {
-    int kernel = policy_param_int(p, "kernel");
+    const struct rpc_params *prm = policy_typed(p);
+    int kernel = prm->kernel;
     if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
     struct rpc *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->interval = policy_param_int(p, "interval");
-    s->selector = policy_param_int(p, "selector");
-    s->ratio = policy_param(p, "ratio");
+    s->interval = prm->interval;
+    s->selector = prm->selector;
+    s->ratio = prm->ratio;
     s->kernel = kernel;
-    s->group_agg = policy_param_int(p, "aggregation") == 1;
-    s->fixed = policy_param_int(p, "budget_mode") == 1;
+    s->group_agg = prm->aggregation == 1;
+    s->fixed = prm->budget_mode == 1;
     /* Released rpc/qwen2_custom.py compresses when the generated tokens
      * beyond the kept n*T + R reach P: first at P + R. */
-    s->first = s->interval + (policy_param_int(p, "trigger") == 0 ? s->selector : 0);
+    s->first = s->interval + (prm->trigger == 0 ? s->selector : 0);
     s->m = *m;
     size_t n_q = (size_t)s->selector * m->n_head * m->head_dim;
     if (attend_scratch_open(&s->w, n_q, n_q, e)) {

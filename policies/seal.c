@@ -54,14 +54,14 @@ static void seal_destroy(void *self)
 static int seal_create(const struct policy_params *p, const struct policy_model *m, void **self,
                        struct policy_info *info, struct eb_err *e)
 {
+    const struct seal_params *prm = policy_typed(p);
     struct seal *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
-    s->coef = policy_param(p, "coef");
+    s->coef = prm->coef;
     struct follow_opts o = {
-        .name = "seal", .check_space = policy_param_int(p, "check_space"), .steer = 1,
-        .layer = policy_param_int(p, "layer"),
-        .mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS,
-        .pairs = policy_param_int(p, "split"), .dim = 0, .tau = 1.0f, .alpha0 = s->coef,
+        .name = "seal", .check_space = prm->check_space, .steer = 1, .layer = prm->layer,
+        .mode = prm->think == 0 ? THINK_TAGS : THINK_ALWAYS,
+        .pairs = prm->split, .dim = 0, .tau = 1.0f, .alpha0 = s->coef,
     };
     if (follower_open(&s->f, &o, m, e)) {
         seal_destroy(s);

@@ -162,26 +162,28 @@ static int skipkv_score(void *self, int seq, const struct cache_view *cv, int la
 static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
                          struct policy_info *info, struct eb_err *e)
 {
+    const struct skipkv_params *prm = policy_typed(p);
     struct rkv_opts o;
-    if (rkv_opts_from_params(p, SCORE_GQA_MAX, SCORE_F32, &o, e)) return -1;
+    if (rkv_opts_make(prm->lambda, prm->window, prm->kernel, SCORE_GQA_MAX, SCORE_F32, &o, e))
+        return -1;
     struct skipkv *s = eb_calloc(1, sizeof *s, e);
     if (!s) return -1;
     s->o = o;
-    s->threshold = (float)policy_param(p, "threshold");
+    s->threshold = (float)prm->threshold;
     s->sc = (struct scorer){
         .score = skipkv_score, .use_pads = 1, .pad_score = PAD_SCORE,
-        .pads = policy_param_int(p, "pad_policy") == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
-        .order = policy_param_int(p, "cache_order") == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
+        .pads = prm->pad_policy == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
+        .order = prm->cache_order == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
     };
-    s->sentence = policy_param_int(p, "sentence");
-    s->gamma = policy_param(p, "gamma");
-    s->evict = policy_param_int(p, "evict");
+    s->sentence = prm->sentence;
+    s->gamma = prm->gamma;
+    s->evict = prm->evict;
     struct follow_opts fo = {
-        .name = "skipkv", .check_space = policy_param_int(p, "check_space"),
-        .steer = policy_param_int(p, "steer"), .layer = policy_param_int(p, "layer"),
-        .mode = policy_param_int(p, "think") == 0 ? THINK_TAGS : THINK_ALWAYS,
-        .pairs = policy_param_int(p, "split"), .dim = s->sentence ? m->n_embd : 0,
-        .tau = (float)policy_param(p, "tau"), .alpha0 = policy_param(p, "alpha0"),
+        .name = "skipkv", .check_space = prm->check_space,
+        .steer = prm->steer, .layer = prm->layer,
+        .mode = prm->think == 0 ? THINK_TAGS : THINK_ALWAYS,
+        .pairs = prm->split, .dim = s->sentence ? m->n_embd : 0,
+        .tau = (float)prm->tau, .alpha0 = prm->alpha0,
     };
     if (m->text && s->sentence && m->n_embd < 1) {
         skipkv_destroy(s);
@@ -196,9 +198,9 @@ static int skipkv_create(const struct policy_params *p, const struct policy_mode
         .q_window = o.imp.window,
         .window = o.imp.window,
         .schedule = POLICY_DIVIDE,
-        .divide_length = policy_param_int(p, "divide_length"),
+        .divide_length = prm->divide_length,
         /* compat=released: reset_for_new_sample resets the count, not the flag */
-        .divide_carry_flag = policy_param_int(p, "compat") == 1,
+        .divide_carry_flag = prm->compat == 1,
     };
     if (!s->evict) /* an observer: no selection, so no queries and no budget */
         *info = (struct policy_info){

@@ -51,16 +51,17 @@ static int vase_create_mode(const struct policy_params *p, const struct policy_m
     if (!s) return -1;
     s->mode = mode;
     s->m = *m;
-    s->window = policy_param_int(p, "window");
-    s->sinks = policy_param_int(p, "sinks");
-    s->seed = (uint64_t)policy_param_int(p, "seed");
     if (mode == VASE_ATTNV) {
-        s->protect = policy_param(p, "protect");
-        s->kernel = policy_param_int(p, "kernel");
-        s->temperature = policy_param(p, "temperature");
-        s->sample = policy_param_int(p, "sample");
-        s->positional = policy_param_int(p, "slot_order") == 1;
-        s->rkv_lambda = policy_param(p, "rkv_lambda");
+        const struct vase_attnv_params *prm = policy_typed(p);
+        s->window = prm->window;
+        s->sinks = prm->sinks;
+        s->seed = (uint64_t)prm->seed;
+        s->protect = prm->protect;
+        s->kernel = prm->kernel;
+        s->temperature = prm->temperature;
+        s->sample = prm->sample;
+        s->positional = prm->slot_order == 1;
+        s->rkv_lambda = prm->rkv_lambda;
         if (s->kernel % 2 == 0) {
             int kernel = s->kernel;
             free(s);
@@ -72,8 +73,12 @@ static int vase_create_mode(const struct policy_params *p, const struct policy_m
                               "sample=0 and protect=0");
         }
     } else {
-        s->rank = policy_param_int(p, "rank");
-        s->fixed = policy_param_int(p, "sketch") == 1;
+        const struct vase_dkv_params *prm = policy_typed(p);
+        s->window = prm->window;
+        s->sinks = prm->sinks;
+        s->seed = (uint64_t)prm->seed;
+        s->rank = prm->rank;
+        s->fixed = prm->sketch == 1;
         s->w_host = eb_malloc((size_t)s->rank * m->head_dim * sizeof *s->w_host, e);
         if (!s->w_host) {
             free(s);
@@ -120,9 +125,16 @@ static int budget_fits(int budget, int w, struct eb_err *e)
     return 0;
 }
 
-static int vase_check_budget(const struct policy_params *p, int budget, struct eb_err *e)
+static int attnv_check_budget(const struct policy_params *p, int budget, struct eb_err *e)
 {
-    return budget_fits(budget, policy_param_int(p, "window"), e);
+    const struct vase_attnv_params *prm = policy_typed(p);
+    return budget_fits(budget, prm->window, e);
+}
+
+static int dkv_check_budget(const struct policy_params *p, int budget, struct eb_err *e)
+{
+    const struct vase_dkv_params *prm = policy_typed(p);
+    return budget_fits(budget, prm->window, e);
 }
 
 /* Not on the shared selector (select.h): the released EvictLayer.update
@@ -191,7 +203,7 @@ const struct policy_ops vase_attnv_ops = {
     .begin_sequence = vase_begin,
     .end_sequence = vase_end,
     .select = vase_select,
-    .check_budget = vase_check_budget,
+    .check_budget = attnv_check_budget,
     .device_bytes = vase_device_bytes,
 };
 
@@ -202,6 +214,6 @@ const struct policy_ops vase_dkv_ops = {
     .begin_sequence = vase_begin,
     .end_sequence = vase_end,
     .select = vase_select,
-    .check_budget = vase_check_budget,
+    .check_budget = dkv_check_budget,
     .device_bytes = vase_device_bytes,
 };

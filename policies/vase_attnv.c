@@ -8,19 +8,6 @@
 #include "evict_rng.h"
 #include "vase_priv.h"
 
-/* The values of vase_attnv_params (param_def.offset). */
-struct vase_attnv_params {
-    int window;
-    int sinks;
-    double protect;
-    int kernel;
-    double temperature;
-    int sample;
-    int slot_order;
-    int seed;
-    double rkv_lambda;
-};
-
 const struct param_def vase_attnv_params[] = {
     {"window", PARAM_INT, 64, 1, 4096, NULL,
      "recent slots always kept; observation queries; eviction every window steps",

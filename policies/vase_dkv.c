@@ -7,15 +7,6 @@
 #include "evict_rng.h"
 #include "vase_priv.h"
 
-/* The values of vase_dkv_params (param_def.offset). */
-struct vase_dkv_params {
-    int window;
-    int sinks;
-    int rank;
-    int sketch;
-    int seed;
-};
-
 const struct param_def vase_dkv_params[] = {
     {"window", PARAM_INT, 64, 1, 4096, NULL,
      "recent slots always kept; eviction every window steps",

@@ -13,6 +13,28 @@
 
 enum vase_mode { VASE_ATTNV, VASE_DKV };
 
+/* The values of vase_attnv_params (param_def.offset). */
+struct vase_attnv_params {
+    int window;
+    int sinks;
+    double protect;
+    int kernel;
+    double temperature;
+    int sample;
+    int slot_order;
+    int seed;
+    double rkv_lambda;
+};
+
+/* The values of vase_dkv_params (param_def.offset). */
+struct vase_dkv_params {
+    int window;
+    int sinks;
+    int rank;
+    int sketch;
+    int seed;
+};
+
 struct vase_seq {
     int evictions;
     int *ord;                 /* attnv: [n_layer * n_kv][ord_cap] positions in slot order */

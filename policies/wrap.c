@@ -27,18 +27,17 @@ const struct param_def wrap_params[] = {
 /* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */
 static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", ""};
 
-static int wrap_create(const struct policy_params *p, const struct policy_model *m,
+static int wrap_create(const struct wrap_params *wp, const struct policy_model *m,
                        struct wrap *w, struct policy_info *info, struct eb_err *e)
 {
     char over[16], pad[16], dtype[16], spec[256];
-    int which = policy_param_int(p, "over");
+    int which = wp->over;
     policy_choice_name(WRAP_OVER, which, over, sizeof over);
-    policy_choice_name(PAD_CHOICES, policy_param_int(p, "pad_policy"), pad, sizeof pad);
-    policy_choice_name(SCORE_DTYPE_CHOICES, policy_param_int(p, "score_dtype"), dtype,
-                       sizeof dtype);
+    policy_choice_name(PAD_CHOICES, wp->pad_policy, pad, sizeof pad);
+    policy_choice_name(SCORE_DTYPE_CHOICES, wp->score_dtype, dtype, sizeof dtype);
     snprintf(spec, sizeof spec, "%s:window=%d,divide_length=%d,pad_policy=%s,score_dtype=%s,"
-             "cache_order=position%s", over, policy_param_int(p, "window"),
-             policy_param_int(p, "divide_length"), pad, dtype, INNER_FIXED[which]);
+             "cache_order=position%s", over, wp->window, wp->divide_length, pad, dtype,
+             INNER_FIXED[which]);
     if (policy_create(spec, m, &w->inner, e)) return eb_wrap(e, over);
     if (!w->inner->ops->scorer) return eb_fail(e, "policy %s has no scorer to wrap", over);
     w->sc = w->inner->ops->scorer(w->inner->self, &w->n_recent);
@@ -62,11 +61,11 @@ void wrap_policy_free(void *self)
     free(self);
 }
 
-void *wrap_policy_new(size_t size, const struct policy_params *p, const struct policy_model *m,
+void *wrap_policy_new(size_t size, const struct wrap_params *wp, const struct policy_model *m,
                       struct policy_info *info, struct eb_err *e)
 {
     struct wrap *w = eb_calloc(1, size, e);
-    if (w && wrap_create(p, m, w, info, e)) {
+    if (w && wrap_create(wp, m, w, info, e)) {
         wrap_policy_free(w);
         return NULL;
     }

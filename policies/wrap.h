@@ -37,10 +37,10 @@ struct wrap_params {
 };
 
 /* A wrapper instance of `size` zeroed bytes whose first member is its struct
- * wrap, its inner built from p; *info: the inner's needs and window on
+ * wrap, its inner built from wp; *info: the inner's needs and window on
  * DecodingPress's schedule, every divide_length decoding forwards.  NULL
  * with e set (nothing left allocated). */
-void *wrap_policy_new(size_t size, const struct policy_params *p, const struct policy_model *m,
+void *wrap_policy_new(size_t size, const struct wrap_params *wp, const struct policy_model *m,
                       struct policy_info *info, struct eb_err *e);
 /* The vtable entries of such an instance: destroy, and the inner's
  * begin_sequence / end_sequence. */
