@@ -85,4 +85,4 @@ static int adakv_create(const struct policy_params *p, const struct policy_model
 const struct policy_ops adakv_ops = {.name = "adakv", .create = adakv_create,
     .destroy = wrap_policy_free, .begin_sequence = wrap_begin_sequence,
     .end_sequence = wrap_end_sequence, .select = adakv_select,
-    .shared_params = wrap_params, .window_param = "window"};
+    .shared_params = wrap_params, .window_of = wrap_window_of};

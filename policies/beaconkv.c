@@ -187,10 +187,16 @@ static size_t beaconkv_device_bytes(const void *self, const struct policy_model 
     return backend_alloc_bytes(nq * m->head_dim) + backend_alloc_bytes(nq * max_slots);
 }
 
+/* policy_ops.window_of: the slots always kept. */
+static int beaconkv_window_of(const void *prm)
+{
+    return ((const struct beaconkv_params *)prm)->recent;
+}
+
 const struct policy_ops beaconkv_ops = {
     .name = "beaconkv",
     .create = beaconkv_create,
-    .window_param = "recent",
+    .window_of = beaconkv_window_of,
     .destroy = beaconkv_destroy,
     .begin_sequence = beaconkv_begin,
     .end_sequence = beaconkv_end,

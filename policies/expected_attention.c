@@ -6,7 +6,7 @@
  * (get_prerope_query_states), scorer_press.py (topk), decoding_press.py
  * (DecodingPress as knorm.c: no compression at the prompt, then every
  * divide_length-th decoding forward compresses to the budget:
- * divide_decode_only; its buffer holds the hidden states of the forwards
+ * POLICY_DECODING; its buffer holds the hidden states of the forwards
  * since the last compression, at most hidden_states_buffer_size = 256).
  * Per kv head, over its L slots:
  *   - the queries of those forwards (the recorded post-RoPE rows rotated back
@@ -282,7 +282,7 @@ static int ea_create(const struct policy_params *p, const struct policy_model *m
         return eb_fail(e, "out of memory for the query statistics");
     }
     *info = (struct policy_info){.needs = POLICY_NEED_RECENT_Q, .q_window = s->window,
-        .schedule = POLICY_DIVIDE, .divide_decode_only = 1, .divide_length = divide};
+        .schedule = POLICY_DECODING, .divide_length = divide};
     return 0;
 }
 

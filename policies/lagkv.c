@@ -3,7 +3,7 @@
  * kvpress/presses/lagkv_press.py, scorer_press.py (topk), decoding_press.py
  * (DecodingPress as knorm.c: no compression at the prompt, then every
  * divide_length-th decoding forward compresses to the budget:
- * divide_decode_only).  Per kv head, over its L slots:
+ * POLICY_DECODING).  Per kv head, over its L slots:
  *   - L < n_sink + 2 lag_size: the sinks score 1, slot j >= n_sink
  *     (j - n_sink) / (L - n_sink): the sinks and the newest slots are kept;
  *   - else [n_sink, end) in partitions of lag_size (a whole number of them),
@@ -127,7 +127,7 @@ static int lagkv_create(const struct policy_params *p, const struct policy_model
         free(s);
         return -1;
     }
-    *info = (struct policy_info){.schedule = POLICY_DIVIDE, .divide_decode_only = 1,
+    *info = (struct policy_info){.schedule = POLICY_DECODING,
                                  .divide_length = prm->divide_length};
     return 0;
 }

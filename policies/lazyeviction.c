@@ -114,8 +114,7 @@ static int lazy_create(const struct policy_params *p, const struct policy_model 
                             .order = KEEP_BY_POSITION};
     /* the released obs_count % obs_size == 0 over decoding forwards */
     *info = (struct policy_info){.needs = POLICY_NEED_ATTN_PROBS, .window = s->window,
-                                 .schedule = POLICY_DIVIDE, .divide_length = s->window,
-                                 .divide_decode_only = 1};
+                                 .schedule = POLICY_DECODING, .divide_length = s->window};
     return 0;
 }
 
@@ -220,6 +219,12 @@ static int lazy_batch_plan(const void *self, int budget, struct batch_plan *out)
     return 1;
 }
 
+/* policy_ops.window_of: the slots always kept. */
+static int lazyeviction_window_of(const void *prm)
+{
+    return ((const struct lazyeviction_params *)prm)->window;
+}
+
 const struct policy_ops lazyeviction_ops = {
     .name = "lazyeviction",
     .create = lazy_create,
@@ -230,5 +235,5 @@ const struct policy_ops lazyeviction_ops = {
     .observe_attn = lazy_observe_attn,
     .select = lazy_select,
     .batch_plan = lazy_batch_plan,
-    .window_param = "window",
+    .window_of = lazyeviction_window_of,
 };

@@ -32,16 +32,20 @@ enum policy_schedule {
     POLICY_DIVIDE = 1,       /* at prefill (prompt >= B), then at every step whose forward
                                 follows a token count divisible by divide_length */
     POLICY_PREFILL_ONLY = 2, /* once, at prefill (original SnapKV) */
-    POLICY_EVERY_STEP = 3    /* after every forward (original H2O) */
+    POLICY_EVERY_STEP = 3,   /* after every forward (original H2O) */
+    POLICY_DECODING = 4      /* kvpress's DecodingPress: the prompt's forward never selects,
+                                and every divide_length-th forward after it does (the count
+                                starts at the prompt's end; policies/schedule.h) */
 };
 
 /* Filled by create. */
 struct policy_info {
     unsigned needs;
     int q_window;            /* NEED_RECENT_Q: query rows per layer */
-    int window;              /* most recent slots always kept; a budget must exceed it */
+    int window;              /* slots always kept, whatever the budget (the most recent
+                                ones, or StreamingLLM's sinks): a budget must exceed it */
     enum policy_schedule schedule;
-    int divide_length;       /* POLICY_DIVIDE */
+    int divide_length;       /* POLICY_DIVIDE, POLICY_DECODING */
     const char *notice;      /* or NULL: a caveat the CLI prints whenever it runs the policy
                                 (e.g. BeaconKV is an approximate reconstruction) */
     int slot_slack;          /* POLICY_EVERY_STEP policies that compact only now and then
@@ -54,10 +58,6 @@ struct policy_info {
     int divide_carry_flag;   /* a prefill selects only if the previous sequence's last
                                 forward left the count divisible (the first one always) */
     int divide_carry_count;  /* the count runs on across sequences instead of restarting */
-    /* POLICY_DIVIDE as kvpress's DecodingPress counts (knorm, tova): the
-     * prompt's forward never selects, and every divide_length-th forward after
-     * it does (the count starts at the prompt's end; policies/schedule.h). */
-    int divide_decode_only;
 };
 
 /* The tokenizer as the policies that read token text see it (seal, skipkv:
@@ -289,12 +289,13 @@ struct policy_ops {
      * selector's options, select_params.h) whose parameters follow those of
      * the registry row's own table. */
     const struct param_def *shared_params;
-    /* Optional: the parameter whose value create reports as info.window (the
-     * slots always kept), so that the budget is held against the real window
-     * where a point is built, before any instance (`exp --dry-run`:
-     * policy_params_window, schedule.h); policy_instantiate checks the two
-     * agree.  NULL: the window is known once an instance exists. */
-    const char *window_param;
+    /* Optional: the window create will report (info.window, the slots always
+     * kept) from the typed parameters, so that the budget is held against the
+     * real window where a point is built, before any instance (`exp
+     * --dry-run`: policy_entry_window, registry.h); policy_instantiate checks
+     * the two agree.  NULL: the window is known once an instance exists.  (A
+     * scorer row's configure gives it.) */
+    int (*window_of)(const void *prm);
     /* Optional, for a policy that selects through the shared selector
      * (select.h): its scorer and the newest slots it always keeps, so that a
      * wrapper changing only the budgets (adakv.c, pyramidkv.c: wrap.h) ranks
@@ -308,7 +309,9 @@ enum { POLICY_NO_BUDGET = 0 };
 
 /* An instance: made by policy_create (policies/registry.h). */
 struct policy {
-    const struct policy_ops *ops;
+    const char *name;              /* the registry row's (a preset's own name) */
+    const struct policy_ops *ops;  /* the row's own, or row_ops below */
+    struct policy_ops row_ops;     /* a scorer row's: row.c's vtable under the row's name */
     void *self;
     struct policy_info info;
     struct policy_params params;   /* resolved, as created */

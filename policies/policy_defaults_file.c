@@ -67,7 +67,7 @@ int defaults_budget_key(const char *s, int64_t *out)
 /* Whether entry b has a parameter key. */
 static int param_known(const struct policy_entry *b, const char *key)
 {
-    const struct param_def *tables[2] = {b->params, b->ops->shared_params};
+    const struct param_def *tables[2] = {b->params, policy_entry_shared(b)};
     for (int t = 0; t < 2; t++)
         for (const struct param_def *d = tables[t]; d && d->key; d++)
             if (!strcmp(d->key, key)) return 1;
@@ -88,7 +88,7 @@ static int check_param(const struct defaults_file *d, const char *jp, const char
         known = 1;
         struct policy_params pp;
         struct eb_err sub;
-        if (param_init(b->name, b->params, b->ops->shared_params, &pp, &sub) ||
+        if (param_init(b->name, b->params, policy_entry_shared(b), &pp, &sub) ||
             param_set_json(b->name, &pp, PARAM_FROM_USER, key, v, &sub))
             return eb_fail(e, "%s: %s: %s", d->path, jp, sub.msg);
     }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "policies.h"
+#include "row.h"
 #include "schedule.h"
 #include "steering.h"
 
@@ -19,10 +20,18 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
                           "%d)", entry->name, m->n_layer, m->n_head, m->n_kv, m->head_dim);
     struct policy *p = eb_calloc(1, sizeof *p, e);
     if (!p) return -1;
+    p->name = entry->name;
     p->ops = entry->ops;
+    if (entry->row) {   /* the registry builds the vtable: row.c's, under the row's name */
+        p->row_ops = row_policy_ops;
+        p->row_ops.name = entry->name;
+        p->ops = &p->row_ops;
+    }
     p->params = *params;
     policy_params_format(entry, params, p->spec, sizeof p->spec);
-    if (entry->ops->create(params, m, &p->self, &p->info, e)) {
+    int rc = entry->row ? row_create(entry->row, params, m, &p->self, &p->info, e)
+                        : entry->ops->create(params, m, &p->self, &p->info, e);
+    if (rc) {
         eb_wrap(e, entry->name);
         free(p);
         return -1;
@@ -34,11 +43,11 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
     }
     /* the window a point's budget was checked against before this instance
      * (none for a policy that evicts nothing: fullkv-pss keeps all) */
-    int window = policy_params_window(entry->ops, params), kept = p->info.window;
+    int window = policy_entry_window(entry, params), kept = p->info.window;
     if (p->info.schedule != POLICY_NEVER && window >= 0 && window != kept) {
         policy_free(p);
-        return eb_fail(e, "policy %s: its %s is %d, but it keeps a window of %d", entry->name,
-                       entry->ops->window_param, window, kept);
+        return eb_fail(e, "policy %s: its parameters give a window of %d, but it keeps %d",
+                       entry->name, window, kept);
     }
     *out = p;
     return 0;

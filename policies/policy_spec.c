@@ -11,7 +11,7 @@
 /* The entry's table defaults, then its preset. */
 static int init_params(const struct policy_entry *en, struct policy_params *p, struct eb_err *e)
 {
-    if (param_init(en->name, en->params, en->ops->shared_params, p, e)) return -1;
+    if (param_init(en->name, en->params, policy_entry_shared(en), p, e)) return -1;
     return en->preset ? param_set_list(en->name, p, PARAM_FROM_PRESET, en->preset,
                                        strlen(en->preset), e)
                       : 0;

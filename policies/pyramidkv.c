@@ -84,4 +84,4 @@ static int pyramidkv_create(const struct policy_params *p, const struct policy_m
 const struct policy_ops pyramidkv_ops = {.name = "pyramidkv", .create = pyramidkv_create,
     .destroy = wrap_policy_free, .begin_sequence = wrap_begin_sequence,
     .end_sequence = wrap_end_sequence, .select = pyramidkv_select,
-    .shared_params = wrap_params, .window_param = "window"};
+    .shared_params = wrap_params, .window_of = wrap_window_of};

@@ -4,7 +4,7 @@
  * kvpress/presses/random_press.py (torch.rand over batch, kv heads, slots),
  * scorer_press.py (topk), decoding_press.py (DecodingPress as knorm.c: no
  * compression at the prompt, then every divide_length-th decoding forward
- * compresses to the budget: divide_decode_only).  Two deviations:
+ * compresses to the budget: POLICY_DECODING).  Two deviations:
  *   - keep_prompt=1 (default) puts every prompt slot above every generated
  *     one, so eviction falls uniformly on the generated slots (a prompt over
  *     the budget keeps B of its slots at random); keep_prompt=0 scores the
@@ -71,7 +71,7 @@ static int random_create(const struct policy_params *p, const struct policy_mode
     if (!s) return -1;
     s->seed = (uint64_t)prm->seed;
     s->keep_prompt = prm->keep_prompt;
-    *info = (struct policy_info){.schedule = POLICY_DIVIDE, .divide_decode_only = 1,
+    *info = (struct policy_info){.schedule = POLICY_DECODING,
                                  .divide_length = prm->divide_length};
     return 0;
 }

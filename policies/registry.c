@@ -8,17 +8,18 @@
 #include "registry.h"
 
 #include "policies.h"
+#include "row.h"
 
 /* Each policy's vtable and parameter table, defined in its own file. */
-extern const struct policy_ops fullkv_ops, streamingllm_ops, h2o_ops, h2o_rkv_ops, snapkv_ops,
-    rkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops, seal_ops, skipkv_ops, knorm_ops,
-    tova_ops;
+extern const struct scorer_row streamingllm_row, h2o_row, h2o_rkv_row, snapkv_row, rkv_row,
+    knorm_row, tova_row, keydiff_row;
+extern const struct policy_ops fullkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops,
+    seal_ops, skipkv_ops;
 extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
     h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
 extern const struct policy_ops random_ops;
 extern const struct param_def random_params[];
-extern const struct policy_ops keydiff_ops;
 extern const struct policy_ops lagkv_ops;
 extern const struct param_def lagkv_params[];
 extern const struct policy_ops expected_attention_ops;
@@ -48,29 +49,29 @@ static const struct policy_entry ENTRIES[] = {
      .ops = &fullkv_ops, .params = fullkv_params, .keeps_all = 1, .sources = "fullkv.c"},
     {.name = "streamingllm",
      .summary = "attention sinks + the most recent tokens",
-     .ops = &streamingllm_ops, .params = streamingllm_params, .sources = "streamingllm.c"},
+     .row = &streamingllm_row, .params = streamingllm_params, .sources = "streamingllm.c"},
     {.name = "h2o",
      .summary = "original H2O: accumulated attention per head, evicts every step, heavy/recent "
                 "split",
-     .ops = &h2o_ops, .params = h2o_params, .sources = "h2o.c"},
+     .row = &h2o_row, .params = h2o_params, .sources = "h2o.c"},
     {.name = "h2o-rkv",
      .summary = "H2O as the R-KV/SkipKV baselines run it: last-query score, one set per layer, "
                 "every divide_length steps",
-     .ops = &h2o_rkv_ops, .params = h2o_rkv_params, .sources = "h2o.c"},
+     .row = &h2o_rkv_row, .params = h2o_rkv_params, .sources = "h2o.c"},
     {.name = "snapkv",
      .summary = "original SnapKV: the prompt compressed once at prefill (window 32, avg-pool 5)",
-     .ops = &snapkv_ops, .params = snapkv_params, .sources = "snapkv.c"},
+     .row = &snapkv_row, .params = snapkv_params, .sources = "snapkv.c"},
     {.name = "snapkv-decode",
      .summary = "R-KV's decode-time SnapKV: window 8, max-pool 7, every divide_length steps",
-     .ops = &snapkv_ops, .params = snapkv_params,
+     .row = &snapkv_row, .params = snapkv_params,
      .preset = "window=8,kernel=7,pool=max,softmax=candidates,schedule=divide",
      .sources = "snapkv.c"},
     {.name = "rkv",
      .summary = "R-KV: lambda * importance - (1 - lambda) * redundancy",
-     .ops = &rkv_ops, .params = rkv_params, .sources = "rkv.c rkv.h"},
+     .row = &rkv_row, .params = rkv_params, .sources = "rkv.c rkv.h"},
     {.name = "rkv-code",
      .summary = "R-KV with the released code's default lambda = 0.07",
-     .ops = &rkv_ops, .params = rkv_params, .preset = "lambda=0.07", .sources = "rkv.c rkv.h"},
+     .row = &rkv_row, .params = rkv_params, .preset = "lambda=0.07", .sources = "rkv.c rkv.h"},
     {.name = "vase-attnv",
      .summary = "VaSE-AttnV: the B/4 largest value ranges kept, the rest sampled by window "
                 "attention; every 64 steps once over B",
@@ -135,16 +136,16 @@ static const struct policy_entry ENTRIES[] = {
      .keeps_all = 1, .sources = SKIPKV_SOURCES},
     {.name = "knorm",
      .summary = "KNorm (kvpress): keep the keys of lowest L2 norm",
-     .ops = &knorm_ops, .params = scored_policy_params, .sources = "knorm.c"},
+     .row = &knorm_row, .params = scored_policy_params, .sources = "knorm.c"},
     {.name = "tova",
      .summary = "TOVA (kvpress): the last query's attention, mean over heads, one set per layer",
-     .ops = &tova_ops, .params = scored_policy_params, .sources = "tova.c"},
+     .row = &tova_row, .params = scored_policy_params, .sources = "tova.c"},
     {.name = "random",
      .summary = "kvpress RandomPress: generated slots evicted at random (seeded), prompt kept",
      .ops = &random_ops, .params = random_params, .sources = "random.c"},
     {.name = "keydiff",
      .summary = "KeyDiff (kvpress): keep the keys least similar to the mean key direction",
-     .ops = &keydiff_ops, .params = scored_policy_params, .sources = "keydiff.c"},
+     .row = &keydiff_row, .params = scored_policy_params, .sources = "keydiff.c"},
     {.name = "lagkv",
      .summary = "LagKV (kvpress): each lag partition scored by the next one's min/max",
      .ops = &lagkv_ops, .params = lagkv_params, .sources = "lagkv.c"},

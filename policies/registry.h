@@ -38,9 +38,15 @@ int policy_param_int(const struct policy_params *p, const char *key);
 /* A row of the table.  Presentation (display name, colour) is no part of it:
  * harness/report/policy_style.h keys that by name, so the run key's code hash
  * (which covers policies/) does not change with a colour. */
+struct scorer_row;   /* row.h */
+
+/* A row of the table names either a scorer row (row.h: the registry builds
+ * the policy) or a vtable of the policy's own (VaSE, RPC, BeaconKV, SEAL,
+ * SkipKV and the others that need more than a score). */
 struct policy_entry {
     const char *name;
     const char *summary;
+    const struct scorer_row *row;
     const struct policy_ops *ops;
     const struct param_def *params;
     const char *preset;       /* "key=value,..." defaults that differ from params, or NULL */
@@ -51,6 +57,16 @@ struct policy_entry {
                                  it no budget (POLICY_NO_BUDGET); the one flag, with evict=0
                                  (policy_keeps_all): create's POLICY_NEVER must agree */
 };
+
+/* The shared parameter table of an entry (its row's or its vtable's), or NULL. */
+const struct param_def *policy_entry_shared(const struct policy_entry *en);
+/* The slots an instance of en with p will always keep (its window), known
+ * before any instance: a row's configure, or the vtable's window_of; -1 when
+ * only create knows it. */
+int policy_entry_window(const struct policy_entry *en, const struct policy_params *p);
+/* policy_budget_check (schedule.h) for en with p, before any instance. */
+int policy_entry_budget_check(const struct policy_entry *en, const struct policy_params *p,
+                              int budget, struct eb_err *e);
 
 /* All entries, in a stable order. */
 const struct policy_entry *policy_registry(int *n);

@@ -5,6 +5,28 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "row.h"
+#include "schedule.h"
+
+const struct param_def *policy_entry_shared(const struct policy_entry *en)
+{
+    return en->row ? en->row->shared_params : en->ops->shared_params;
+}
+
+int policy_entry_window(const struct policy_entry *en, const struct policy_params *p)
+{
+    struct eb_err e;
+    if (en->row) return row_window(en->row, p, &e);
+    return en->ops->window_of ? en->ops->window_of(policy_typed(p)) : -1;
+}
+
+int policy_entry_budget_check(const struct policy_entry *en, const struct policy_params *p,
+                              int budget, struct eb_err *e)
+{
+    return policy_budget_check(en->name, en->row ? NULL : en->ops, p, policy_keeps_all(en, p),
+                               policy_entry_window(en, p), budget, e);
+}
+
 const struct policy_entry *policy_registry_find(const char *name)
 {
     int n;

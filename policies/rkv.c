@@ -17,7 +17,7 @@
 #include "rkv.h"
 
 #include "policies.h"
-#include "select_batch.h"
+#include "row.h"
 #include "select_params.h"
 
 /* The values of rkv_params (param_def.offset). */
@@ -53,25 +53,6 @@ const struct param_def rkv_params[] = {
      "reuse the first live sequence's redundancy for every sequence (released code's bug)",
      offsetof(struct rkv_params, rkv_batch0_bug)},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},  /* then the selector's: select_params.h */
-};
-
-/* A sequence's last redundancy vectors (kept for rkv_batch0_bug only). */
-struct rkv_seq {
-    double *r;       /* [n_layer * n_kv][cap] */
-    int *r_len;      /* [n_layer * n_kv], 0: none yet */
-    int cap;
-};
-
-struct rkv {
-    struct rkv_opts o;
-    float threshold;
-    int quirk, batch0_bug;
-    struct scorer sc;
-    struct policy_model m;
-    struct selector sel;
-    double *red;
-    int red_cap;
-    struct seq_table seqs;   /* batch0_bug: live sequences */
 };
 
 int rkv_opts_make(double lambda, int window, int kernel, enum score_gqa gqa,
@@ -112,41 +93,48 @@ static void mix(double *z, const double *red, int n_cand, double lambda, enum sc
     for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];
 }
 
+void rkv_mix(const struct rkv_opts *o, double *red, int n_cand, double *z)
+{
+    score_round(z, n_cand, o->dtype); /* pooling commutes with rounding */
+    if (o->lambda >= 1.0) return;
+    score_round(red, n_cand, o->dtype);
+    mix(z, red, n_cand, o->lambda, o->dtype);
+}
+
 int rkv_score(const struct rkv_opts *o, struct score_buf *b, const struct cache_view *cv,
               int layer, int kv_head, int n_cand, double *red, double *z, struct eb_err *e)
 {
     if (score_importance(b, cv, layer, kv_head, &o->imp, n_cand, z, e)) return -1;
-    score_round(z, n_cand, o->dtype); /* pooling commutes with rounding */
-    if (o->lambda >= 1.0) return 0;
-    score_round(red, n_cand, o->dtype);
-    mix(z, red, n_cand, o->lambda, o->dtype);
+    rkv_mix(o, red, n_cand, z);
     return 0;
 }
 
-/* ---- the policy ---- */
+/* ---- the row ---- */
 
-static int rkv_scorer(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
-                      int n_cand, double *z, struct eb_err *e); /* below */
-static int rkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
-                      struct policy_info *info, struct eb_err *e)
+static struct rkv_opts rkv_opts_of(const struct rkv_params *p)
 {
     struct rkv_opts o;
-    enum score_dtype dtype = policy_param_int(p, "score_dtype") == 1 ? SCORE_BF16 : SCORE_F32;
-    if (rkv_opts_from_params(p, policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
-                             dtype, &o, e))
-        return -1;
-    if (select_params_info(p, o.imp.window, POLICY_DIVIDE, info, e)) return -1;
-    struct rkv *s = eb_calloc(1, sizeof *s, e);
-    if (!s) return -1;
-    s->o = o;
-    s->threshold = (float)policy_param(p, "threshold");
-    s->quirk = policy_param_int(p, "no_match_zero_col0");
-    s->batch0_bug = policy_param_int(p, "rkv_batch0_bug");
-    select_params_scorer(p, rkv_scorer, &s->sc);
-    s->m = *m;
-    *self = s;
-    return 0;
+    struct eb_err e;
+    /* the kernel was checked by rkv_configure */
+    rkv_opts_make(p->lambda, p->window, p->kernel, p->gqa == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+                  p->sel.score_dtype == 1 ? SCORE_BF16 : SCORE_F32, &o, &e);
+    return o;
 }
+
+/* A sequence's last redundancy vectors (kept for rkv_batch0_bug only). */
+struct rkv_seq {
+    double *r;       /* [n_layer * n_kv][cap] */
+    int *r_len;      /* [n_layer * n_kv], 0: none yet */
+    int cap;
+};
+
+struct rkv_state {
+    int batch0_bug;
+    size_t heads;            /* n_layer * n_kv */
+    double *red;             /* the head's redundancy, rounded in place by rkv_mix */
+    int red_cap;
+    struct seq_table seqs;   /* batch0_bug: live sequences */
+};
 
 static void rkv_seq_free(void *p)
 {
@@ -157,117 +145,112 @@ static void rkv_seq_free(void *p)
     free(q);
 }
 
-static void rkv_destroy(void *self)
+static int rkv_state_create(const void *prm, const struct policy_model *m, void **state,
+                            struct eb_err *e)
 {
-    struct rkv *s = self;
-    if (!s) return;
-    selector_free(&s->sel);
-    free(s->red);
-    seq_table_free(&s->seqs, rkv_seq_free);
-    free(s);
-}
-
-static int rkv_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
-{
-    struct rkv *s = self;
-    if (!s->batch0_bug) return 0;
-    void **slot = seq_table_slot(&s->seqs, seq, e);
-    if (!slot) return -1;
-    rkv_seq_free(*slot);
-    struct rkv_seq *q = *slot = eb_calloc(1, sizeof *q, e);
-    if (!q) return -1;
-    size_t heads = (size_t)s->m.n_layer * s->m.n_kv;
-    q->cap = sv->capacity;
-    q->r = eb_calloc(heads * (size_t)q->cap, sizeof *q->r, e);
-    q->r_len = eb_calloc(heads, sizeof *q->r_len, e);
-    if (!q->r || !q->r_len) return -1; /* freed by end_sequence or destroy */
+    struct rkv_state *st = *state = eb_calloc(1, sizeof *st, e);
+    if (!st) return -1;
+    st->batch0_bug = ((const struct rkv_params *)prm)->rkv_batch0_bug;
+    st->heads = (size_t)m->n_layer * m->n_kv;
     return 0;
 }
 
-static void rkv_end(void *self, int seq)
+static void rkv_state_destroy(void *state)
 {
-    struct rkv *s = self;
-    seq_table_drop(&s->seqs, seq, rkv_seq_free);
+    struct rkv_state *st = state;
+    if (!st) return;
+    free(st->red);
+    seq_table_free(&st->seqs, rkv_seq_free);
+    free(st);
+}
+
+static int rkv_begin(void *state, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct rkv_state *st = state;
+    if (!st->batch0_bug) return 0;
+    struct rkv_seq *q = seq_table_fresh(&st->seqs, seq, sizeof *q, rkv_seq_free, e);
+    if (!q) return -1;
+    q->cap = sv->capacity;
+    q->r = eb_calloc(st->heads * (size_t)q->cap, sizeof *q->r, e);
+    q->r_len = eb_calloc(st->heads, sizeof *q->r_len, e);
+    return q->r && q->r_len ? 0 : -1; /* freed by end_sequence or destroy */
+}
+
+static void rkv_end(void *state, int seq)
+{
+    seq_table_drop(&((struct rkv_state *)state)->seqs, seq, rkv_seq_free);
 }
 
 /* batch0_bug: the lowest-numbered live sequence. */
-static int anchor_seq(const struct rkv *s)
+static int anchor_seq(const struct rkv_state *st)
 {
-    for (int i = 0; i < s->seqs.cap; i++)
-        if (s->seqs.state[i]) return i;
+    for (int i = 0; i < st->seqs.cap; i++)
+        if (st->seqs.state[i]) return i;
     return -1;
 }
 
-/* R of (l, h) for seq into s->red[0, len). */
-static int redundancy(struct rkv *s, int seq, const struct cache_view *cv, int l, int h, int len,
-                      struct eb_err *e)
+/* R of the context's head into st->red[0, len). */
+static int redundancy(struct score_ctx *c, struct eb_err *e)
 {
-    int head = l * cv->n_kv + h;
-    if (s->batch0_bug) {
-        int a = anchor_seq(s);
-        const struct rkv_seq *anchor = a >= 0 && a != seq ? seq_table_get(&s->seqs, a) : NULL;
+    const struct rkv_params *p = c->prm;
+    struct rkv_state *st = c->state;
+    int head = c->layer * c->cv->n_kv + c->kv_head, len = c->len;
+    if (rkv_reserve(&st->red, &st->red_cap, len, e)) return -1;
+    if (st->batch0_bug) {
+        int a = anchor_seq(st);
+        const struct rkv_seq *anchor = a >= 0 && a != c->seq ? seq_table_get(&st->seqs, a) : NULL;
         if (anchor && anchor->r_len[head] > 0) {
             const double *r = anchor->r + (size_t)head * anchor->cap;
-            for (int j = 0; j < len; j++) s->red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
+            for (int j = 0; j < len; j++) st->red[j] = j < anchor->r_len[head] ? r[j] : 0.0;
             return 0;
         }
     }
-    if (score_redundancy(&s->sel.buf, cv, l, h, s->threshold, s->quirk, s->red, e)) return -1;
-    struct rkv_seq *mine = s->batch0_bug ? seq_table_get(&s->seqs, seq) : NULL;
+    const double *r = ctx_redundancy(c, (float)p->threshold, p->no_match_zero_col0, e);
+    if (!r) return -1;
+    memcpy(st->red, r, (size_t)len * sizeof *r);
+    struct rkv_seq *mine = st->batch0_bug ? seq_table_get(&st->seqs, c->seq) : NULL;
     if (mine && len <= mine->cap) {
-        memcpy(mine->r + (size_t)head * mine->cap, s->red, (size_t)len * sizeof *s->red);
+        memcpy(mine->r + (size_t)head * mine->cap, r, (size_t)len * sizeof *r);
         mine->r_len[head] = len;
     }
     return 0;
 }
 
-static int rkv_scorer(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
-                      int n_cand, double *z, struct eb_err *e)
+static int rkv_row_score(struct score_ctx *c, double *z, struct eb_err *e)
 {
-    struct rkv *s = self;
-    int len = cache_view_len(cv, layer, kv_head);
-    if (s->o.lambda < 1.0 && (rkv_reserve(&s->red, &s->red_cap, len, e) ||
-                              redundancy(s, seq, cv, layer, kv_head, len, e)))
-        return -1;
-    return rkv_score(&s->o, &s->sel.buf, cv, layer, kv_head, n_cand, s->red, z, e);
+    struct rkv_opts o = rkv_opts_of(c->prm);
+    if (o.lambda < 1.0 && redundancy(c, e)) return -1;
+    const double *imp = ctx_window_attn(c, &o.imp, e);
+    if (!imp) return -1;
+    memcpy(z, imp, (size_t)c->n_cand * sizeof *z);
+    rkv_mix(&o, ((struct rkv_state *)c->state)->red, c->n_cand, z);
+    return 0;
 }
 
-static int rkv_select(void *self, int seq, const struct cache_view *cv, int budget,
-                      struct keep_set *out, struct eb_err *e)
+static int rkv_configure(const void *prm, struct row_config *c, struct eb_err *e)
 {
-    struct rkv *s = self;
-    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
+    const struct rkv_params *p = prm;
+    if (p->kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", p->kernel);
+    select_params_scorer(&p->sel, NULL, &c->sel);
+    return select_params_info(&p->sel, p->window, p->divide_length, POLICY_DIVIDE, &c->info, e);
 }
 
-static int rkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+static int rkv_batch(const void *prm, const struct row_config *c, struct batch_plan *out)
 {
-    (void)budget;
-    const struct rkv *s = self;
-    if (s->batch0_bug || !select_batch_plan_of(&s->sc, s->o.imp.window, out)) return 0;
-    out->score = s->o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
-    out->imp = s->o.imp;
-    out->lambda = s->o.lambda;
-    out->threshold = s->threshold;
-    out->no_match_zero_col0 = s->quirk;
+    (void)c;
+    const struct rkv_params *p = prm;
+    if (p->rkv_batch0_bug) return 0;
+    struct rkv_opts o = rkv_opts_of(p);
+    out->score = o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
+    out->imp = o.imp;
+    out->lambda = o.lambda;
+    out->threshold = (float)p->threshold;
+    out->no_match_zero_col0 = p->no_match_zero_col0;
     return 1;
 }
 
-static const struct scorer *rkv_scorer_of(const void *self, int *n_recent)
-{
-    const struct rkv *s = self;
-    *n_recent = s->o.imp.window;
-    return &s->sc;
-}
+static const struct row_state_ops rkv_state_ops = {.create = rkv_state_create,
+    .destroy = rkv_state_destroy, .begin_sequence = rkv_begin, .end_sequence = rkv_end};
 
-const struct policy_ops rkv_ops = {
-    .name = "rkv",
-    .create = rkv_create,
-    .window_param = "window",
-    .destroy = rkv_destroy,
-    .begin_sequence = rkv_begin,
-    .end_sequence = rkv_end,
-    .select = rkv_select,
-    .batch_plan = rkv_batch_plan,
-    .shared_params = select_params,
-    .scorer = rkv_scorer_of,
-};
+const struct scorer_row rkv_row = {.score = rkv_row_score, .configure = rkv_configure,
+    .batch = rkv_batch, .state = &rkv_state_ops, .shared_params = select_params};

@@ -20,6 +20,10 @@ int rkv_opts_make(double lambda, int window, int kernel, enum score_gqa gqa,
 /* Grow *red to len doubles (redundancy scratch). */
 int rkv_reserve(double **red, int *cap, int len, struct eb_err *e);
 
+/* Z from the importance in z[0, n_cand) (replaced) and the redundancy
+ * red[0, n_cand) (unused when lambda is 1; rounded in place with bf16). */
+void rkv_mix(const struct rkv_opts *o, double *red, int n_cand, double *z);
+
 /* Z of the candidates [0, n_cand) of (layer, kv head) into z, given the
  * head's redundancy red[0, n_cand) (unused when lambda is 1); with bf16 the
  * importance, R and each step of the mix are rounded as torch does. */

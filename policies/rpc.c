@@ -201,10 +201,16 @@ static int rpc_select(void *self, int seq, const struct cache_view *cv, int budg
     return 0;
 }
 
+/* policy_ops.window_of: the slots always kept. */
+static int rpc_window_of(const void *prm)
+{
+    return ((const struct rpc_params *)prm)->selector;
+}
+
 const struct policy_ops rpc_ops = {
     .name = "rpc",
     .create = rpc_create,
-    .window_param = "selector",
+    .window_of = rpc_window_of,
     .destroy = rpc_destroy,
     .begin_sequence = rpc_begin,
     .end_sequence = rpc_end,

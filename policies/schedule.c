@@ -3,22 +3,23 @@
 
 #include <string.h>
 
-#include "registry.h"   /* policy_param_index */
 
 int policy_info_check(const struct policy_info *in, const char *name, struct eb_err *e)
 {
     if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
         return eb_fail(e, "policy %s asks for recent queries with a window of %d", name,
                        in->q_window);
-    if (in->schedule == POLICY_DIVIDE && in->divide_length < 1)
+    if ((in->schedule == POLICY_DIVIDE || in->schedule == POLICY_DECODING) &&
+        in->divide_length < 1)
         return eb_fail(e, "policy %s: divide_length must be >= 1", name);
     return 0;
 }
 
-int policy_budget_check(const struct policy_ops *ops, const struct policy_params *params,
-                        int keeps_all, int window, int budget, struct eb_err *e)
+int policy_budget_check(const char *name, const struct policy_ops *ops,
+                        const struct policy_params *params, int keeps_all, int window, int budget,
+                        struct eb_err *e)
 {
-    const char *name = ops ? ops->name : "?";
+    if (!name) name = "?";
     if (keeps_all) return budget < 0 ? eb_fail(e, "budget must be > 0 (got %d)", budget) : 0;
     if (budget <= 0) return eb_fail(e, "policy %s needs a budget > 0 (got %d)", name, budget);
     if (window >= 0 && budget <= window)
@@ -32,15 +33,8 @@ int policy_budget_check(const struct policy_ops *ops, const struct policy_params
 
 int policy_check_budget(const struct policy *p, int budget, struct eb_err *e)
 {
-    return policy_budget_check(p->ops, &p->params, p->info.schedule == POLICY_NEVER,
+    return policy_budget_check(p->name, p->ops, &p->params, p->info.schedule == POLICY_NEVER,
                                p->info.window, budget, e);
-}
-
-int policy_params_window(const struct policy_ops *ops, const struct policy_params *params)
-{
-    if (!ops || !ops->window_param || !params) return -1;
-    int i = policy_param_index(params, ops->window_param);
-    return i < 0 ? -1 : (int)params->val[i];
 }
 
 int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_seen)
@@ -54,6 +48,8 @@ int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_se
         return at_prefill || (in->divide_length > 0 && (n_seen - 1) % in->divide_length == 0);
     case POLICY_EVERY_STEP:
         return 1;
+    case POLICY_DECODING:
+        return !at_prefill && in->divide_length > 0 && n_seen % in->divide_length == 0;
     }
     return 0;
 }
@@ -80,8 +76,8 @@ void sched_run_init(struct sched_run *r, const struct policy_info *in)
     if (in->schedule == POLICY_DIVIDE) {
         r->carry_flag = in->divide_carry_flag || in->divide_carry_count;
         r->carry_count = in->divide_carry_count;
-        r->decode_only = in->divide_decode_only;
     }
+    r->decode_only = in->schedule == POLICY_DECODING;
 }
 
 int sched_begin(struct sched_run *r, struct sched_seq *s, const char *policy, struct eb_err *e)
@@ -104,19 +100,20 @@ int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, i
     s->processed = processed;
     if (at_prefill) s->prompt_processed = processed;
     if (at_prefill && r->info.schedule == POLICY_DIVIDE) return s->prefill_selects;
-    if (r->decode_only) return (processed - s->prompt_processed) % r->divide == 0;
+    if (r->decode_only)
+        return policy_compresses_at(&r->info, at_prefill, processed - s->prompt_processed);
     return policy_compresses_at(&r->info, at_prefill, s->count0 + processed);
 }
 
 int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, long processed)
 {
     switch (r->info.schedule) {
+    case POLICY_DECODING: {
+        /* called before sched_step at the prompt's forward: then it is this one */
+        long prompt = s->prompt_processed > 0 ? s->prompt_processed : processed;
+        return (processed + 1 - prompt) % r->divide == 0;
+    }
     case POLICY_DIVIDE:
-        if (r->decode_only) {
-            /* called before sched_step at the prompt's forward: then it is this one */
-            long prompt = s->prompt_processed > 0 ? s->prompt_processed : processed;
-            return (processed + 1 - prompt) % r->divide == 0;
-        }
         return (s->count0 + processed) % r->divide == 0;
     case POLICY_EVERY_STEP:
         return 1;

@@ -15,23 +15,23 @@ int policy_info_check(const struct policy_info *in, const char *name, struct eb_
 /* The one budget check: a policy that evicts nothing (keeps_all) takes any
  * budget >= 0 (POLICY_NO_BUDGET: none given); any other needs one > 0, above
  * its window (window < 0: not known yet, before create) and passing its
- * ops->check_budget on params (NULL: skipped). */
-int policy_budget_check(const struct policy_ops *ops, const struct policy_params *params,
-                        int keeps_all, int window, int budget, struct eb_err *e);
+ * ops->check_budget on params (ops or its check NULL: skipped).  name (or
+ * NULL) names the policy in messages.  Before an instance:
+ * policy_entry_budget_check (registry.h). */
+int policy_budget_check(const char *name, const struct policy_ops *ops,
+                        const struct policy_params *params, int keeps_all, int window, int budget,
+                        struct eb_err *e);
 /* The same for an instance (its schedule says whether it evicts). */
 int policy_check_budget(const struct policy *p, int budget, struct eb_err *e);
-/* The window an instance with these parameters will have, before one exists
- * (ops->window_param); -1 when only create knows it. */
-int policy_params_window(const struct policy_ops *ops, const struct policy_params *params);
-
 /* Whether select runs after the forward that has just processed a sequence's
  * token number n_seen (1-based: tokens that have entered its cache, left pads
  * included, the released code counts them; specs/policies.md §9.1 item 2).
  * at_prefill: that forward was the prompt's.  POLICY_DIVIDE follows the
  * reference: it sets its flag when the token count is divisible by
  * divide_length and compresses in the next forward, the one that processed
- * token n_seen = count + 1.  (divide_decode_only counts from the prompt's
- * end, which this cannot know: sched_step applies it.) */
+ * token n_seen = count + 1.  POLICY_DECODING counts from the prompt's end:
+ * n_seen is then the tokens processed since the prompt (sched_step passes
+ * that), and a forward selects when it is a multiple of divide_length. */
 int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_seen);
 
 /* Most slots a head can hold once the prompt is in, for a budget: each
@@ -54,7 +54,7 @@ int policy_slot_limit(const struct policy_info *in, int budget);
  * modeling.py never resets `self.length`; SkipKV's reset_for_new_sample
  * does, but not the flag).  Carrying needs the sequences one after another,
  * as the released scripts run them with eval_batch_size 1: a sequence that
- * begins while another is live is an error.  With divide_decode_only
+ * begins while another is live is an error.  With POLICY_DECODING
  * (kvpress's DecodingPress: decoding_press.py forward_hook) the prompt's
  * forward neither selects nor counts, and the forward that ends decoding step
  * m (m = tokens processed since the prompt) selects when m is a multiple of
@@ -74,7 +74,7 @@ struct sched_run {
 struct sched_seq {
     long count0;             /* the count when it began (0 unless carry_count) */
     long processed;          /* tokens its forwards processed so far, left pads included */
-    long prompt_processed;   /* of them, by the prompt's forward (decode_only) */
+    long prompt_processed;   /* of them, by the prompt's forward (POLICY_DECODING) */
     int prefill_selects;
     int live;
 };
@@ -91,7 +91,7 @@ int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, lon
 /* The sequence finished. */
 void sched_end(struct sched_run *r, struct sched_seq *s);
 /* policy_slot_limit for this run: no bound where a carried flag or
- * decode_only may leave a prompt uncompressed. */
+ * POLICY_DECODING may leave a prompt uncompressed. */
 int sched_slot_limit(const struct sched_run *r, int budget);
 
 #endif

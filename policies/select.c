@@ -110,11 +110,6 @@ int select_by_score(const struct scorer *sc, void *self, struct selector *st, in
     return 0;
 }
 
-/* The values of scored_policy_params (param_def.offset). */
-struct scored_policy_params {
-    int divide_length;
-};
-
 const struct param_def scored_policy_params[] = {
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL, "compress every this many tokens",
      offsetof(struct scored_policy_params, divide_length)},

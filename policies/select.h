@@ -61,6 +61,9 @@ struct scored_policy {
 };
 /* The parameter table of a scorer-only policy: divide_length alone. */
 extern const struct param_def scored_policy_params[];
+struct scored_policy_params {
+    int divide_length;
+};
 /* Make one on the divide schedule (every divide_length tokens once a head
  * holds >= B slots) keeping the n_recent newest slots; needs: POLICY_NEED_*,
  * recent queries recorded for the last n_recent (at least 1) slots. */

@@ -291,10 +291,16 @@ static int skipkv_batch_plan(const void *self, int budget, struct batch_plan *ou
     return 1;
 }
 
+/* policy_ops.window_of: the slots always kept. */
+static int skipkv_window_of(const void *prm)
+{
+    return ((const struct skipkv_params *)prm)->window;
+}
+
 const struct policy_ops skipkv_ops = {
     .name = "skipkv",
     .create = skipkv_create,
-    .window_param = "window",
+    .window_of = skipkv_window_of,
     .destroy = skipkv_destroy,
     .begin_sequence = follow_hook_begin,
     .end_sequence = follow_hook_end,

@@ -8,7 +8,7 @@
  * a group's logits are pooled before the softmax (gqa), as a per-kv-head
  * cache keeps one set per group.  Selector options: select_params.h. */
 #include "policies.h"
-#include "select_batch.h"
+#include "row.h"
 #include "select_params.h"
 
 /* The values of snapkv_params (param_def.offset). */
@@ -41,57 +41,38 @@ const struct param_def snapkv_params[] = {
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
-struct snapkv {
-    struct scored_policy base;   /* first: scored_policy_select and _destroy run it */
-    struct importance_opts imp;
-};
-
-static int snapkv_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
-                        int n_cand, double *z, struct eb_err *e)
+static struct importance_opts snapkv_imp(const struct snapkv_params *p)
 {
-    (void)seq;
-    struct snapkv *s = self;
-    return score_importance(&s->base.sel.buf, cv, layer, kv_head, &s->imp, n_cand, z, e);
+    return (struct importance_opts){.window = p->window, .kernel = p->kernel,
+        .softmax_all = p->softmax == 0, .gqa = p->gqa == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
+        .pool = p->pool == 0 ? SCORE_POOL_MAX : SCORE_POOL_AVG};
 }
 
-static int snapkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
-                         struct policy_info *info, struct eb_err *e)
+static int snapkv_score(struct score_ctx *c, double *z, struct eb_err *e)
 {
-    (void)m;
-    int kernel = policy_param_int(p, "kernel"), window = policy_param_int(p, "window");
-    if (kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", kernel);
-    enum policy_schedule when = policy_param_int(p, "schedule") ? POLICY_DIVIDE
-                                                                : POLICY_PREFILL_ONLY;
-    if (select_params_info(p, window, when, info, e)) return -1;
-    struct snapkv *s = *self = eb_calloc(1, sizeof *s, e);
+    struct importance_opts imp = snapkv_imp(c->prm);
+    const double *s = ctx_window_attn(c, &imp, e);
     if (!s) return -1;
-    s->imp = (struct importance_opts){.window = window, .kernel = kernel,
-        .softmax_all = policy_param_int(p, "softmax") == 0,
-        .gqa = policy_param_int(p, "gqa") == 0 ? SCORE_GQA_MAX : SCORE_GQA_MEAN,
-        .pool = policy_param_int(p, "pool") == 0 ? SCORE_POOL_MAX : SCORE_POOL_AVG};
-    select_params_scorer(p, snapkv_score, &s->base.sc);
-    s->base.n_recent = window;
+    for (int j = 0; j < c->n_cand; j++) z[j] = s[j];
     return 0;
 }
 
-static int snapkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+static int snapkv_configure(const void *prm, struct row_config *c, struct eb_err *e)
 {
-    (void)budget;
-    const struct snapkv *s = self;
-    if (!select_batch_plan_of(&s->base.sc, s->base.n_recent, out)) return 0;
+    const struct snapkv_params *p = prm;
+    if (p->kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", p->kernel);
+    select_params_scorer(&p->sel, NULL, &c->sel);
+    return select_params_info(&p->sel, p->window, p->divide_length,
+                              p->schedule ? POLICY_DIVIDE : POLICY_PREFILL_ONLY, &c->info, e);
+}
+
+static int snapkv_batch(const void *prm, const struct row_config *c, struct batch_plan *out)
+{
+    (void)c;
     out->score = BATCH_SCORE_IMP;
-    out->imp = s->imp;
+    out->imp = snapkv_imp(prm);
     return 1;
 }
 
-static const struct scorer *snapkv_scorer(const void *self, int *n_recent)
-{
-    const struct snapkv *s = self;
-    *n_recent = s->base.n_recent;
-    return &s->base.sc;
-}
-
-const struct policy_ops snapkv_ops = {.name = "snapkv", .create = snapkv_create,
-    .destroy = scored_policy_destroy, .select = scored_policy_select,
-    .batch_plan = snapkv_batch_plan,
-    .shared_params = select_params, .window_param = "window", .scorer = snapkv_scorer};
+const struct scorer_row snapkv_row = {.score = snapkv_score, .configure = snapkv_configure,
+    .batch = snapkv_batch, .shared_params = select_params};

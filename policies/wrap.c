@@ -41,11 +41,11 @@ static int wrap_create(const struct wrap_params *wp, const struct policy_model *
     if (policy_create(spec, m, &w->inner, e)) return eb_wrap(e, over);
     if (!w->inner->ops->scorer) return eb_fail(e, "policy %s has no scorer to wrap", over);
     w->sc = w->inner->ops->scorer(w->inner->self, &w->n_recent);
+    if (!w->sc) return eb_fail(e, "policy %s has no fixed window: no scorer to wrap", over);
     if (w->sc->per_layer)
         return eb_fail(e, "policy %s keeps one set per layer: no head scores to wrap", over);
     *info = w->inner->info;
-    info->schedule = POLICY_DIVIDE;
-    info->divide_decode_only = 1;   /* kvpress's DecodingPress; no compat carry-over */
+    info->schedule = POLICY_DECODING;   /* kvpress's DecodingPress; no compat carry-over */
     info->divide_carry_flag = info->divide_carry_count = 0;
     return 0;
 }
@@ -130,4 +130,9 @@ double wrap_target_ratio(int k_len, int target)
         }
     }
     return ratio;
+}
+
+int wrap_window_of(const void *prm)
+{
+    return ((const struct wrap_params *)prm)->window;   /* the first member */
 }

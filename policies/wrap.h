@@ -48,6 +48,9 @@ void wrap_policy_free(void *self);
 int wrap_begin_sequence(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
 void wrap_end_sequence(void *self, int seq);
 
+/* policy_ops.window_of of a wrapper: its inner's window. */
+int wrap_window_of(const void *prm);
+
 /* Room for n scores and indices in w->z, w->idx. */
 int wrap_reserve(struct wrap *w, int n, struct eb_err *e);
 /* The inner's scores of (layer, kv head)'s candidates [0, n_cand) into z,

@@ -178,7 +178,7 @@ static int *run_test_policy(const struct model *m, const int *prompt, int n, int
                             int mode, long *attn_calls, char *err, size_t errn, int *n_out)
 {
     struct test_policy tp = {mode, 0};
-    struct policy p = {.ops = &TEST_OPS, .self = &tp, .spec = "test-keep-all"};
+    struct policy p = {.name = "test-keep-all", .ops = &TEST_OPS, .self = &tp, .spec = "test-keep-all"};
     p.info = (struct policy_info){.needs = POLICY_NEED_ATTN_PROBS | POLICY_NEED_RECENT_Q,
                                   .q_window = 4, .schedule = POLICY_EVERY_STEP};
     struct policy_glue *g = NULL;

@@ -218,8 +218,8 @@ static void test_registry_more(void)
         struct policy *p = NULL;
         struct eb_err e = {0};
         CHECK_MSG(policy_create(names[i], &m, &p, &e) == 0, "%s: %s", names[i], e.msg);
-        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
-        CHECK(p && p->info.window == 0 && p->info.divide_decode_only);
+        CHECK(p && p->info.schedule == POLICY_DECODING && p->info.divide_length == 128);
+        CHECK(p && p->info.window == 0);
         /* expected-attention: the queries of the forwards since the last compression */
         CHECK(p && p->info.needs == (i == 3 ? POLICY_NEED_RECENT_Q : 0u));
         CHECK(p && p->info.q_window == (i == 3 ? 128 : 0));
@@ -247,9 +247,8 @@ static void test_registry(void)
         struct policy *p = NULL;
         struct eb_err e = {0};
         CHECK(policy_create(names[i], &m, &p, &e) == 0);
-        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
+        CHECK(p && p->info.schedule == POLICY_DECODING && p->info.divide_length == 128);
         CHECK(p && p->info.window == i); /* knorm: no window; tova: the newest slot */
-        CHECK(p && p->info.divide_decode_only);
         if (p) {
             /* DecodingPress: a 300-token prompt stays whole; decoding forwards
              * 128, 256 (tokens 428, 556) select; no slot bound */

@@ -86,14 +86,14 @@ static void test_registry(void)
         struct policy *p = NULL;
         struct eb_err e = {0};
         CHECK_MSG(policy_create(names[i], &m, &p, &e) == 0, "%s: %s", names[i], e.msg);
-        CHECK(p && p->info.schedule == POLICY_DIVIDE && p->info.divide_decode_only);
+        CHECK(p && p->info.schedule == POLICY_DECODING);
         CHECK(p && p->info.divide_length == 128 && p->info.window == windows[i]);
         CHECK(p && p->info.needs == POLICY_NEED_RECENT_Q && p->info.q_window == windows[i]);
         CHECK(p && !p->info.divide_carry_flag && !p->info.divide_carry_count);
         if (p) CHECK_STR(p->spec, specs[i]);
         policy_free(p);
         /* the budget must exceed the window, as for the inner */
-        CHECK(policy_budget_check(en->ops, NULL, 0, windows[i], windows[i], &e) != 0);
+        CHECK(policy_budget_check(en->name, en->ops, NULL, 0, windows[i], windows[i], &e) != 0);
     }
     struct eb_err e = {0};
     struct policy *p = NULL;

@@ -72,8 +72,7 @@ static void test_registry(void)
     if (p) {
         CHECK_STR(p->spec, "lazyeviction:window=128,alpha=0.0001");
         CHECK(p->info.needs == POLICY_NEED_ATTN_PROBS && p->info.window == 128);
-        CHECK(p->info.schedule == POLICY_DIVIDE && p->info.divide_length == 128);
-        CHECK(p->info.divide_decode_only);
+        CHECK(p->info.schedule == POLICY_DECODING && p->info.divide_length == 128);
         CHECK(policy_check_budget(p, 128, &e) != 0); /* B must exceed W */
         CHECK(policy_check_budget(p, 129, &e) == 0);
         /* a 300-token prompt stays whole; decoding forwards 128 and 256 select */

@@ -92,20 +92,20 @@ static void test_checks(void)
     struct eb_err e = {0};
     struct policy_info never = {.schedule = POLICY_NEVER}, d = divide(128, 8);
     /* the one budget check: (ops, params, keeps_all, window, budget) */
-    CHECK(policy_budget_check(NULL, NULL, 1, never.window, 0, &e) == 0);
-    CHECK(policy_budget_check(NULL, NULL, 1, never.window, -1, &e) == -1);
-    CHECK(policy_budget_check(NULL, NULL, 0, d.window, 0, &e) == -1 &&
+    CHECK(policy_budget_check(NULL, NULL, NULL, 1, never.window, 0, &e) == 0);
+    CHECK(policy_budget_check(NULL, NULL, NULL, 1, never.window, -1, &e) == -1);
+    CHECK(policy_budget_check(NULL, NULL, NULL, 0, d.window, 0, &e) == -1 &&
           strstr(e.msg, "needs a budget > 0"));
-    CHECK(policy_budget_check(NULL, NULL, 0, d.window, 8, &e) == -1 &&
+    CHECK(policy_budget_check(NULL, NULL, NULL, 0, d.window, 8, &e) == -1 &&
           strstr(e.msg, "must exceed the 8 slots"));
-    CHECK(policy_budget_check(NULL, NULL, 0, d.window, 9, &e) == 0);
-    CHECK(policy_budget_check(NULL, NULL, 0, -1, 8, &e) == 0); /* window not known yet */
+    CHECK(policy_budget_check(NULL, NULL, NULL, 0, d.window, 9, &e) == 0);
+    CHECK(policy_budget_check(NULL, NULL, NULL, 0, -1, 8, &e) == 0); /* window not known yet */
     /* a policy's own rule, from its parameters alone (VaSE: a multiple of its window) */
     const struct policy_entry *vase = policy_registry_find("vase-attnv");
     struct policy_params vp;
     CHECK(vase && policy_parse("vase-attnv:window=8", &vase, &vp, &e) == 0);
-    CHECK(policy_budget_check(vase->ops, &vp, 0, -1, 36, &e) == -1 && strstr(e.msg, "multiple"));
-    CHECK(policy_budget_check(vase->ops, &vp, 0, -1, 40, &e) == 0);
+    CHECK(policy_budget_check("vase-attnv", vase->ops, &vp, 0, -1, 36, &e) == -1 && strstr(e.msg, "multiple"));
+    CHECK(policy_budget_check("vase-attnv", vase->ops, &vp, 0, -1, 40, &e) == 0);
     CHECK(policy_info_check(&d, "rkv", &e) == 0);
     struct policy_info bad = divide(0, 8);
     CHECK(policy_info_check(&bad, "x", &e) == -1 && strstr(e.msg, "divide_length"));

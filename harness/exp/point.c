@@ -22,9 +22,7 @@ const char *point_grader(const struct point *p)
  * parameters give (SnapKV's 32 slots): policies/schedule.h. */
 static int check_budget(const struct point *p, struct eb_err *e)
 {
-    const struct policy_ops *ops = p->policy->ops;
-    return policy_budget_check(ops, &p->params, policy_keeps_all(p->policy, &p->params),
-                               policy_params_window(ops, &p->params), p->budget, e);
+    return policy_entry_budget_check(p->policy, &p->params, p->budget, e);
 }
 
 int point_store_budget(const struct point *p)

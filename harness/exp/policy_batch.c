@@ -274,7 +274,7 @@ static int device_selects(struct policy_glue *g, int stride, int *any, struct eb
                             .add_host = b->add_host,
                             .policy = g->p->self, .keep_dev = b->keep_dev,
                             .n_keep = b->n_keep, .sync = b->time_phases};
-    if (select_batch_run(&b->plan, &job, g->budget, e)) return eb_wrap(e, g->p->ops->name);
+    if (select_batch_run(&b->plan, &job, g->budget, e)) return eb_wrap(e, g->p->name);
     g->st.score_s += job.score_s;
     g->st.select_s += job.select_s;
     *any = job.n_units > 0;
@@ -307,7 +307,7 @@ static int compact_all(struct policy_glue *g, int stride, struct eb_err *e)
     }
     if (kvcache_compact_batch(g->be, b->cseq, b->n_due, b->gunits, b->gunits_host, b->gscratch,
                               b->gather_cap, b->freed, e))
-        return eb_wrap(e, g->p->ops->name);
+        return eb_wrap(e, g->p->name);
     if (b->time_phases && g->be->sync) g->be->sync(g->be);
     return 0;
 }

@@ -92,7 +92,7 @@ static int glue_attn_probs(void *ctx, const struct fwd_batch *b, int s, int laye
                            q->cache->len + (size_t)layer * g->pm.n_kv};
     int rc = g->p->ops->observe_attn(g->p->self, q->id, &av, e);
     g->st.policy_s += clock_now_s() - t0;
-    return rc ? eb_wrap(e, g->p->ops->name) : 0;
+    return rc ? eb_wrap(e, g->p->name) : 0;
 }
 
 static int glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *hidden,
@@ -109,7 +109,7 @@ static int glue_hidden_last(void *ctx, const struct fwd_batch *b, const float *h
         if ((rc = reserve_host(g, n, e))) break;
         g->be->download(g->be, g->host, hidden + ((size_t)q->row0 + q->n_pad) * dim, n);
         if ((rc = g->p->ops->observe_hidden(g->p->self, q->id, g->host, n_real, dim, e)))
-            eb_wrap(e, g->p->ops->name);
+            eb_wrap(e, g->p->name);
     }
     g->st.policy_s += clock_now_s() - t0;
     return rc;
@@ -143,16 +143,16 @@ static int validate(struct policy_glue *g, const struct kvcache *c, struct eb_er
             if (n < 0) continue;
             if (n > len)
                 return eb_fail(e, "policy %s: keep-set of %d slots for layer %d kv head %d holding "
-                                  "%d", g->p->ops->name, n, l, h, len);
+                                  "%d", g->p->name, n, l, h, len);
             const int *idx = keep_set_head(&g->ks, l, h);
             memset(g->mark, 0, (size_t)len);
             for (int i = 0; i < n; i++) {
                 if (idx[i] < 0 || idx[i] >= len)
                     return eb_fail(e, "policy %s: keep index %d out of range [0, %d) (layer %d, kv "
-                                      "head %d)", g->p->ops->name, idx[i], len, l, h);
+                                      "head %d)", g->p->name, idx[i], len, l, h);
                 if (g->mark[idx[i]])
                     return eb_fail(e, "policy %s: duplicate keep index %d (layer %d, kv head %d)",
-                                   g->p->ops->name, idx[i], l, h);
+                                   g->p->name, idx[i], l, h);
                 g->mark[idx[i]] = 1;
             }
         }
@@ -219,7 +219,7 @@ int glue_run_select(struct policy_glue *g, int seq, struct kvcache *c, int at_pr
     keep_set_none(&g->ks);
     g->st.selections++;
     if (g->p->ops->select(g->p->self, seq, &cv, g->budget, &g->ks, e))
-        return eb_wrap(e, g->p->ops->name);
+        return eb_wrap(e, g->p->name);
     if (validate(g, c, e)) return -1;
     double t1 = clock_now_s();
     g->st.select_s += t1 - t0;
@@ -247,14 +247,14 @@ static int glue_begin(void *ctx, int seq, const struct gen_request *r, struct kv
     struct glue_seq *s = glue_seq(g, seq, e);
     if (!s) return -1;
     memset(s, 0, sizeof *s);
-    if (sched_begin(&g->sched, &s->sched, g->p->ops->name, e)) return -1;
+    if (sched_begin(&g->sched, &s->sched, g->p->name, e)) return -1;
     if (g->rec && retention_begin(g->rec, seq, r->n_prompt - cache->left_pad, e)) return -1;
     if (g->p->ops->begin_sequence) {
         /* The policy sees the real prompt: its positions start at 0, as the
          * cache's do; the pads are visible through cache_view.pad. */
         struct seq_view sv = {.n_prompt = r->n_prompt - cache->left_pad,
                               .capacity = cache->capacity, .prompt = r->prompt + cache->left_pad};
-        if (g->p->ops->begin_sequence(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
+        if (g->p->ops->begin_sequence(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->name);
     }
     if (g->inner && g->inner->begin_sequence)
         return g->inner->begin_sequence(g->inner->ctx, seq, r, cache, e);
@@ -279,7 +279,7 @@ static int glue_step(void *ctx, int seq, int token, struct kvcache *cache, struc
     if (g->p->ops->observe) {
         struct step_view sv = {token, s->n_steps, cache->next_pos,
                                sched_selects_next(&g->sched, &s->sched, processed)};
-        if (g->p->ops->observe(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->ops->name);
+        if (g->p->ops->observe(g->p->self, seq, &sv, e)) return eb_wrap(e, g->p->name);
     }
     int wants = sched_step(&g->sched, &s->sched, processed, at_prefill);
     if (wants && glue_batch_wants(g, cache)) {
@@ -320,10 +320,10 @@ int policy_glue_create(struct policy *p, int budget, const struct model *m,
     const struct policy_info *in = &p->info;
     if ((in->needs & POLICY_NEED_ATTN_PROBS) && !p->ops->observe_attn)
         return eb_fail(e, "policy %s asks for attention probabilities but cannot observe them",
-                       p->ops->name);
+                       p->name);
     if ((in->needs & POLICY_NEED_HIDDEN_LAST) && !p->ops->observe_hidden)
-        return eb_fail(e, "policy %s asks for hidden states but cannot observe them", p->ops->name);
-    if (policy_info_check(in, p->ops->name, e)) return -1;
+        return eb_fail(e, "policy %s asks for hidden states but cannot observe them", p->name);
+    if (policy_info_check(in, p->name, e)) return -1;
     struct policy_glue *g = eb_calloc(1, sizeof *g, e);
     if (!g) return -1;
     g->p = p;

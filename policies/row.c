@@ -1,0 +1,226 @@
+/* row.c - the policy the registry builds from a scorer row (row.h): its
+ * create, destroy and select on the shared selector, its batched plan, and
+ * the attention sums (the "scores so far") a row that asks for attention
+ * probabilities reads through ctx_attn_sum. */
+#include "row.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "policies.h"
+#include "row_views.h"
+
+/* A sequence's attention sums: [n_layer * n_kv][cap]. */
+struct row_sums {
+    double *sum;
+    int cap;
+};
+
+struct row_policy {
+    const struct scorer_row *row;
+    _Alignas(double) unsigned char prm[POLICY_TYPED_BYTES];   /* the typed parameters */
+    struct row_config cfg;
+    struct scorer sc;           /* cfg.sel with the adapters below */
+    struct selector sel;
+    struct row_views *views;
+    struct policy_model m;
+    struct seq_table sums;      /* NEED_ATTN_PROBS: struct row_sums per sequence */
+    void *state;                /* row->state's */
+};
+
+static int n_recent_at(const struct row_policy *s, int budget)
+{
+    return s->row->recent ? s->row->recent(s->prm, budget) : s->cfg.info.window;
+}
+
+static const double *head_sums(const struct row_policy *s, int seq, int layer, int kv_head,
+                               int *cap)
+{
+    const struct row_sums *q = seq_table_get(&s->sums, seq);
+    if (!q || !q->sum) return NULL;
+    *cap = q->cap;
+    return q->sum + ((size_t)layer * s->m.n_kv + kv_head) * q->cap;
+}
+
+/* The selector's score callback: the row's score on a fresh context. */
+static int row_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                     int n_cand, double *z, struct eb_err *e)
+{
+    struct row_policy *s = self;
+    int cap = 0;
+    const double *sum = head_sums(s, seq, layer, kv_head, &cap);
+    struct score_ctx c = {.cv = cv, .prm = s->prm, .state = s->state, .seq = seq,
+                          .layer = layer, .kv_head = kv_head,
+                          .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
+                          .views = s->views};
+    if (row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0, e)) return -1;
+    return s->row->score(&c, z, e);
+}
+
+/* The kept slots keep their sums, in the compacted order. */
+static void row_kept(void *self, int seq, int layer, int kv_head, const int *keep, int n)
+{
+    struct row_policy *s = self;
+    struct row_sums *q = seq_table_get(&s->sums, seq);
+    if (!q || !q->sum) return;
+    double *sum = q->sum + ((size_t)layer * s->m.n_kv + kv_head) * q->cap;
+    for (int i = 0; i < n; i++) sum[i] = sum[keep[i]];
+    memset(sum + n, 0, (size_t)(q->cap - n) * sizeof *sum);
+}
+
+static int configure(const struct scorer_row *row, const void *prm, struct row_config *c,
+                     struct eb_err *e)
+{
+    *c = row->base;
+    return row->configure ? row->configure(prm, c, e) : 0;
+}
+
+int row_window(const struct scorer_row *row, const struct policy_params *p, struct eb_err *e)
+{
+    struct row_config c;
+    return configure(row, policy_typed(p), &c, e) ? -1 : c.info.window;
+}
+
+static void row_destroy(void *self)
+{
+    struct row_policy *s = self;
+    if (!s) return;
+    if (s->state && s->row->state) s->row->state->destroy(s->state);
+    selector_free(&s->sel);
+    row_views_free(s->views);
+    seq_table_free(&s->sums, free);
+    free(s);
+}
+
+int row_create(const struct scorer_row *row, const struct policy_params *p,
+               const struct policy_model *m, void **self, struct policy_info *info,
+               struct eb_err *e)
+{
+    struct row_policy *s = *self = eb_calloc(1, sizeof *s, e);
+    if (!s) return -1;
+    s->row = row;
+    s->m = *m;
+    memcpy(s->prm, policy_typed(p), sizeof s->prm);
+    if (configure(row, s->prm, &s->cfg, e) || !(s->views = row_views_new(e)) ||
+        (row->state && row->state->create(s->prm, m, &s->state, e))) {
+        row_destroy(s);
+        *self = NULL;
+        return -1;
+    }
+    s->sc = s->cfg.sel;
+    s->sc.score = row_score;
+    if (s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) s->sc.kept = row_kept;
+    *info = s->cfg.info;
+    return 0;
+}
+
+static void sums_free(void *p)
+{
+    struct row_sums *q = p;
+    if (q) free(q->sum);
+    free(q);
+}
+
+static int row_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
+{
+    struct row_policy *s = self;
+    if (s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) {
+        struct row_sums *q = seq_table_fresh(&s->sums, seq, sizeof *q, sums_free, e);
+        if (!q) return -1;
+        q->cap = sv->capacity;
+        q->sum = eb_calloc((size_t)s->m.n_layer * s->m.n_kv * (size_t)q->cap, sizeof *q->sum, e);
+        if (!q->sum) return -1;
+    }
+    const struct row_state_ops *st = s->row->state;
+    return st && st->begin_sequence ? st->begin_sequence(s->state, seq, sv, e) : 0;
+}
+
+static void row_end(void *self, int seq)
+{
+    struct row_policy *s = self;
+    seq_table_drop(&s->sums, seq, sums_free);
+    const struct row_state_ops *st = s->row->state;
+    if (st && st->end_sequence) st->end_sequence(s->state, seq);
+}
+
+/* Each slot's sum gains the attention its kv head's query heads paid it,
+ * their mean (H2O with GQA). */
+static int row_observe_attn(void *self, int seq, const struct attn_view *a, struct eb_err *e)
+{
+    (void)e;
+    struct row_policy *s = self;
+    struct row_sums *q = seq_table_get(&s->sums, seq);
+    if (!q || !q->sum || a->layer < 0 || a->layer >= s->m.n_layer || a->n_head != s->m.n_head)
+        return 0;
+    int group = s->m.n_head / s->m.n_kv;
+    for (int g = 0; g < s->m.n_kv; g++) {
+        double *sum = q->sum + ((size_t)a->layer * s->m.n_kv + g) * q->cap;
+        int len = a->kv_len[g] < q->cap ? a->kv_len[g] : q->cap;
+        if (len > a->cap) len = a->cap;
+        for (int hq = g * group; hq < (g + 1) * group; hq++)
+            for (int r = 0; r < a->n_new; r++) {
+                const float *p = a->probs + ((size_t)hq * a->n_new + r) * a->cap;
+                for (int j = 0; j < len; j++) sum[j] += (double)p[j] / group;
+            }
+    }
+    return 0;
+}
+
+static int row_select(void *self, int seq, const struct cache_view *cv, int budget,
+                      struct keep_set *out, struct eb_err *e)
+{
+    struct row_policy *s = self;
+    if ((s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) && !seq_table_get(&s->sums, seq))
+        return eb_fail(e, "sequence %d was not begun", seq);
+    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, n_recent_at(s, budget), out, e);
+}
+
+/* Batched, for a row with no plan of its own: its scores computed on the
+ * host as select would, a row per head, ranked on the device. */
+static int row_host_scores(void *self, int seq, const struct cache_view *cv, int layer,
+                           int kv_head, int n_cand, double *z, struct eb_err *e)
+{
+    struct row_policy *s = self;
+    if ((s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) && !seq_table_get(&s->sums, seq))
+        return eb_fail(e, "sequence %d was not begun", seq);
+    return row_score(self, seq, cv, layer, kv_head, n_cand, z, e);
+}
+
+static int row_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    const struct row_policy *s = self;
+    if (!select_batch_plan_of(&s->sc, n_recent_at(s, budget), out)) return 0;
+    if (s->row->batch) return s->row->batch(s->prm, &s->cfg, out);
+    if (s->sc.per_layer) return 0;
+    out->score = BATCH_SCORE_Z;
+    out->host_scores = row_host_scores;
+    out->kept = s->sc.kept;
+    return 1;
+}
+
+static const struct scorer *row_scorer(const void *self, int *n_recent)
+{
+    const struct row_policy *s = self;
+    *n_recent = s->cfg.info.window;
+    return s->row->recent ? NULL : &s->sc;   /* a budget-dependent window does not wrap */
+}
+
+const struct policy_ops row_policy_ops = {
+    .name = "row",
+    .destroy = row_destroy,
+    .begin_sequence = row_begin,
+    .end_sequence = row_end,
+    .observe_attn = row_observe_attn,
+    .select = row_select,
+    .batch_plan = row_batch_plan,
+    .scorer = row_scorer,
+};
+
+int row_configure_decoding(const void *prm, struct row_config *c, struct eb_err *e)
+{
+    (void)e;
+    const struct scored_policy_params *p = prm;
+    c->info.schedule = POLICY_DECODING;
+    c->info.divide_length = p->divide_length;
+    return 0;
+}
