@@ -115,31 +115,3 @@ const struct param_def scored_policy_params[] = {
      offsetof(struct scored_policy_params, divide_length)},
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
-
-int scored_policy_create(const struct scorer *sc, int n_recent, unsigned needs,
-                         const struct policy_params *p, void **self, struct policy_info *info,
-                         struct eb_err *e)
-{
-    struct scored_policy *s = *self = eb_calloc(1, sizeof *s, e);
-    if (!s) return -1;
-    s->sc = *sc;
-    s->n_recent = n_recent;
-    int q_window = needs & POLICY_NEED_RECENT_Q ? (n_recent > 1 ? n_recent : 1) : 0;
-    *info = (struct policy_info){.needs = needs, .q_window = q_window, .window = n_recent,
-                                 .schedule = POLICY_DIVIDE,
-                                 .divide_length = policy_param_int(p, "divide_length")};
-    return 0;
-}
-
-void scored_policy_destroy(void *self)
-{
-    if (self) selector_free(&((struct scored_policy *)self)->sel);
-    free(self);
-}
-
-int scored_policy_select(void *self, int seq, const struct cache_view *cv, int budget,
-                         struct keep_set *out, struct eb_err *e)
-{
-    struct scored_policy *s = self;
-    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->n_recent, out, e);
-}

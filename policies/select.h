@@ -51,27 +51,11 @@ int select_by_score(const struct scorer *sc, void *self, struct selector *st, in
                     const struct cache_view *cv, int budget, int n_recent,
                     struct keep_set *out, struct eb_err *e);
 
-/* A policy that is a scorer and nothing else (knorm.c, tova.c): create makes
- * one, and its destroy and select are the two below.  Its score function gets
- * the struct scored_policy as self (sel.buf is its scratch). */
-struct scored_policy {
-    struct scorer sc;
-    struct selector sel;
-    int n_recent;             /* the newest slots always kept (policy_info.window) */
-};
-/* The parameter table of a scorer-only policy: divide_length alone. */
+/* The parameter table of a scorer row on the decoding schedule (knorm,
+ * tova, keydiff: row_configure_decoding), divide_length alone. */
 extern const struct param_def scored_policy_params[];
 struct scored_policy_params {
     int divide_length;
 };
-/* Make one on the divide schedule (every divide_length tokens once a head
- * holds >= B slots) keeping the n_recent newest slots; needs: POLICY_NEED_*,
- * recent queries recorded for the last n_recent (at least 1) slots. */
-int scored_policy_create(const struct scorer *sc, int n_recent, unsigned needs,
-                         const struct policy_params *p, void **self, struct policy_info *info,
-                         struct eb_err *e);
-void scored_policy_destroy(void *self);
-int scored_policy_select(void *self, int seq, const struct cache_view *cv, int budget,
-                         struct keep_set *out, struct eb_err *e);
 
 #endif

@@ -7,7 +7,7 @@
  *   over=snapkv  SnapKV as kvpress's SnapKVPress runs it (softmax over all
  *                keys, causal inside the window, avg-pool 5);
  *   over=rkv     R-KV (policies/rkv.c).
- * A wrapper runs on kvpress's DecodingPress schedule (divide_decode_only:
+ * A wrapper runs on kvpress's DecodingPress schedule (POLICY_DECODING:
  * the prompt's forward never compresses) and keeps the cache in position
  * order. */
 #ifndef EB_POLICY_WRAP_H

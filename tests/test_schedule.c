@@ -28,6 +28,10 @@ static void test_compresses_at(void)
     CHECK(policy_compresses_at(&never, 1, 10) == 0 && policy_compresses_at(&never, 0, 129) == 0);
     CHECK(policy_compresses_at(&pre, 1, 10) == 1 && policy_compresses_at(&pre, 0, 129) == 0);
     CHECK(policy_compresses_at(&every, 0, 2) == 1 && policy_compresses_at(&every, 0, 77) == 1);
+    /* decoding: counted from the prompt's end, never at the prompt */
+    struct policy_info dec = {.schedule = POLICY_DECODING, .divide_length = 128};
+    CHECK(policy_compresses_at(&dec, 1, 128) == 0 && policy_compresses_at(&dec, 0, 128) == 1);
+    CHECK(policy_compresses_at(&dec, 0, 129) == 0 && policy_compresses_at(&dec, 0, 256) == 1);
     struct policy_info one = divide(1, 0);
     for (long n = 2; n < 50; n++) CHECK(policy_compresses_at(&one, 0, n) == 1);
 }
