@@ -53,7 +53,7 @@ static int row_score(void *self, int seq, const struct cache_view *cv, int layer
                           .layer = layer, .kv_head = kv_head,
                           .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
                           .views = s->views};
-    if (row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0, e)) return -1;
+    row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0);
     return s->row->score(&c, z, e);
 }
 

@@ -31,15 +31,12 @@ void row_views_free(struct row_views *v)
     free(v);
 }
 
-int row_views_begin(struct row_views *v, struct score_buf *b, const double *sum, int cap,
-                    struct eb_err *e)
+void row_views_begin(struct row_views *v, struct score_buf *b, const double *sum, int cap)
 {
-    (void)e;
     v->buf = b;
     v->sum = sum;
     v->sum_cap = cap;
     v->have = 0;
-    return 0;
 }
 
 /* v->d[which] with room for n doubles, or NULL with e set. */

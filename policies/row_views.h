@@ -9,7 +9,6 @@ struct row_views *row_views_new(struct eb_err *e);
 void row_views_free(struct row_views *v);
 /* A new head: every view stale; b is the scoring scratch of the backend
  * primitives, sum the head's attention sums [cap] (NULL: none kept). */
-int row_views_begin(struct row_views *v, struct score_buf *b, const double *sum, int cap,
-                    struct eb_err *e);
+void row_views_begin(struct row_views *v, struct score_buf *b, const double *sum, int cap);
 
 #endif
