@@ -37,8 +37,8 @@ extern const struct param_def lazyeviction_params[];
  * includes). */
 #define VASE_SOURCES "vase.c vase.h vase_priv.h vase_attnv.c vase_dkv.c vase_rules.c vase_state.c"
 #define SKIPKV_SOURCES "skipkv.c rkv.c rkv.h"   /* SkipKV scores with R-KV's code */
-/* a wrapper (wrap.h) over either scorer its `over` names */
-#define WRAP_SOURCES "wrap.c wrap.h snapkv.c rkv.c rkv.h"
+/* a wrapper (wrap.h) over any scorer its `over` names */
+#define WRAP_SOURCES "wrap.c wrap.h snapkv.c rkv.c rkv.h knorm.c keydiff.c"
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them.  How figures and tables show a name is not here

@@ -7,12 +7,18 @@
 
 #include "policies.h"
 
-#define WRAP_OVER "snapkv|rkv"
+/* The scorer rows a wrapper can take: any whose window is fixed and which
+ * scores per kv head (not TOVA's one set per layer, nor StreamingLLM's or
+ * H2O's budget - k); a new one is appended (the index is what a value
+ * holds, its name what a run stores). */
+#define WRAP_OVER "snapkv|rkv|knorm|keydiff"
 
 const struct param_def wrap_params[] = {
-    {"over", PARAM_CHOICE, 0, 0, 1, WRAP_OVER, "the scorer wrapped: kvpress's SnapKV, or R-KV",
+    {"over", PARAM_CHOICE, 0, 0, 3, WRAP_OVER,
+     "the scorer wrapped: kvpress's SnapKV, R-KV, KNorm or KeyDiff",
      offsetof(struct wrap_params, over)},
-    {"window", PARAM_INT, 64, 1, 4096, NULL, "observation queries; the last window slots are kept",
+    {"window", PARAM_INT, 64, 1, 4096, NULL,
+     "observation queries; the last window slots are kept (a scorer without a window: unused)",
      offsetof(struct wrap_params, window)},
     {"divide_length", PARAM_INT, 128, 1, 1 << 20, NULL,
      "compress every this many decoding forwards (kvpress's compression_interval)",
@@ -25,19 +31,44 @@ const struct param_def wrap_params[] = {
 };
 
 /* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */
-static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", ""};
+static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", "",
+                                          "", ""};
+
+/* 1 if the entry's parameters (its own table or its shared one) have key. */
+static int has_key(const struct policy_entry *en, const char *key)
+{
+    const struct param_def *tables[2] = {en->params, policy_entry_shared(en)};
+    for (int t = 0; t < 2; t++)
+        for (const struct param_def *d = tables[t]; d && d->key; d++)
+            if (!strcmp(d->key, key)) return 1;
+    return 0;
+}
+
+/* The inner's spec: its name, the wrapper's values of the keys it has, and
+ * what it fixes. */
+static int inner_spec(const struct wrap_params *wp, char *spec, size_t size, struct eb_err *e)
+{
+    char over[16], pad[16], dtype[16];
+    policy_choice_name(WRAP_OVER, wp->over, over, sizeof over);
+    policy_choice_name(PAD_CHOICES, wp->pad_policy, pad, sizeof pad);
+    policy_choice_name(SCORE_DTYPE_CHOICES, wp->score_dtype, dtype, sizeof dtype);
+    const struct policy_entry *en = policy_registry_find(over);
+    if (!en) return eb_fail(e, "wrapper: no scorer %s", over);
+    int n = snprintf(spec, size, "%s:divide_length=%d", over, wp->divide_length);
+    if (has_key(en, "window")) n += snprintf(spec + n, size - n, ",window=%d", wp->window);
+    if (has_key(en, "pad_policy")) n += snprintf(spec + n, size - n, ",pad_policy=%s", pad);
+    if (has_key(en, "score_dtype")) n += snprintf(spec + n, size - n, ",score_dtype=%s", dtype);
+    if (has_key(en, "cache_order")) n += snprintf(spec + n, size - n, ",cache_order=position");
+    snprintf(spec + n, size - n, "%s", INNER_FIXED[wp->over]);
+    return 0;
+}
 
 static int wrap_create(const struct wrap_params *wp, const struct policy_model *m,
                        struct wrap *w, struct policy_info *info, struct eb_err *e)
 {
-    char over[16], pad[16], dtype[16], spec[256];
-    int which = wp->over;
-    policy_choice_name(WRAP_OVER, which, over, sizeof over);
-    policy_choice_name(PAD_CHOICES, wp->pad_policy, pad, sizeof pad);
-    policy_choice_name(SCORE_DTYPE_CHOICES, wp->score_dtype, dtype, sizeof dtype);
-    snprintf(spec, sizeof spec, "%s:window=%d,divide_length=%d,pad_policy=%s,score_dtype=%s,"
-             "cache_order=position%s", over, wp->window, wp->divide_length, pad, dtype,
-             INNER_FIXED[which]);
+    char spec[256], over[16];
+    policy_choice_name(WRAP_OVER, wp->over, over, sizeof over);
+    if (inner_spec(wp, spec, sizeof spec, e)) return -1;
     if (policy_create(spec, m, &w->inner, e)) return eb_wrap(e, over);
     if (!w->inner->ops->scorer) return eb_fail(e, "policy %s has no scorer to wrap", over);
     w->sc = w->inner->ops->scorer(w->inner->self, &w->n_recent);
@@ -134,5 +165,11 @@ double wrap_target_ratio(int k_len, int target)
 
 int wrap_window_of(const void *prm)
 {
-    return ((const struct wrap_params *)prm)->window;   /* the first member */
+    const struct wrap_params *wp = prm;   /* the first member */
+    char spec[256];
+    const struct policy_entry *en;
+    struct policy_params p;
+    struct eb_err e = {0};
+    if (inner_spec(wp, spec, sizeof spec, &e) || policy_parse(spec, &en, &p, &e)) return -1;
+    return policy_entry_window(en, &p);   /* the inner's, as built */
 }

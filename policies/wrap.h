@@ -6,7 +6,10 @@
  * at its defaults:
  *   over=snapkv  SnapKV as kvpress's SnapKVPress runs it (softmax over all
  *                keys, causal inside the window, avg-pool 5);
- *   over=rkv     R-KV (policies/rkv.c).
+ *   over=rkv     R-KV (policies/rkv.c);
+ *   over=knorm, over=keydiff  kvpress's KNorm and KeyDiff (no window).
+ * A key the inner has no parameter for (window, pad_policy, score_dtype) is
+ * not passed on.
  * A wrapper runs on kvpress's DecodingPress schedule (POLICY_DECODING:
  * the prompt's forward never compresses) and keeps the cache in position
  * order. */

@@ -1,5 +1,5 @@
 /* test_kvpress_wrap.c - the budget wrappers AdaKV (adakv-snapkv, adakv-rkv)
- * and PyramidKV against tools/golden/kvpress_wrap_ref.py (a numpy
+ * and PyramidKV, over SnapKV, R-KV, KNorm and KeyDiff (over=), against tools/golden/kvpress_wrap_ref.py (a numpy
  * transcription of NVIDIA/kvpress @ 8bb29b9's adakv_press.py,
  * pyramidkv_press.py and decoding_press.py):
  *   - whole generations on DecodingPress's schedule, replayed through the
@@ -55,7 +55,7 @@ static void test_generations(void)
         over_b += json_int(run, "over_b");
         n_runs++;
     }
-    CHECK(n_runs == 24);
+    CHECK(n_runs == 36);   /* 24 over SnapKV and R-KV, 12 over KNorm and KeyDiff */
     CHECK(n_skipped == n_runs); /* DecodingPress never compresses the prompt */
     /* the cases the fixture is there for: AdaKV heads of unequal counts,
      * PyramidKV layers over B, its pyramid and its fallback */
@@ -98,6 +98,21 @@ static void test_registry(void)
     struct eb_err e = {0};
     struct policy *p = NULL;
     struct policy_model m = {.n_layer = 2, .n_head = 4, .n_kv = 2, .head_dim = 8};
+    /* over a scorer without a window: the inner's window (0) and needs, the
+     * same before an instance (--dry-run's budget check) */
+    const char *windowless[] = {"pyramidkv:over=knorm", "adakv-rkv:over=keydiff,window=16"};
+    for (int i = 0; i < 2; i++) {
+        const struct policy_entry *en = NULL;
+        struct policy_params pp;
+        CHECK_MSG(policy_parse(windowless[i], &en, &pp, &e) == 0, "%s: %s", windowless[i], e.msg);
+        CHECK(en && policy_entry_window(en, &pp) == 0);
+        CHECK_MSG(policy_create(windowless[i], &m, &p, &e) == 0, "%s: %s", windowless[i], e.msg);
+        CHECK(p && p->info.window == 0 && p->info.needs == 0 && p->info.schedule == POLICY_DECODING);
+        policy_free(p);
+        p = NULL;
+        CHECK(en && policy_entry_budget_check(en, &pp, 1, &e) == 0);
+    }
+    CHECK(policy_create("pyramidkv:over=tova", &m, &p, &e) != 0);   /* not a choice */
     CHECK(policy_create("adakv-rkv:alpha_safeguard=1.5", &m, &p, &e) != 0);
     CHECK(policy_create("pyramidkv:beta=0", &m, &p, &e) != 0);
     CHECK(policy_create("adakv-snapkv:cache_order=score", &m, &p, &e) != 0); /* no such key */

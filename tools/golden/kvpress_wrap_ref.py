@@ -31,7 +31,9 @@ treated alike):
     before the softmax as policies/snapkv.c does (kvpress averages the
     group's probabilities after the pooling: MHA sets agree);
   - rkv (released_ref.rkv_update's score: lambda 0.1, max-pool 7, the
-    redundancy of cal_similarity).
+    redundancy of cal_similarity);
+  - knorm and keydiff (kvpress_ref's knorm_press.py and keydiff_press.py
+    scores: no window), the wrappers over any scorer row.
 Kept slots in position order (AdaKV: kvpress masks in place; PyramidKV:
 kvpress gathers in top-k order, a deviation of the C side, documented there).
 Ties: the lower (kv head, slot) kept; draws whose ranking hinges on a gap
@@ -50,7 +52,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import released_ref as rr  # noqa: E402
-from kvpress_ref import find_target_compression_ratio  # noqa: E402
+from kvpress_ref import (find_target_compression_ratio, keydiff_press_scores,  # noqa: E402
+                         knorm_press_scores)
 
 FMAX = float(np.finfo(np.float32).max)
 
@@ -86,7 +89,19 @@ def rkv_scores(k, qc, n_head, window, lam=0.1):
     return out
 
 
-INNER = {"snapkv": snapkv_scores, "rkv": rkv_scores}
+def knorm_scores(k, _qc, _n_head, _window):
+    """knorm_press.py: -|k| per slot; no window."""
+    return [(z, np.abs(z)) for z in knorm_press_scores(k, None)]
+
+
+def keydiff_scores(k, _qc, _n_head, _window):
+    """keydiff_press.py: -cos(k, the mean unit key); no window."""
+    z, mag = keydiff_press_scores({"k": list(k)})
+    return list(zip(z, mag))
+
+
+INNER = {"snapkv": snapkv_scores, "rkv": rkv_scores, "knorm": knorm_scores,
+         "keydiff": keydiff_scores}
 
 
 def padded(scores, window):
@@ -218,6 +233,12 @@ RUNS = {
     "pyramidkv:window=2,beta=2": dict(wrapper="pyramid", over="snapkv", window=2, beta=2),
     "pyramidkv:window=2,beta=4": dict(wrapper="pyramid", over="snapkv", window=2, beta=4),
     "pyramidkv:window=2": dict(wrapper="pyramid", over="snapkv", window=2, beta=20),
+    # any scorer row: kvpress's AdaKVPress / PyramidKVPress over KnormPress, KeyDiffPress
+    "adakv-snapkv:over=knorm": dict(wrapper="adakv", over="knorm", window=0, alpha=0.2),
+    "adakv-rkv:over=keydiff,alpha_safeguard=0.5": dict(wrapper="adakv", over="keydiff",
+                                                       window=0, alpha=0.5),
+    "pyramidkv:over=knorm,beta=4": dict(wrapper="pyramid", over="knorm", window=0, beta=4),
+    "pyramidkv:over=keydiff": dict(wrapper="pyramid", over="keydiff", window=0, beta=20),
 }
 
 
