@@ -33,9 +33,11 @@ enum policy_schedule {
                                 follows a token count divisible by divide_length */
     POLICY_PREFILL_ONLY = 2, /* once, at prefill (original SnapKV) */
     POLICY_EVERY_STEP = 3,   /* after every forward (original H2O) */
-    POLICY_DECODING = 4      /* kvpress's DecodingPress: the prompt's forward never selects,
+    POLICY_DECODING = 4,     /* kvpress's DecodingPress: the prompt's forward never selects,
                                 and every divide_length-th forward after it does (the count
                                 starts at the prompt's end; policies/schedule.h) */
+    POLICY_PREFILL_DECODING = 5 /* kvpress's PrefillDecodingPress: the prompt's forward
+                                selects, then as POLICY_DECODING */
 };
 
 /* Filled by create. */
@@ -45,7 +47,7 @@ struct policy_info {
     int window;              /* slots always kept, whatever the budget (the most recent
                                 ones, or StreamingLLM's sinks): a budget must exceed it */
     enum policy_schedule schedule;
-    int divide_length;       /* POLICY_DIVIDE, POLICY_DECODING */
+    int divide_length;       /* POLICY_DIVIDE, POLICY_DECODING, POLICY_PREFILL_DECODING */
     const char *notice;      /* or NULL: a caveat the CLI prints whenever it runs the policy
                                 (e.g. BeaconKV is an approximate reconstruction) */
     int slot_slack;          /* POLICY_EVERY_STEP policies that compact only now and then

@@ -26,6 +26,8 @@ extern const struct policy_ops expected_attention_ops;
 extern const struct param_def expected_attention_params[];
 extern const struct policy_ops adakv_ops, pyramidkv_ops;
 extern const struct param_def adakv_params[], pyramidkv_params[];
+extern const struct policy_ops scheduled_ops;
+extern const struct param_def scheduled_params[];
 extern const struct policy_ops lazyeviction_ops;
 extern const struct param_def lazyeviction_params[];
 
@@ -37,8 +39,10 @@ extern const struct param_def lazyeviction_params[];
  * includes). */
 #define VASE_SOURCES "vase.c vase.h vase_priv.h vase_attnv.c vase_dkv.c vase_rules.c vase_state.c"
 #define SKIPKV_SOURCES "skipkv.c rkv.c rkv.h"   /* SkipKV scores with R-KV's code */
-/* a wrapper (wrap.h) over any scorer its `over` names */
-#define WRAP_SOURCES "wrap.c wrap.h snapkv.c rkv.c rkv.h knorm.c keydiff.c"
+/* a wrapper (wrap.h, scheduled.c) over any policy its `over` names */
+#define WRAP_SOURCES                                                                            \
+    "wrap.c wrap.h snapkv.c rkv.c rkv.h knorm.c keydiff.c tova.c streamingllm.c h2o.c random.c " \
+    "lagkv.c expected_attention.c"
 
 /* One row per name a policy is run under (presets included), in the order
  * `evictbench` lists them.  How figures and tables show a name is not here
@@ -167,6 +171,19 @@ static const struct policy_entry ENTRIES[] = {
      .summary = "PyramidKV (kvpress): SnapKV with per-layer budgets, more in lower layers "
                 "(beta 20), B on average",
      .ops = &pyramidkv_ops, .params = pyramidkv_params, .sources = "pyramidkv.c " WRAP_SOURCES},
+    {.name = "prefill",
+     .summary = "a schedule over any policy (over=): the prompt compressed once",
+     .ops = &scheduled_ops, .params = scheduled_params, .preset = "when=prefill",
+     .sources = "scheduled.c " WRAP_SOURCES},
+    {.name = "decoding",
+     .summary = "kvpress DecodingPress over any policy (over=): every divide_length decoding "
+                "forwards, never the prompt",
+     .ops = &scheduled_ops, .params = scheduled_params, .sources = "scheduled.c " WRAP_SOURCES},
+    {.name = "prefill-decoding",
+     .summary = "kvpress PrefillDecodingPress over any policy (over=): the prompt, then every "
+                "divide_length decoding forwards",
+     .ops = &scheduled_ops, .params = scheduled_params, .preset = "when=prefill+decoding",
+     .sources = "scheduled.c " WRAP_SOURCES},
     {.name = "lazyeviction",
      .summary = "LazyEviction: every W steps keep the W newest slots and those whose attention "
                 "recurs, by the last recurrence and the longest interval between two",

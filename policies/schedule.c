@@ -9,8 +9,8 @@ int policy_info_check(const struct policy_info *in, const char *name, struct eb_
     if ((in->needs & POLICY_NEED_RECENT_Q) && in->q_window < 1)
         return eb_fail(e, "policy %s asks for recent queries with a window of %d", name,
                        in->q_window);
-    if ((in->schedule == POLICY_DIVIDE || in->schedule == POLICY_DECODING) &&
-        in->divide_length < 1)
+    if ((in->schedule == POLICY_DIVIDE || in->schedule == POLICY_DECODING ||
+         in->schedule == POLICY_PREFILL_DECODING) && in->divide_length < 1)
         return eb_fail(e, "policy %s: divide_length must be >= 1", name);
     return 0;
 }
@@ -50,6 +50,8 @@ int policy_compresses_at(const struct policy_info *in, int at_prefill, long n_se
         return 1;
     case POLICY_DECODING:
         return !at_prefill && in->divide_length > 0 && n_seen % in->divide_length == 0;
+    case POLICY_PREFILL_DECODING:
+        return at_prefill || (in->divide_length > 0 && n_seen % in->divide_length == 0);
     }
     return 0;
 }
@@ -58,6 +60,7 @@ int policy_slot_limit(const struct policy_info *in, int budget)
 {
     switch (in->schedule) {
     case POLICY_DIVIDE:
+    case POLICY_PREFILL_DECODING:   /* the prompt is brought to the budget, as DIVIDE's */
         return budget + in->divide_length + 1;
     case POLICY_EVERY_STEP:
         return in->slot_slack < 0 ? 0 : budget + 2 + in->slot_slack;
@@ -78,6 +81,7 @@ void sched_run_init(struct sched_run *r, const struct policy_info *in)
         r->carry_count = in->divide_carry_count;
     }
     r->decode_only = in->schedule == POLICY_DECODING;
+    r->from_prompt = r->decode_only || in->schedule == POLICY_PREFILL_DECODING;
 }
 
 int sched_begin(struct sched_run *r, struct sched_seq *s, const char *policy, struct eb_err *e)
@@ -100,7 +104,7 @@ int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, i
     s->processed = processed;
     if (at_prefill) s->prompt_processed = processed;
     if (at_prefill && r->info.schedule == POLICY_DIVIDE) return s->prefill_selects;
-    if (r->decode_only)
+    if (r->from_prompt)
         return policy_compresses_at(&r->info, at_prefill, processed - s->prompt_processed);
     return policy_compresses_at(&r->info, at_prefill, s->count0 + processed);
 }
@@ -108,7 +112,8 @@ int sched_step(const struct sched_run *r, struct sched_seq *s, long processed, i
 int sched_selects_next(const struct sched_run *r, const struct sched_seq *s, long processed)
 {
     switch (r->info.schedule) {
-    case POLICY_DECODING: {
+    case POLICY_DECODING:
+    case POLICY_PREFILL_DECODING: {
         /* called before sched_step at the prompt's forward: then it is this one */
         long prompt = s->prompt_processed > 0 ? s->prompt_processed : processed;
         return (processed + 1 - prompt) % r->divide == 0;

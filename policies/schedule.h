@@ -58,13 +58,16 @@ int policy_slot_limit(const struct policy_info *in, int budget);
  * (kvpress's DecodingPress: decoding_press.py forward_hook) the prompt's
  * forward neither selects nor counts, and the forward that ends decoding step
  * m (m = tokens processed since the prompt) selects when m is a multiple of
- * divide_length.  The glue (harness/exp) holds these structs; the functions
+ * divide_length.  POLICY_PREFILL_DECODING (PrefillDecodingPress) selects at
+ * the prompt's forward too, and counts as POLICY_DECODING after it.  The
+ * glue (harness/exp) holds these structs; the functions
  * are plain arithmetic on them. */
 
 /* Across the sequences of one policy instance. */
 struct sched_run {
     struct policy_info info;
     int divide, carry_flag, carry_count, decode_only;
+    int from_prompt;         /* decoding counts from the prompt's end (DECODING, PREFILL_DECODING) */
     long count;              /* carry_count: tokens processed by the finished sequences */
     int flag;                /* carry_flag: the last finished sequence left the count divisible */
     int n_begun, n_live;
@@ -74,7 +77,7 @@ struct sched_run {
 struct sched_seq {
     long count0;             /* the count when it began (0 unless carry_count) */
     long processed;          /* tokens its forwards processed so far, left pads included */
-    long prompt_processed;   /* of them, by the prompt's forward (POLICY_DECODING) */
+    long prompt_processed;   /* of them, by the prompt's forward (from_prompt) */
     int prefill_selects;
     int live;
 };

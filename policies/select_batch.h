@@ -59,6 +59,10 @@ struct batch_plan {
     /* Optional: each selected head's keep-set once it is on the host
      * (select_batch_kept; H2O's scores move with their slots). */
     void (*kept)(void *policy, int seq, int layer, int kv_head, const int *keep, int n);
+    /* The instance the three callbacks above take (batch_job.policy); NULL:
+     * the policy's own.  A wrapper passing on its inner's plan names the
+     * inner's. */
+    void *self;
 };
 
 /* One due sequence as the batched selector sees it. */
@@ -84,7 +88,8 @@ struct batch_job {
                                     host_scores one per head (as imp) */
     double *z_host;              /* host, host_scores: as z */
     float *add, *add_host;       /* backend and host, add_row: as imp */
-    void *policy;                /* the policy instance, for plan->add_row */
+    void *policy;                /* the instance the plan's callbacks take (plan->self, or
+                                    the policy's own) */
     int *keep_dev;               /* backend: [n_seq][n_layer * n_kv][stride] */
     int *n_keep;                 /* host [n_seq][n_layer * n_kv] out: kept slots, -1: unchanged */
     int sync;                    /* 1: wait for the backend at the score / select boundary */

@@ -7,15 +7,17 @@
 
 #include "policies.h"
 
-/* The scorer rows a wrapper can take: any whose window is fixed and which
- * scores per kv head (not TOVA's one set per layer, nor StreamingLLM's or
- * H2O's budget - k); a new one is appended (the index is what a value
- * holds, its name what a run stores). */
-#define WRAP_OVER "snapkv|rkv|knorm|keydiff"
+/* The policies a wrapper can take; a new one is appended (the index is what
+ * a value holds, its name what a run stores).  A schedule (scheduled.c)
+ * takes any of them; a budget wrapper only a scorer whose window is fixed
+ * and which scores per kv head (not TOVA's one set per layer, nor
+ * StreamingLLM's or H2O's budget - k, nor the policies of their own select:
+ * create says so). */
+#define WRAP_OVER "snapkv|rkv|knorm|keydiff|tova|streamingllm|h2o|random|lagkv|expected-attention"
 
 const struct param_def wrap_params[] = {
-    {"over", PARAM_CHOICE, 0, 0, 3, WRAP_OVER,
-     "the scorer wrapped: kvpress's SnapKV, R-KV, KNorm or KeyDiff",
+    {"over", PARAM_CHOICE, 0, 0, 9, WRAP_OVER,
+     "the policy wrapped, its other parameters at their defaults (snapkv: kvpress's SnapKV)",
      offsetof(struct wrap_params, over)},
     {"window", PARAM_INT, 64, 1, 4096, NULL,
      "observation queries; the last window slots are kept (a scorer without a window: unused)",
@@ -30,9 +32,8 @@ const struct param_def wrap_params[] = {
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
-/* What an inner fixes beyond the forwarded keys: kvpress's SnapKVPress. */
-static const char *const INNER_FIXED[] = {",schedule=divide,kernel=5,pool=avg,softmax=all", "",
-                                          "", ""};
+/* What an inner SnapKV fixes beyond the forwarded keys: kvpress's SnapKVPress. */
+#define SNAPKV_PRESS ",schedule=divide,kernel=5,pool=avg,softmax=all"
 
 /* 1 if the entry's parameters (its own table or its shared one) have key. */
 static int has_key(const struct policy_entry *en, const char *key)
@@ -46,7 +47,7 @@ static int has_key(const struct policy_entry *en, const char *key)
 
 /* The inner's spec: its name, the wrapper's values of the keys it has, and
  * what it fixes. */
-static int inner_spec(const struct wrap_params *wp, char *spec, size_t size, struct eb_err *e)
+int wrap_inner_spec(const struct wrap_params *wp, char *spec, size_t size, struct eb_err *e)
 {
     char over[16], pad[16], dtype[16];
     policy_choice_name(WRAP_OVER, wp->over, over, sizeof over);
@@ -54,12 +55,17 @@ static int inner_spec(const struct wrap_params *wp, char *spec, size_t size, str
     policy_choice_name(SCORE_DTYPE_CHOICES, wp->score_dtype, dtype, sizeof dtype);
     const struct policy_entry *en = policy_registry_find(over);
     if (!en) return eb_fail(e, "wrapper: no scorer %s", over);
-    int n = snprintf(spec, size, "%s:divide_length=%d", over, wp->divide_length);
-    if (has_key(en, "window")) n += snprintf(spec + n, size - n, ",window=%d", wp->window);
-    if (has_key(en, "pad_policy")) n += snprintf(spec + n, size - n, ",pad_policy=%s", pad);
-    if (has_key(en, "score_dtype")) n += snprintf(spec + n, size - n, ",score_dtype=%s", dtype);
-    if (has_key(en, "cache_order")) n += snprintf(spec + n, size - n, ",cache_order=position");
-    snprintf(spec + n, size - n, "%s", INNER_FIXED[wp->over]);
+    char kv[200] = "";   /* ",key=value" for each key the inner has */
+    int n = 0;
+    if (has_key(en, "divide_length"))
+        n += snprintf(kv + n, sizeof kv - n, ",divide_length=%d", wp->divide_length);
+    if (has_key(en, "window")) n += snprintf(kv + n, sizeof kv - n, ",window=%d", wp->window);
+    if (has_key(en, "pad_policy")) n += snprintf(kv + n, sizeof kv - n, ",pad_policy=%s", pad);
+    if (has_key(en, "score_dtype"))
+        n += snprintf(kv + n, sizeof kv - n, ",score_dtype=%s", dtype);
+    if (has_key(en, "cache_order")) n += snprintf(kv + n, sizeof kv - n, ",cache_order=position");
+    if (wp->over == 0) snprintf(kv + n, sizeof kv - n, "%s", SNAPKV_PRESS);
+    snprintf(spec, size, "%s%s%s", over, kv[0] ? ":" : "", kv[0] ? kv + 1 : "");
     return 0;
 }
 
@@ -68,7 +74,7 @@ static int wrap_create(const struct wrap_params *wp, const struct policy_model *
 {
     char spec[256], over[16];
     policy_choice_name(WRAP_OVER, wp->over, over, sizeof over);
-    if (inner_spec(wp, spec, sizeof spec, e)) return -1;
+    if (wrap_inner_spec(wp, spec, sizeof spec, e)) return -1;
     if (policy_create(spec, m, &w->inner, e)) return eb_wrap(e, over);
     if (!w->inner->ops->scorer) return eb_fail(e, "policy %s has no scorer to wrap", over);
     w->sc = w->inner->ops->scorer(w->inner->self, &w->n_recent);
@@ -170,6 +176,6 @@ int wrap_window_of(const void *prm)
     const struct policy_entry *en;
     struct policy_params p;
     struct eb_err e = {0};
-    if (inner_spec(wp, spec, sizeof spec, &e) || policy_parse(spec, &en, &p, &e)) return -1;
+    if (wrap_inner_spec(wp, spec, sizeof spec, &e) || policy_parse(spec, &en, &p, &e)) return -1;
     return policy_entry_window(en, &p);   /* the inner's, as built */
 }

@@ -7,7 +7,9 @@
  *   over=snapkv  SnapKV as kvpress's SnapKVPress runs it (softmax over all
  *                keys, causal inside the window, avg-pool 5);
  *   over=rkv     R-KV (policies/rkv.c);
- *   over=knorm, over=keydiff  kvpress's KNorm and KeyDiff (no window).
+ *   over=knorm, over=keydiff  kvpress's KNorm and KeyDiff (no window);
+ *   and, for a schedule (scheduled.c), tova, streamingllm, h2o, random,
+ *   lagkv and expected-attention.
  * A key the inner has no parameter for (window, pad_policy, score_dtype) is
  * not passed on.
  * A wrapper runs on kvpress's DecodingPress schedule (POLICY_DECODING:
@@ -50,6 +52,9 @@ void *wrap_policy_new(size_t size, const struct wrap_params *wp, const struct po
 void wrap_policy_free(void *self);
 int wrap_begin_sequence(void *self, int seq, const struct seq_view *sv, struct eb_err *e);
 void wrap_end_sequence(void *self, int seq);
+
+/* The inner's spec "over:key=value,..." from wp into spec. */
+int wrap_inner_spec(const struct wrap_params *wp, char *spec, size_t size, struct eb_err *e);
 
 /* policy_ops.window_of of a wrapper: its inner's window. */
 int wrap_window_of(const void *prm);

@@ -151,6 +151,10 @@ static const char *const batched_specs[] = {
     "skipkv:steer=0,tau=-1,divide_length=16,cache_order=score,lambda=1",
     "skipkv:steer=0,sentence=0,divide_length=16",
     "lazyeviction:window=8,alpha=0.02",
+    /* schedules as wrappers (scheduled.c): the inner's plan, its callbacks
+     * on the inner (batch_plan.self) */
+    "decoding:over=h2o,divide_length=16",
+    "prefill-decoding:over=knorm,divide_length=16",
 };
 enum { N_BATCHED_SPECS = sizeof batched_specs / sizeof batched_specs[0] };
 

@@ -13,6 +13,11 @@
  *   - the same for random, keydiff, lagkv and expected-attention
  *     (kvpress_more.*: values of their own, several parameter sets, lagkv in
  *     both cache orders, both RoPE pairings);
+ *   - the schedules as composition (policies/scheduled.c): decoding:over=
+ *     knorm and tova against the same DecodingPress generations, and
+ *     prefill-decoding and prefill over both against
+ *     tools/golden/kvpress_sched_ref.py (PrefillDecodingPress; a press on
+ *     its own), the prompt compressed to the budget;
  *   - the registry rows. */
 #include "kernels/backend.h"
 #include "policies/registry.h"
@@ -25,6 +30,8 @@
 #define GEN_BIN FIXTURE("policies/kvpress_gen.bin")
 #define MORE_JSON FIXTURE("policies/kvpress_more.json")
 #define MORE_BIN FIXTURE("policies/kvpress_more.bin")
+#define SCHED_JSON FIXTURE("policies/kvpress_sched.json")
+#define SCHED_BIN FIXTURE("policies/kvpress_sched.bin")
 
 enum { CAP = 64 };
 
@@ -155,6 +162,15 @@ static void test_whole_generations(void)
         CHECK(n_steps - before >= 5);
         n_ties += json_int(run, "tie_cuts");
         n_runs++;
+        /* the same scorer under the schedule wrapper: the same generation */
+        struct replay_ctx r = replay_ctx_of(be, set, run, blob);
+        char spec[128];
+        snprintf(spec, sizeof spec, "decoding:over=%s,divide_length=%d",
+                 cJSON_GetObjectItem(run, "policy")->valuestring, json_int(set, "interval"));
+        int wrapped = 0, wrapped_heads = 0, wrapped_skipped = 0;
+        replay_generation(&r, spec, &wrapped, &wrapped_heads, &wrapped_skipped);
+        CHECK_MSG(wrapped == n_steps - before && wrapped_skipped == 1, "%s: %d of %d", spec,
+                  wrapped, n_steps - before);
     }
     CHECK(n_runs == 10);
     CHECK(n_skipped == n_runs); /* DecodingPress never compresses the prompt */
@@ -278,6 +294,39 @@ static void test_registry(void)
                         &p, &e) != 0); /* no such parameter */
 }
 
+/* kvpress_sched.*: prefill-decoding (PrefillDecodingPress) and prefill (a
+ * press on its own) over KNorm and TOVA; prompts over and under the budget. */
+static void test_schedule_generations(void)
+{
+    long n_blob = 0;
+    cJSON *doc = read_json(SCHED_JSON);
+    float *blob = doc ? replay_read_floats(SCHED_BIN, &n_blob) : NULL;
+    if (!doc || !blob) {
+        cJSON_Delete(doc);
+        free(blob);
+        SKIP("%s or %s missing (tools/golden/kvpress_sched_ref.py)", SCHED_JSON, SCHED_BIN);
+    }
+    CHECK(n_blob == json_int(doc, "n_floats"));
+    struct backend *be = backend_cpu_create(1);
+    const cJSON *sets = cJSON_GetObjectItem(doc, "sets"), *run;
+    int n_runs = 0, n_steps = 0, n_heads = 0, n_skipped = 0, n_prompts = 0;
+    cJSON_ArrayForEach(run, cJSON_GetObjectItem(doc, "runs")) {
+        const cJSON *set = cJSON_GetArrayItem(sets, json_int(run, "set"));
+        const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItem(run, "steps"), 0);
+        n_prompts += first && json_int(first, "at") == -1;
+        run_generation(be, set, run, blob, &n_steps, &n_heads, &n_skipped);
+        n_runs++;
+    }
+    CHECK(n_runs == 12);
+    CHECK(n_skipped == 0);    /* the prompt's forward always selects */
+    CHECK(n_prompts == 8);    /* two sets' prompts over the budget, four runs each */
+    printf("  %d runs, %d compressions (%d of prompts), %d (layer, kv head) caches compared\n",
+           n_runs, n_steps, n_prompts, n_heads);
+    be->destroy(be);
+    cJSON_Delete(doc);
+    free(blob);
+}
+
 int main(void)
 {
     golden = read_json("tests/fixtures/policies/kvpress.json");
@@ -285,6 +334,7 @@ int main(void)
     RUN(test_whole_generations);
     RUN(test_registry);
     RUN(test_more_generations);
+    RUN(test_schedule_generations);
     RUN(test_registry_more);
     cJSON_Delete(golden);
     return test_summary("kvpress");

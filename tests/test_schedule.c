@@ -32,6 +32,10 @@ static void test_compresses_at(void)
     struct policy_info dec = {.schedule = POLICY_DECODING, .divide_length = 128};
     CHECK(policy_compresses_at(&dec, 1, 128) == 0 && policy_compresses_at(&dec, 0, 128) == 1);
     CHECK(policy_compresses_at(&dec, 0, 129) == 0 && policy_compresses_at(&dec, 0, 256) == 1);
+    /* prefill + decoding: the prompt, then as decoding */
+    struct policy_info pd = {.schedule = POLICY_PREFILL_DECODING, .divide_length = 128};
+    CHECK(policy_compresses_at(&pd, 1, 0) == 1 && policy_compresses_at(&pd, 0, 128) == 1);
+    CHECK(policy_compresses_at(&pd, 0, 127) == 0 && policy_compresses_at(&pd, 0, 256) == 1);
     struct policy_info one = divide(1, 0);
     for (long n = 2; n < 50; n++) CHECK(policy_compresses_at(&one, 0, n) == 1);
 }
@@ -91,6 +95,62 @@ static void test_slot_limit_other_schedules(void)
     CHECK(policy_slot_limit(&in, 64) == 0);
 }
 
+/* A sequence through the run's schedule (sched_begin .. sched_end): its
+ * prompt of n_prompt, n_new tokens one per forward, each selection bringing
+ * a head holding >= budget back to it.  The forwards that selected go to
+ * at[] (-1: the prompt's); returns how many, *most the most slots held. */
+static int run_sched(const struct policy_info *in, int budget, int n_prompt, int n_new, int *at,
+                     int *most)
+{
+    struct sched_run r;
+    struct sched_seq s;
+    struct eb_err e = {0};
+    sched_run_init(&r, in);
+    CHECK(sched_begin(&r, &s, "t", &e) == 0);
+    int n = 0, len = n_prompt;
+    *most = len;
+    if (sched_step(&r, &s, n_prompt, 1)) {
+        at[n++] = -1;
+        if (len >= budget) len = budget;
+    }
+    for (int t = 1; t <= n_new; t++) {
+        len++;
+        if (len > *most) *most = len;
+        CHECK(sched_selects_next(&r, &s, n_prompt + t - 1) == ((t % in->divide_length) == 0));
+        if (sched_step(&r, &s, n_prompt + t, 0)) {
+            at[n++] = t;
+            if (len >= budget) len = budget;
+        }
+    }
+    sched_end(&r, &s);
+    return n;
+}
+
+/* PrefillDecodingPress: the prompt's forward, then every divide_length-th
+ * decoding forward counted from the prompt's end; the slots held stay within
+ * policy_slot_limit, as glue sizes the pool (sched_slot_limit). */
+static void test_prefill_decoding(void)
+{
+    struct policy_info in = {.schedule = POLICY_PREFILL_DECODING, .divide_length = 5};
+    int at[64], most = 0, n = run_sched(&in, 12, 30, 22, at, &most);
+    CHECK(n == 5 && at[0] == -1 && at[1] == 5 && at[2] == 10 && at[4] == 20);
+    struct sched_run r;
+    sched_run_init(&r, &in);
+    CHECK(sched_slot_limit(&r, 12) == policy_slot_limit(&in, 12));
+    CHECK(most <= 30 && policy_slot_limit(&in, 12) >= 12 + 5);
+    n = run_sched(&in, 12, 10, 22, at, &most);   /* a prompt under the budget */
+    CHECK(n == 5 && most <= policy_slot_limit(&in, 12));
+    /* decoding alone never at the prompt, and no bound (the prompt stays whole) */
+    in.schedule = POLICY_DECODING;
+    n = run_sched(&in, 12, 30, 22, at, &most);
+    CHECK(n == 4 && at[0] == 5);
+    sched_run_init(&r, &in);
+    CHECK(sched_slot_limit(&r, 12) == 0);
+    struct eb_err e = {0};
+    in = (struct policy_info){.schedule = POLICY_PREFILL_DECODING};
+    CHECK(policy_info_check(&in, "t", &e) != 0);   /* divide_length 0 */
+}
+
 static void test_checks(void)
 {
     struct eb_err e = {0};
@@ -137,6 +197,7 @@ int main(void)
     RUN(test_compresses_at);
     RUN(test_slot_limit_bounds_divide);
     RUN(test_slot_limit_other_schedules);
+    RUN(test_prefill_decoding);
     RUN(test_checks);
     RUN(test_registry_policy);
     return test_summary("schedule");

@@ -44,6 +44,9 @@ static const struct policy_style STYLES[] = {
     {.name = "adakv-rkv", .display = "AdaKV (R-KV)", .rgb = 0x1F77B4, .point = 16},
     {.name = "pyramidkv", .display = "PyramidKV", .rgb = 0xE377C2, .point = 17},
     {.name = "lazyeviction", .display = "LazyEviction", .rgb = 0x7F3C8D, .point = 12},
+    {.name = "prefill", .display = "prefill only", .rgb = 0x6B8E23, .point = 5},
+    {.name = "decoding", .display = "DecodingPress", .rgb = 0x4682B4, .point = 9},
+    {.name = "prefill-decoding", .display = "PrefillDecodingPress", .rgb = 0xCD853F, .point = 11},
 };
 
 const struct policy_style *policy_styles(int *n)
