@@ -23,7 +23,7 @@ int policy_instantiate(const struct policy_entry *entry, const struct policy_par
     p->name = entry->name;
     p->ops = entry->ops;
     if (entry->row) {   /* the registry builds the vtable: row.c's, under the row's name */
-        p->row_ops = row_policy_ops;
+        p->row_ops = *row_ops_of(entry->row);
         p->row_ops.name = entry->name;
         p->ops = &p->row_ops;
     }

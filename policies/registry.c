@@ -12,9 +12,8 @@
 
 /* Each policy's vtable and parameter table, defined in its own file. */
 extern const struct scorer_row streamingllm_row, h2o_row, h2o_rkv_row, snapkv_row, rkv_row,
-    knorm_row, tova_row, keydiff_row;
-extern const struct policy_ops fullkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops,
-    seal_ops, skipkv_ops;
+    knorm_row, tova_row, keydiff_row, seal_row, skipkv_row;
+extern const struct policy_ops fullkv_ops, vase_attnv_ops, vase_dkv_ops, rpc_ops, beaconkv_ops;
 extern const struct param_def fullkv_params[], streamingllm_params[], h2o_params[],
     h2o_rkv_params[], snapkv_params[], rkv_params[], vase_attnv_params[], vase_dkv_params[],
     rpc_params[], beaconkv_params[], seal_params[], skipkv_params[], scored_policy_params[];
@@ -116,27 +115,27 @@ static const struct policy_entry ENTRIES[] = {
      .sources = "beaconkv.c beaconkv.h beaconkv_priv.h beacon_buffer.c beacon_fps.c"},
     {.name = "seal",
      .summary = "SEAL: FullKV + steering h + c*V at split tokens inside the thought",
-     .ops = &seal_ops, .params = seal_params, .keeps_all = 1, .sources = "seal.c"},
+     .row = &seal_row, .params = seal_params, .keeps_all = 1, .sources = "seal.c"},
     {.name = "skipkv",
      .summary = "SkipKV: R-KV + sentence redundancy penalty + adaptive steering; expects "
                 "batching=grouped",
-     .ops = &skipkv_ops, .params = skipkv_params, .preset = "batching=grouped",
+     .row = &skipkv_row, .params = skipkv_params, .preset = "batching=grouped",
      .sources = SKIPKV_SOURCES},
     {.name = "skipkv-sent",
      .summary = "SkipKV ablation: sentence scoring only (no steering)",
-     .ops = &skipkv_ops, .params = skipkv_params, .preset = "steer=0",
+     .row = &skipkv_row, .params = skipkv_params, .preset = "steer=0",
      .sources = SKIPKV_SOURCES},
     {.name = "skipkv-sent-steer",
      .summary = "SkipKV ablation: sentence scoring + adaptive steering, no grouping",
-     .ops = &skipkv_ops, .params = skipkv_params, .sources = SKIPKV_SOURCES},
+     .row = &skipkv_row, .params = skipkv_params, .sources = SKIPKV_SOURCES},
     {.name = "seal-static",
      .summary = "SkipKV with static SEAL-style steering (gamma = 0)",
-     .ops = &skipkv_ops, .params = skipkv_params, .preset = "gamma=0",
+     .row = &skipkv_row, .params = skipkv_params, .preset = "gamma=0",
      .sources = SKIPKV_SOURCES},
     {.name = "fullkv-pss",
      .summary = "FullKV with SkipKV's sentence tracker: nothing evicted, PSS statistics and N_o "
                 "recorded (tau 0.95: the statistics threshold, not a tuned eviction one)",
-     .ops = &skipkv_ops, .params = skipkv_params, .preset = "evict=0,steer=0,tau=0.95",
+     .row = &skipkv_row, .params = skipkv_params, .preset = "evict=0,steer=0,tau=0.95",
      .keeps_all = 1, .sources = SKIPKV_SOURCES},
     {.name = "knorm",
      .summary = "KNorm (kvpress): keep the keys of lowest L2 norm",

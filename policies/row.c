@@ -1,31 +1,21 @@
 /* row.c - the policy the registry builds from a scorer row (row.h): its
- * create, destroy and select on the shared selector, its batched plan, and
- * the attention sums (the "scores so far") a row that asks for attention
- * probabilities reads through ctx_attn_sum. */
+ * create, destroy and select on the shared selector, its batched plan, the
+ * attention sums (the "scores so far") a row that asks for attention
+ * probabilities reads through ctx_attn_sum, and the follower's hooks
+ * (row_follow.c) for a row that composes one. */
 #include "row.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "policies.h"
+#include "row_priv.h"
 #include "row_views.h"
 
 /* A sequence's attention sums: [n_layer * n_kv][cap]. */
 struct row_sums {
     double *sum;
     int cap;
-};
-
-struct row_policy {
-    const struct scorer_row *row;
-    _Alignas(double) unsigned char prm[POLICY_TYPED_BYTES];   /* the typed parameters */
-    struct row_config cfg;
-    struct scorer sc;           /* cfg.sel with the adapters below */
-    struct selector sel;
-    struct row_views *views;
-    struct policy_model m;
-    struct seq_table sums;      /* NEED_ATTN_PROBS: struct row_sums per sequence */
-    void *state;                /* row->state's */
 };
 
 static int n_recent_at(const struct row_policy *s, int budget)
@@ -53,8 +43,33 @@ static int row_score(void *self, int seq, const struct cache_view *cv, int layer
                           .layer = layer, .kv_head = kv_head,
                           .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
                           .views = s->views};
+    if (s->f && follower_live(s->f, seq, &c.follow, e)) return -1;
     row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0);
-    return s->row->score(&c, z, e);
+    if (s->row->score(&c, z, e)) return -1;
+    return s->cfg.add ? s->row->add(&c, z, e) : 0;
+}
+
+/* The batched plan's added row: the row's add on zeros, for the head. */
+static int row_add_row(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
+                       int n_cand, float *add, struct eb_err *e)
+{
+    struct row_policy *s = self;
+    struct score_ctx c = {.cv = cv, .prm = s->prm, .state = s->state, .seq = seq,
+                          .layer = layer, .kv_head = kv_head,
+                          .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
+                          .views = s->views};
+    if (s->f && follower_live(s->f, seq, &c.follow, e)) return -1;
+    if (n_cand > s->add_cap) {
+        double *z = realloc(s->add_z, (size_t)n_cand * sizeof *z);
+        if (!z) return eb_fail(e, "out of memory for %d scores", n_cand);
+        s->add_z = z;
+        s->add_cap = n_cand;
+    }
+    for (int j = 0; j < n_cand; j++) s->add_z[j] = 0.0;
+    row_views_begin(s->views, &s->sel.buf, NULL, 0);
+    if (s->row->add(&c, s->add_z, e)) return -1;
+    for (int j = 0; j < n_cand; j++) add[j] = (float)s->add_z[j];
+    return 0;
 }
 
 /* The kept slots keep their sums, in the compacted order. */
@@ -86,6 +101,9 @@ static void row_destroy(void *self)
     struct row_policy *s = self;
     if (!s) return;
     if (s->state && s->row->state) s->row->state->destroy(s->state);
+    if (s->f) follower_close(s->f);
+    free(s->f);
+    free(s->add_z);
     selector_free(&s->sel);
     row_views_free(s->views);
     seq_table_free(&s->sums, free);
@@ -102,7 +120,8 @@ int row_create(const struct scorer_row *row, const struct policy_params *p,
     s->m = *m;
     memcpy(s->prm, policy_typed(p), sizeof s->prm);
     if (configure(row, s->prm, &s->cfg, e) || !(s->views = row_views_new(e)) ||
-        (row->state && row->state->create(s->prm, m, &s->state, e))) {
+        (row->state && row->state->create(s->prm, m, &s->state, e)) ||
+        (row->follow && row_follow_open(s, e))) {
         row_destroy(s);
         *self = NULL;
         return -1;
@@ -124,6 +143,7 @@ static void sums_free(void *p)
 static int row_begin(void *self, int seq, const struct seq_view *sv, struct eb_err *e)
 {
     struct row_policy *s = self;
+    if (s->f && follower_begin(s->f, seq, sv, e)) return -1;
     if (s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) {
         struct row_sums *q = seq_table_fresh(&s->sums, seq, sizeof *q, sums_free, e);
         if (!q) return -1;
@@ -138,6 +158,7 @@ static int row_begin(void *self, int seq, const struct seq_view *sv, struct eb_e
 static void row_end(void *self, int seq)
 {
     struct row_policy *s = self;
+    if (s->f) follower_end(s->f, seq);
     seq_table_drop(&s->sums, seq, sums_free);
     const struct row_state_ops *st = s->row->state;
     if (st && st->end_sequence) st->end_sequence(s->state, seq);
@@ -170,6 +191,10 @@ static int row_select(void *self, int seq, const struct cache_view *cv, int budg
                       struct keep_set *out, struct eb_err *e)
 {
     struct row_policy *s = self;
+    if (!s->row->score) {   /* a row that never selects */
+        keep_set_none(out);
+        return 0;
+    }
     if ((s->cfg.info.needs & POLICY_NEED_ATTN_PROBS) && !seq_table_get(&s->sums, seq))
         return eb_fail(e, "sequence %d was not begun", seq);
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, n_recent_at(s, budget), out, e);
@@ -189,9 +214,13 @@ static int row_host_scores(void *self, int seq, const struct cache_view *cv, int
 static int row_batch_plan(const void *self, int budget, struct batch_plan *out)
 {
     const struct row_policy *s = self;
-    if (!select_batch_plan_of(&s->sc, n_recent_at(s, budget), out)) return 0;
-    if (s->row->batch) return s->row->batch(s->prm, &s->cfg, out);
-    if (s->sc.per_layer) return 0;
+    if (!s->row->score || !select_batch_plan_of(&s->sc, n_recent_at(s, budget), out)) return 0;
+    if (s->row->batch) {
+        if (!s->row->batch(s->prm, &s->cfg, out)) return 0;
+        if (s->cfg.add) out->add_row = row_add_row;
+        return 1;
+    }
+    if (s->sc.per_layer) return 0;   /* host scores (with the add) rank one head at a time */
     out->score = BATCH_SCORE_Z;
     out->host_scores = row_host_scores;
     out->kept = s->sc.kept;
@@ -202,10 +231,11 @@ static const struct scorer *row_scorer(const void *self, int *n_recent)
 {
     const struct row_policy *s = self;
     *n_recent = s->cfg.info.window;
-    return s->row->recent ? NULL : &s->sc;   /* a budget-dependent window does not wrap */
+    /* a budget-dependent window, or a follower's state, does not wrap */
+    return s->row->recent || s->f || !s->row->score ? NULL : &s->sc;
 }
 
-const struct policy_ops row_policy_ops = {
+static const struct policy_ops row_policy_ops = {
     .name = "row",
     .destroy = row_destroy,
     .begin_sequence = row_begin,
@@ -215,6 +245,28 @@ const struct policy_ops row_policy_ops = {
     .batch_plan = row_batch_plan,
     .scorer = row_scorer,
 };
+
+/* The same with the follower's hooks (row_follow.c). */
+static const struct policy_ops row_follow_policy_ops = {
+    .name = "row",
+    .destroy = row_destroy,
+    .begin_sequence = row_begin,
+    .end_sequence = row_end,
+    .observe = row_follow_observe,
+    .observe_attn = row_observe_attn,
+    .observe_hidden = row_follow_observe_hidden,
+    .select = row_select,
+    .steer = row_follow_steer,
+    .trace_stats = row_follow_trace_stats,
+    .trace_sentences = row_follow_trace_sentences,
+    .batch_plan = row_batch_plan,
+    .scorer = row_scorer,
+};
+
+const struct policy_ops *row_ops_of(const struct scorer_row *row)
+{
+    return row->follow ? &row_follow_policy_ops : &row_policy_ops;
+}
 
 int row_configure_decoding(const void *prm, struct row_config *c, struct eb_err *e)
 {

@@ -7,10 +7,16 @@
  *
  * A row file holds the parameter struct and table (param_def.offset), the
  * score, and `const struct scorer_row NAME_row`; registry.c names it in a
- * row with `.row = &NAME_row`. */
+ * row with `.row = &NAME_row`.
+ *
+ * Components compose into a row: an additive host term over the scores
+ * (`add`: SkipKV's sentence penalty) and the sentence and steering follower
+ * (`follow`, follow.h: SkipKV, SEAL, fullkv-pss), whose hooks (tokens,
+ * hidden rows, steering, trace statistics) the registry passes on. */
 #ifndef EB_POLICY_ROW_H
 #define EB_POLICY_ROW_H
 
+#include "follow.h"
 #include "select_batch.h"
 
 /* One (layer, kv head) of one compression, as a row's score sees it.  The
@@ -25,6 +31,7 @@ struct score_ctx {
     int len;                   /* slots the head holds */
     int n_cand;                /* candidates [0, n_cand): the rest is the recent window */
     struct row_views *views;   /* row_views.c: the memo */
+    struct follow_seq *follow; /* the sequence's follower (scorer_row.follow), or NULL */
 };
 
 /* Host views, valid until the next head; NULL with e set on failure. */
@@ -54,6 +61,17 @@ struct row_config {
     struct scorer sel;         /* order, pads, per_layer, dtype, evict_above (score: unused) */
     struct policy_info info;   /* needs, q_window, window (the newest slots always kept,
                                   unless recent says otherwise), schedule, divide_length */
+    int add;                   /* 1: scorer_row.add applies to this instance */
+};
+
+/* The follower a row composes (follow.h): its options from the typed
+ * parameters, and what the row does at a sampled token whose forward raised
+ * the step flag, before the token is pushed (SkipKV: alpha from N_o, the
+ * new sentences compared; NULL: nothing). */
+struct row_follow {
+    int (*opts)(const void *prm, const struct policy_model *m, struct follow_opts *o,
+                struct eb_err *e);
+    void (*at_flag)(const void *prm, struct follow_seq *q);
 };
 
 /* A row's own state, for scores that need more than the views (R-KV's
@@ -68,8 +86,11 @@ struct row_state_ops {
 
 struct scorer_row {
     /* Scores of the candidates c->n_cand into z (pads and bf16 rounding are
-     * the selector's). */
+     * the selector's).  NULL: the row never selects (SEAL). */
     int (*score)(struct score_ctx *c, double *z, struct eb_err *e);
+    /* Where row_config.add: a term added to the candidates' scores z (after
+     * score per sequence; a row uploaded beside the batched plan's scores). */
+    int (*add)(struct score_ctx *c, double *z, struct eb_err *e);
     /* The config from the typed parameters, over `base` as a start; NULL:
      * base as it is.  Pure: the budget check at --dry-run runs it too. */
     int (*configure)(const void *prm, struct row_config *c, struct eb_err *e);
@@ -82,13 +103,15 @@ struct scorer_row {
      * sequence.  NULL: per sequence. */
     int (*batch)(const void *prm, const struct row_config *c, struct batch_plan *out);
     const struct row_state_ops *state;   /* or NULL */
+    const struct row_follow *follow;     /* or NULL */
     /* A parameter table shared with other rows (select_params), its struct
      * the first member of this row's; or NULL. */
     const struct param_def *shared_params;
 };
 
-/* The registry's side (policy_instance.c): an instance of row. */
-extern const struct policy_ops row_policy_ops;
+/* The registry's side (policy_instance.c): an instance of row, through the
+ * vtable row_ops_of(row) (its follower's hooks only where it has one). */
+const struct policy_ops *row_ops_of(const struct scorer_row *row);
 int row_create(const struct scorer_row *row, const struct policy_params *p,
                const struct policy_model *m, void **self, struct policy_info *info,
                struct eb_err *e);

@@ -5,11 +5,10 @@
  * steered state flows into that token's K/V at later layers and into the
  * logits.  Nothing is evicted.  It also counts Check sentences (N_o), for
  * the trace statistics, and keeps each sentence's span and label (no
- * similarity: it builds no sentence representations). */
-#include <stdlib.h>
-
-#include "follow_hooks.h"
+ * similarity: it builds no sentence representations).  A row (row.h) with
+ * no score, only the follower (follow.h). */
 #include "policies.h"
+#include "row.h"
 
 /* The values of seal_params (param_def.offset). */
 struct seal_params {
@@ -38,65 +37,21 @@ const struct param_def seal_params[] = {
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
-struct seal {
-    struct follower f;       /* first: the follow_hook_* take the state as the follower */
-    double coef;
-};
-
-static void seal_destroy(void *self)
+static int seal_follow_opts(const void *prm, const struct policy_model *m, struct follow_opts *o,
+                            struct eb_err *e)
 {
-    struct seal *s = self;
-    if (!s) return;
-    follower_close(&s->f);
-    free(s);
-}
-
-static int seal_create(const struct policy_params *p, const struct policy_model *m, void **self,
-                       struct policy_info *info, struct eb_err *e)
-{
-    const struct seal_params *prm = policy_typed(p);
-    struct seal *s = eb_calloc(1, sizeof *s, e);
-    if (!s) return -1;
-    s->coef = prm->coef;
-    struct follow_opts o = {
-        .name = "seal", .check_space = prm->check_space, .steer = 1, .layer = prm->layer,
-        .mode = prm->think == 0 ? THINK_TAGS : THINK_ALWAYS,
-        .pairs = prm->split, .dim = 0, .tau = 1.0f, .alpha0 = s->coef,
+    (void)m; (void)e;
+    const struct seal_params *p = prm;
+    *o = (struct follow_opts){
+        .name = "seal", .check_space = p->check_space, .steer = 1, .layer = p->layer,
+        .mode = p->think == 0 ? THINK_TAGS : THINK_ALWAYS,
+        .pairs = p->split, .dim = 0, .tau = 1.0f, .alpha0 = p->coef,
     };
-    if (follower_open(&s->f, &o, m, e)) {
-        seal_destroy(s);
-        return -1;
-    }
-    *info = (struct policy_info){.schedule = POLICY_NEVER};
-    *self = s;
     return 0;
 }
 
-static int seal_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
-{
-    struct seal *s = self;
-    struct follow_seq *q;
-    if (follower_live(&s->f, seq, &q, e)) return -1;
-    return q ? follower_push(&s->f, q, sv->token, e) : 0;
-}
+static const struct row_follow seal_follow = {.opts = seal_follow_opts};
 
-static int seal_select(void *self, int seq, const struct cache_view *cv, int budget,
-                       struct keep_set *out, struct eb_err *e)
-{
-    (void)self; (void)seq; (void)cv; (void)budget; (void)e;
-    keep_set_none(out);
-    return 0;
-}
-
-const struct policy_ops seal_ops = {
-    .name = "seal",
-    .create = seal_create,
-    .destroy = seal_destroy,
-    .begin_sequence = follow_hook_begin,
-    .end_sequence = follow_hook_end,
-    .observe = seal_observe,
-    .select = seal_select,
-    .steer = follow_hook_steer,
-    .trace_stats = follow_hook_trace_stats,
-    .trace_sentences = follow_hook_trace_sentences,
-};
+/* No score: it never selects (POLICY_NEVER). */
+const struct scorer_row seal_row = {.follow = &seal_follow,
+                                    .base.info = {.schedule = POLICY_NEVER}};

@@ -1,6 +1,8 @@
 /* skipkv.c - SkipKV (../shared/specs/policies.md §7) = the R-KV scorer (rkv.h)
  * + a sentence-level redundancy penalty (skip KV storage) + adaptive SEAL
- * steering (skip KV generation), sentences and steering from follow.h.
+ * steering (skip KV generation), sentences and steering from follow.h: a
+ * scorer row (row.h) composing R-KV's score, the penalty as its added term
+ * (`add`) and the follower (`follow`).
  *
  * In the forward before each compression step (the R-KV schedule, §1.2),
  * as the released modeling_nhid.py does when a forward raises its step flag
@@ -24,17 +26,14 @@
  * (`batching=grouped` records that a preset expects it).
  *
  * Ablation presets (registry.c): skipkv-sent (steer=0), skipkv-sent-steer
- * (batching=any), skipkv / skipkv-full (batching=grouped), seal-static
+ * (batching=any), skipkv (batching=grouped), seal-static
  * (gamma=0).  fullkv-pss (evict=0, steer=0) keeps every token and only
  * tracks sentences (compared when the sequence ends), so FullKV traces get
  * the same PSS statistics.  Per sentence: span, label, largest similarity
  * and the step of its first penalty. */
-#include <stdlib.h>
-
-#include "follow_hooks.h"
 #include "policies.h"
 #include "rkv.h"
-#include "select_batch.h"
+#include "row.h"
 
 /* The values of skipkv_params (param_def.offset). */
 struct skipkv_params {
@@ -111,204 +110,110 @@ const struct param_def skipkv_params[] = {
     {NULL, PARAM_INT, 0, 0, 0, NULL, NULL, 0},
 };
 
-struct skipkv {
-    struct follower f;       /* first: sentences and steering (follow.h); the follow_hook_*
-                                take the state as the follower */
-    struct rkv_opts o;
-    double gamma;
-    float threshold;
-    int sentence, evict;
-    struct scorer sc;
-    struct selector sel;
-    double *red;
-    int red_cap;
-    double *pen;             /* the batched path's penalty of one head */
-    int pen_cap;
-    struct follow_seq *cur;  /* during select: the sequence, its step, and whether */
-    int step, penalize;      /* its sentences are penalised */
-};
-
-static void skipkv_destroy(void *self)
+/* The R-KV options of p (the kernel was checked by skipkv_configure). */
+static struct rkv_opts skipkv_rkv(const struct skipkv_params *p)
 {
-    struct skipkv *s = self;
-    if (!s) return;
-    selector_free(&s->sel);
-    free(s->red);
-    free(s->pen);
-    follower_close(&s->f);
-    free(s);
+    struct rkv_opts o;
+    struct eb_err e;
+    rkv_opts_make(p->lambda, p->window, p->kernel, SCORE_GQA_MAX, SCORE_F32, &o, &e);
+    return o;
 }
 
-/* R-KV's Z (the released code's R keeps the no-match quirk), minus the
- * sentence penalty on the candidates of redundant sentences (sentences.h). */
-static int skipkv_score(void *self, int seq, const struct cache_view *cv, int layer,
-                        int kv_head, int n_cand, double *z, struct eb_err *e)
+/* R-KV's Z (the released code's R keeps the no-match quirk). */
+static int skipkv_score(struct score_ctx *c, double *z, struct eb_err *e)
 {
-    (void)seq;
-    struct skipkv *s = self;
-    int len = cache_view_len(cv, layer, kv_head);
-    if (s->o.lambda < 1.0 &&
-        (rkv_reserve(&s->red, &s->red_cap, len, e) ||
-         score_redundancy(&s->sel.buf, cv, layer, kv_head, s->threshold, 1, s->red, e)))
-        return -1;
-    if (rkv_score(&s->o, &s->sel.buf, cv, layer, kv_head, n_cand, s->red, z, e)) return -1;
-    if (s->penalize) {
-        const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
-        sent_tracker_penalize(&s->cur->tr, pos, n_cand, len, z, s->step);
-    }
+    const struct skipkv_params *p = c->prm;
+    struct rkv_opts o = skipkv_rkv(p);
+    const double *imp = ctx_window_attn(c, &o.imp, e);
+    const double *red = imp && o.lambda < 1.0 ? ctx_redundancy(c, (float)p->threshold, 1, e) : NULL;
+    if (!imp || (o.lambda < 1.0 && !red)) return -1;
+    for (int j = 0; j < c->n_cand; j++)   /* rkv_mix in f32 */
+        z[j] = o.lambda < 1.0 ? o.lambda * imp[j] - (1.0 - o.lambda) * red[j] : imp[j];
     return 0;
 }
 
-static int skipkv_create(const struct policy_params *p, const struct policy_model *m, void **self,
-                         struct policy_info *info, struct eb_err *e)
+/* The sentence penalty: minus lambda_ij on every candidate of a redundant
+ * sentence holding >= 2 slots in the head.  None at prefill: the released
+ * layers hold no removal ranges yet.  Spans are disjoint, so a slot gets one
+ * penalty at most, and lambda is a float, so the batched path's float row
+ * holds it exactly: z + row is the per-sequence z - lambda. */
+static int skipkv_penalty(struct score_ctx *c, double *z, struct eb_err *e)
 {
-    const struct skipkv_params *prm = policy_typed(p);
-    struct rkv_opts o;
-    if (rkv_opts_make(prm->lambda, prm->window, prm->kernel, SCORE_GQA_MAX, SCORE_F32, &o, e))
-        return -1;
-    struct skipkv *s = eb_calloc(1, sizeof *s, e);
-    if (!s) return -1;
-    s->o = o;
-    s->threshold = (float)prm->threshold;
-    s->sc = (struct scorer){
-        .score = skipkv_score, .use_pads = 1, .pad_score = PAD_SCORE,
-        .pads = prm->pad_policy == 0 ? PAD_KEEP : PAD_EVICT_FIRST,
-        .order = prm->cache_order == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION,
-    };
-    s->sentence = prm->sentence;
-    s->gamma = prm->gamma;
-    s->evict = prm->evict;
-    struct follow_opts fo = {
-        .name = "skipkv", .check_space = prm->check_space,
-        .steer = prm->steer, .layer = prm->layer,
-        .mode = prm->think == 0 ? THINK_TAGS : THINK_ALWAYS,
-        .pairs = prm->split, .dim = s->sentence ? m->n_embd : 0,
-        .tau = (float)prm->tau, .alpha0 = prm->alpha0,
-    };
-    if (m->text && s->sentence && m->n_embd < 1) {
-        skipkv_destroy(s);
-        return eb_fail(e, "policy skipkv needs the model's hidden size (n_embd)");
-    }
-    if (follower_open(&s->f, &fo, m, e)) {
-        skipkv_destroy(s);
-        return -1;
-    }
-    *info = (struct policy_info){
-        .needs = POLICY_NEED_RECENT_Q | (s->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
-        .q_window = o.imp.window,
-        .window = o.imp.window,
+    struct follow_seq *q = c->follow;
+    if (!q) return eb_fail(e, "select for unknown sequence %d", c->seq);
+    if (c->cv->at_prefill) return 0;
+    sent_tracker_penalize(&q->tr, ctx_positions(c), c->n_cand, c->len, z,
+                          q->tr.n_tokens - q->n_prompt /* tokens generated */);
+    return 0;
+}
+
+static int skipkv_configure(const void *prm, struct row_config *c, struct eb_err *e)
+{
+    const struct skipkv_params *p = prm;
+    if (p->kernel % 2 == 0) return eb_fail(e, "kernel=%d: the pooling kernel must be odd", p->kernel);
+    c->sel.pads = p->pad_policy == 0 ? PAD_KEEP : PAD_EVICT_FIRST;
+    c->sel.order = p->cache_order == 0 ? KEEP_BY_SCORE : KEEP_BY_POSITION;
+    c->add = p->sentence && p->evict;
+    c->info = (struct policy_info){
+        .needs = POLICY_NEED_RECENT_Q | (p->sentence ? POLICY_NEED_HIDDEN_LAST : 0),
+        .q_window = p->window,
+        .window = p->window,
         .schedule = POLICY_DIVIDE,
-        .divide_length = prm->divide_length,
+        .divide_length = p->divide_length,
         /* compat=released: reset_for_new_sample resets the count, not the flag */
-        .divide_carry_flag = prm->compat == 1,
+        .divide_carry_flag = p->compat == 1,
     };
-    if (!s->evict) /* an observer: no selection, so no queries and no budget */
-        *info = (struct policy_info){
-            .needs = s->sentence ? POLICY_NEED_HIDDEN_LAST : 0,
+    if (!p->evict) /* an observer: no selection, so no queries and no budget */
+        c->info = (struct policy_info){
+            .needs = p->sentence ? POLICY_NEED_HIDDEN_LAST : 0,
             .schedule = POLICY_NEVER,
         };
-    *self = s;
     return 0;
 }
 
-static int skipkv_observe(void *self, int seq, const struct step_view *sv, struct eb_err *e)
+/* The whole batch: R-KV's batched scores, the penalty an added row (c->add). */
+static int skipkv_batch(const void *prm, const struct row_config *c, struct batch_plan *out)
 {
-    struct skipkv *s = self;
-    struct follow_seq *q;
-    if (follower_live(&s->f, seq, &q, e)) return -1;
-    if (!q) return 0;
-    /* The forward that raised the step flag ends: its rows are in, its
-     * sampled token not yet labelled (the released code labels a token in
-     * the forward that processes it). */
-    if (sv->selects_next) {
-        if (s->f.o.steer) q->alpha = steering_alpha(s->f.o.alpha0, s->gamma, q->tr.n_check);
-        if (s->sentence) sent_tracker_compare(&q->tr);
-    }
-    return follower_push(&s->f, q, sv->token, e);
-}
-
-static int skipkv_observe_hidden(void *self, int seq, const float *rows, int n, int dim,
-                                 struct eb_err *e)
-{
-    struct skipkv *s = self;
-    struct follow_seq *q;
-    if (follower_live(&s->f, seq, &q, e)) return -1;
-    if (q && sent_tracker_rows(&q->tr, rows, n, dim, e)) {
-        q->failed = 1;
-        return -1;
-    }
-    return 0;
-}
-
-static int skipkv_select(void *self, int seq, const struct cache_view *cv, int budget,
-                         struct keep_set *out, struct eb_err *e)
-{
-    struct skipkv *s = self;
-    struct follow_seq *q;
-    if (follower_live(&s->f, seq, &q, e)) return -1;
-    if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
-    s->cur = q;
-    s->step = q->tr.n_tokens - q->n_prompt; /* tokens generated */
-    /* at prefill the released layers hold no removal ranges yet */
-    s->penalize = s->sentence && !cv->at_prefill;
-    return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, s->o.imp.window, out, e);
-}
-
-/* The whole batch: R-KV's batched scores, the sentence penalty a row per
- * head written here and uploaded once.  sent_tracker_penalize on zeros
- * gives -lambda where the per-sequence score subtracts lambda; spans are
- * disjoint, so a slot gets one penalty at most, and lambda is a float, so
- * the float row holds it exactly: z + row is the per-sequence z - lambda. */
-static int skipkv_add_row(void *self, int seq, const struct cache_view *cv, int layer,
-                          int kv_head, int n_cand, float *add, struct eb_err *e)
-{
-    struct skipkv *s = self;
-    struct follow_seq *q;
-    if (follower_live(&s->f, seq, &q, e)) return -1;
-    if (!q) return eb_fail(e, "select for unknown sequence %d", seq);
-    if (!s->sentence || cv->at_prefill) return 0; /* as skipkv_select: no penalty */
-    int len = cache_view_len(cv, layer, kv_head);
-    if (rkv_reserve(&s->pen, &s->pen_cap, len, e)) return -1;
-    double *z = s->pen;
-    for (int j = 0; j < n_cand; j++) z[j] = 0.0;
-    const int *pos = cv->pos + ((size_t)layer * cv->n_kv + kv_head) * cv->capacity;
-    sent_tracker_penalize(&q->tr, pos, n_cand, len, z, q->tr.n_tokens - q->n_prompt);
-    for (int j = 0; j < n_cand; j++) add[j] = (float)z[j];
-    return 0;
-}
-
-static int skipkv_batch_plan(const void *self, int budget, struct batch_plan *out)
-{
-    (void)budget;
-    const struct skipkv *s = self;
-    if (!s->evict || !select_batch_plan_of(&s->sc, s->o.imp.window, out)) return 0;
-    out->score = s->o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
-    out->imp = s->o.imp;
-    out->lambda = s->o.lambda;
-    out->threshold = s->threshold;
+    (void)c;
+    const struct skipkv_params *p = prm;
+    if (!p->evict) return 0;
+    struct rkv_opts o = skipkv_rkv(p);
+    out->score = o.lambda < 1.0 ? BATCH_SCORE_MIX : BATCH_SCORE_IMP;
+    out->imp = o.imp;
+    out->lambda = o.lambda;
+    out->threshold = (float)p->threshold;
     out->no_match_zero_col0 = 1; /* as skipkv_score */
-    if (s->sentence) out->add_row = skipkv_add_row;
     return 1;
 }
 
-/* policy_ops.window_of: the slots always kept. */
-static int skipkv_window_of(const void *prm)
+static int skipkv_follow_opts(const void *prm, const struct policy_model *m,
+                              struct follow_opts *o, struct eb_err *e)
 {
-    return ((const struct skipkv_params *)prm)->window;
+    const struct skipkv_params *p = prm;
+    if (m->text && p->sentence && m->n_embd < 1)
+        return eb_fail(e, "policy skipkv needs the model's hidden size (n_embd)");
+    *o = (struct follow_opts){
+        .name = "skipkv", .check_space = p->check_space,
+        .steer = p->steer, .layer = p->layer,
+        .mode = p->think == 0 ? THINK_TAGS : THINK_ALWAYS,
+        .pairs = p->split, .dim = p->sentence ? m->n_embd : 0,
+        .tau = (float)p->tau, .alpha0 = p->alpha0,
+    };
+    return 0;
 }
 
-const struct policy_ops skipkv_ops = {
-    .name = "skipkv",
-    .create = skipkv_create,
-    .window_of = skipkv_window_of,
-    .destroy = skipkv_destroy,
-    .begin_sequence = follow_hook_begin,
-    .end_sequence = follow_hook_end,
-    .observe = skipkv_observe,
-    .observe_hidden = skipkv_observe_hidden,
-    .select = skipkv_select,
-    .batch_plan = skipkv_batch_plan,
-    .steer = follow_hook_steer,
-    .trace_stats = follow_hook_trace_stats,
-    .trace_sentences = follow_hook_trace_sentences,
-};
+/* In the forward before each compression step: alpha from N_o, then the
+ * complete sentences not compared yet against every earlier one. */
+static void skipkv_at_flag(const void *prm, struct follow_seq *q)
+{
+    const struct skipkv_params *p = prm;
+    if (p->steer) q->alpha = steering_alpha(p->alpha0, p->gamma, q->tr.n_check);
+    if (p->sentence) sent_tracker_compare(&q->tr);
+}
+
+static const struct row_follow skipkv_follow = {.opts = skipkv_follow_opts,
+                                                .at_flag = skipkv_at_flag};
+
+const struct scorer_row skipkv_row = {.score = skipkv_score, .add = skipkv_penalty,
+    .configure = skipkv_configure, .batch = skipkv_batch, .follow = &skipkv_follow,
+    .base.sel = {.use_pads = 1, .pad_score = PAD_SCORE}};

@@ -120,6 +120,12 @@ static void test_row_window_before_instance(void)
         struct eb_err e = {0};
         CHECK(policy_parse(en[i].name, &got, &p, &e) == 0);
         int w = policy_entry_window(&en[i], &p);
+        if (en[i].row->follow) {
+            /* its follower needs a tokenizer (and a steering vector):
+             * test_skipkv and test_seal build these instances */
+            CHECK_MSG(w >= 0, "%s: window %d", en[i].name, w);
+            continue;
+        }
         CHECK_MSG(policy_instantiate(&en[i], &p, &m, &inst, &e) == 0, "%s: %s", en[i].name,
                   e.msg);
         CHECK_MSG(inst && w >= 0 && w == inst->info.window && !strcmp(inst->ops->name, en[i].name),
