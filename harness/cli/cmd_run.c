@@ -193,7 +193,7 @@ static char *describe(const struct run_cli *a)
  * {"name": ..., its parameters as stored with the run}. */
 static int describe_policy(struct exp_config *cfg, const struct point *p, struct eb_err *e)
 {
-    cJSON *o = cJSON_Parse(cfg->json), *pol = cJSON_Parse(p->params_json);
+    cJSON *o = cJSON_Parse(cfg->json), *pol = policy_params_json(&p->params, 1);
     int ok = o && pol && cJSON_IsObject(pol) && cJSON_AddStringToObject(pol, "name", p->policy->name) &&
              cJSON_ReplaceItemInObjectCaseSensitive(o, "policies", pol);
     if (!ok) cJSON_Delete(pol);

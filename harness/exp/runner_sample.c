@@ -218,7 +218,7 @@ void run_output_free(struct run_output *o)
 char *stored_params(const struct point *pt, const char *spec,
                     long pad_tokens)
 {
-    cJSON *o = cJSON_Parse(pt->params_json);
+    cJSON *o = policy_params_json(&pt->params, 1);   /* as params_json, from the typed values */
     if (!o) return NULL;
     if (spec && spec[0]) cJSON_AddStringToObject(o, "policy_spec", spec);
     cJSON_AddStringToObject(o, "weights", model_weights_name(pt->weights));
