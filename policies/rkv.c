@@ -78,7 +78,7 @@ int rkv_reserve(double **red, int *cap, int len, struct eb_err *e)
     return 0;
 }
 
-static void mix(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
+void rkv_mix_rows(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
 {
     if (dt == SCORE_BF16) {
         /* torch: a bf16 tensor times a Python float is computed in f32 (the
@@ -98,7 +98,7 @@ void rkv_mix(const struct rkv_opts *o, double *red, int n_cand, double *z)
     score_round(z, n_cand, o->dtype); /* pooling commutes with rounding */
     if (o->lambda >= 1.0) return;
     score_round(red, n_cand, o->dtype);
-    mix(z, red, n_cand, o->lambda, o->dtype);
+    rkv_mix_rows(z, red, n_cand, o->lambda, o->dtype);
 }
 
 int rkv_score(const struct rkv_opts *o, struct score_buf *b, const struct cache_view *cv,

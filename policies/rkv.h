@@ -20,6 +20,10 @@ int rkv_opts_make(double lambda, int window, int kernel, enum score_gqa gqa,
 /* Grow *red to len doubles (redundancy scratch). */
 int rkv_reserve(double **red, int *cap, int len, struct eb_err *e);
 
+/* z = lambda * z - (1 - lambda) * red over [0, n_cand), each step rounded
+ * as torch does with bf16 (dt SCORE_BF16); z, red as they are. */
+void rkv_mix_rows(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt);
+
 /* Z from the importance in z[0, n_cand) (replaced) and the redundancy
  * red[0, n_cand) (unused when lambda is 1; rounded in place with bf16). */
 void rkv_mix(const struct rkv_opts *o, double *red, int n_cand, double *z);

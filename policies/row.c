@@ -32,20 +32,30 @@ static const double *head_sums(const struct row_policy *s, int seq, int layer, i
     return q->sum + ((size_t)layer * s->m.n_kv + kv_head) * q->cap;
 }
 
+/* A fresh context for (seq, layer, kv head): the views stale, the
+ * sequence's attention sums and follower in it.  0, or -1 with e set. */
+static int head_ctx(struct row_policy *s, int seq, const struct cache_view *cv, int layer,
+                    int kv_head, int n_cand, struct score_ctx *c, struct eb_err *e)
+{
+    int cap = 0;
+    const double *sum = head_sums(s, seq, layer, kv_head, &cap);
+    *c = (struct score_ctx){.cv = cv, .prm = s->prm, .state = s->state, .seq = seq,
+                            .layer = layer, .kv_head = kv_head,
+                            .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
+                            .views = s->views};
+    if (s->f && follower_live(s->f, seq, &c->follow, e)) return -1;
+    row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0);
+    return 0;
+}
+
 /* The selector's score callback: the row's score on a fresh context. */
 static int row_score(void *self, int seq, const struct cache_view *cv, int layer, int kv_head,
                      int n_cand, double *z, struct eb_err *e)
 {
     struct row_policy *s = self;
-    int cap = 0;
-    const double *sum = head_sums(s, seq, layer, kv_head, &cap);
-    struct score_ctx c = {.cv = cv, .prm = s->prm, .state = s->state, .seq = seq,
-                          .layer = layer, .kv_head = kv_head,
-                          .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
-                          .views = s->views};
-    if (s->f && follower_live(s->f, seq, &c.follow, e)) return -1;
-    row_views_begin(s->views, &s->sel.buf, sum, sum ? cap : 0);
-    if (s->row->score(&c, z, e)) return -1;
+    struct score_ctx c;
+    if (head_ctx(s, seq, cv, layer, kv_head, n_cand, &c, e) || s->row->score(&c, z, e))
+        return -1;
     return s->cfg.add ? s->row->add(&c, z, e) : 0;
 }
 
@@ -54,11 +64,8 @@ static int row_add_row(void *self, int seq, const struct cache_view *cv, int lay
                        int n_cand, float *add, struct eb_err *e)
 {
     struct row_policy *s = self;
-    struct score_ctx c = {.cv = cv, .prm = s->prm, .state = s->state, .seq = seq,
-                          .layer = layer, .kv_head = kv_head,
-                          .len = cache_view_len(cv, layer, kv_head), .n_cand = n_cand,
-                          .views = s->views};
-    if (s->f && follower_live(s->f, seq, &c.follow, e)) return -1;
+    struct score_ctx c;
+    if (head_ctx(s, seq, cv, layer, kv_head, n_cand, &c, e)) return -1;
     if (n_cand > s->add_cap) {
         double *z = realloc(s->add_z, (size_t)n_cand * sizeof *z);
         if (!z) return eb_fail(e, "out of memory for %d scores", n_cand);
@@ -66,7 +73,6 @@ static int row_add_row(void *self, int seq, const struct cache_view *cv, int lay
         s->add_cap = n_cand;
     }
     for (int j = 0; j < n_cand; j++) s->add_z[j] = 0.0;
-    row_views_begin(s->views, &s->sel.buf, NULL, 0);
     if (s->row->add(&c, s->add_z, e)) return -1;
     for (int j = 0; j < n_cand; j++) add[j] = (float)s->add_z[j];
     return 0;

@@ -31,6 +31,8 @@
  * tracks sentences (compared when the sequence ends), so FullKV traces get
  * the same PSS statistics.  Per sentence: span, label, largest similarity
  * and the step of its first penalty. */
+#include <string.h>
+
 #include "policies.h"
 #include "rkv.h"
 #include "row.h"
@@ -127,8 +129,8 @@ static int skipkv_score(struct score_ctx *c, double *z, struct eb_err *e)
     const double *imp = ctx_window_attn(c, &o.imp, e);
     const double *red = imp && o.lambda < 1.0 ? ctx_redundancy(c, (float)p->threshold, 1, e) : NULL;
     if (!imp || (o.lambda < 1.0 && !red)) return -1;
-    for (int j = 0; j < c->n_cand; j++)   /* rkv_mix in f32 */
-        z[j] = o.lambda < 1.0 ? o.lambda * imp[j] - (1.0 - o.lambda) * red[j] : imp[j];
+    memcpy(z, imp, (size_t)c->n_cand * sizeof *z);
+    if (o.lambda < 1.0) rkv_mix_rows(z, red, c->n_cand, o.lambda, SCORE_F32);
     return 0;
 }
 

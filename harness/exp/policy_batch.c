@@ -272,7 +272,8 @@ static int device_selects(struct policy_glue *g, int stride, int *any, struct eb
                             .units = b->units, .units_host = b->units_host, .imp = b->imp,
                             .red = b->red, .z = b->z, .z_host = b->z_host, .add = b->add,
                             .add_host = b->add_host,
-                            .policy = b->plan.self ? b->plan.self : g->p->self, .keep_dev = b->keep_dev,
+                            .policy = b->plan.self ? b->plan.self : g->p->self,
+                            .keep_dev = b->keep_dev,
                             .n_keep = b->n_keep, .sync = b->time_phases};
     if (select_batch_run(&b->plan, &job, g->budget, e)) return eb_wrap(e, g->p->name);
     g->st.score_s += job.score_s;
