@@ -62,7 +62,7 @@ $(BUILD)/evictbench: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a
 evictbench: $(BUILD)/evictbench
 	@if [ "$(SAN)" != "1" ]; then rm -f evictbench && cp $(BUILD)/evictbench evictbench; fi
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_util.h tests/tok_fixture.h tests/replay.h
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_util.h tests/tok_fixture.h tests/replay.h tests/fwd_runs.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 

@@ -50,6 +50,8 @@ struct weight {
     int interleave;          /* 0: row after row; 8: groups of 8 rows side by side (the CPU's
                               * AVX2 layout for Q4_K, cpu_q4k_x8.c); row_bytes is then a
                               * group's bytes / 8 */
+    const struct weight *view_of; /* set on a part of a joined weight (weight_join): these
+                              * rows live in view_of's memory; NULL otherwise */
     void *impl;              /* backend private */
 };
 
@@ -285,9 +287,22 @@ struct layer_in_args {
     const float *bq, *bk, *bv;       /* or NULL */
     const float *q_norm, *k_norm;    /* both or neither */
     const int *pos;                  /* host [rows] */
-    const float *inv_freq;
+    const float *inv_freq;           /* host [head_dim / 2] */
     enum rope_pairing pairing;
     float *xb, *q, *k, *v;
+    /* The same in backend memory, for a backend that reads nothing from the
+     * host inside a step (NULL: use the fields above).  wqkv: wq, wk and wv
+     * joined (weight_join; the three are its views), bqkv their biases one
+     * after the other ([rows of wqkv], bq..bv point into it) or NULL;
+     * pos_dev: [rows] positions as int32, written once per step;
+     * inv_freq_dev: [head_dim / 2], written once at load; qkv_out:
+     * scratch for the joined product, [rows][(n_head + 2 n_kv) head_dim]
+     * floats, or NULL. */
+    const struct weight *wqkv;
+    const float *bqkv;
+    const int *pos_dev;
+    const float *inv_freq_dev;
+    float *qkv_out;
 };
 
 /* The rest of a layer, fused (backend.layer_out): what
@@ -303,6 +318,11 @@ struct layer_out_args {
     const float *ffn_norm;
     float eps;
     float *xb, *hb, *hb2;
+    /* w_gate and w_up joined (weight_join: gate's rows, then up's; the two
+     * are its views), or NULL.  When set, hb has room for rows * 2 * n_ff
+     * floats (running into hb2), so a backend may write the joined product
+     * [rows][2 n_ff] there. */
+    const struct weight *w_gate_up;
 };
 
 struct backend {
@@ -366,6 +386,17 @@ struct backend {
     /* y[i] = row ids[i] of W, dequantized to f32, for n ids (host).  */
     void (*embed_weight)(struct backend *be, float *y, const struct weight *w, const int *ids,
                          int n);
+
+    /* ---- joined weights (optional; NULL: every projection keeps its own) ----
+     * One weight whose rows are parts[0]'s, then parts[1]'s, ... (all of one
+     * held type, cols and layout), so that the projections of one activation
+     * (q, k and v; gate and up) are one product.  On success each part
+     * becomes a view of its rows in the joined weight (view_of set, bytes 0,
+     * its own memory freed); free the parts before the joined weight.
+     * NULL, with the parts untouched, when the backend keeps them apart
+     * (their types or layouts differ, a row count it cannot split at) or
+     * memory ran out. */
+    struct weight *(*weight_join)(struct backend *be, struct weight *const *parts, int n);
 
     /* ---- fused layer blocks (optional) ----
      * One parallel job each, with only the barriers the data needs, instead
@@ -434,6 +465,17 @@ struct backend {
                            float *scratch, size_t unit_floats);
     /* Wait for all queued work (timing); NULL on a backend that never queues. */
     void (*sync)(struct backend *be);
+    /* ---- the device's clock (optional; NULL on a backend whose ops are done
+     * when they return: its host time is its device time) ----
+     * time_mark: a point after the work queued so far (the last two are kept).
+     * time_device_s: the device's seconds between the last two marks (waits
+     * for the later one); 0 before two marks.
+     * time_waited_s: the host's seconds blocked on the device (downloads,
+     * syncs) since the backend was created.  Instrumentation, not work: a
+     * counting wrapper passes them on uncounted. */
+    void (*time_mark)(struct backend *be);
+    double (*time_device_s)(struct backend *be);
+    double (*time_waited_s)(const struct backend *be);
 
     /* ---- typed KV caches (may be NULL on a backend with f32 caches only) ----
      * A cache of a 16-bit type is backend memory from alloc (n elements take

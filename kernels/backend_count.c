@@ -121,6 +121,31 @@ static void count_weight_free(struct backend *be, struct weight *w)
     inner->weight_free(inner, w);
 }
 
+/* The clock ops are instrumentation: passed on without counting a call. */
+static void count_time_mark(struct backend *be)
+{
+    struct backend *inner = ((struct count_impl *)be->impl)->inner;
+    inner->time_mark(inner);
+}
+
+static double count_time_device_s(struct backend *be)
+{
+    struct backend *inner = ((struct count_impl *)be->impl)->inner;
+    return inner->time_device_s(inner);
+}
+
+static double count_time_waited_s(const struct backend *be)
+{
+    const struct backend *inner = ((const struct count_impl *)be->impl)->inner;
+    return inner->time_waited_s(inner);
+}
+
+static struct weight *count_weight_join(struct backend *be, struct weight *const *parts, int n)
+{
+    struct backend *inner = inner_of(be);
+    return inner->weight_join(inner, parts, n);
+}
+
 static void count_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
                          const float *bias, int m)
 {
@@ -305,6 +330,12 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->attention) be->attention = count_attention;
     if (inner->weight_create) be->weight_create = count_weight_create;
     if (inner->weight_free) be->weight_free = count_weight_free;
+    if (inner->weight_join) be->weight_join = count_weight_join;
+    if (inner->time_mark && inner->time_device_s && inner->time_waited_s) {
+        be->time_mark = count_time_mark;
+        be->time_device_s = count_time_device_s;
+        be->time_waited_s = count_time_waited_s;
+    }
     if (inner->matmul) be->matmul = count_matmul;
     if (inner->embed_weight) be->embed_weight = count_embed_weight;
     if (inner->window_scores) be->window_scores = count_window_scores;

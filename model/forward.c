@@ -25,6 +25,7 @@ struct forward {
     int max_tokens, max_logit_rows;
     /* backend scratch */
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits_dev;
+    int *pos_dev;            /* the step's positions in backend memory (one upload a step) */
     float *probs;            /* grown on demand when attention probabilities are requested */
     size_t probs_cap;
     /* host */
@@ -43,8 +44,8 @@ size_t forward_device_bytes(const struct model_config *c, int max_tokens, int ma
     size_t t = (size_t)max_tokens;
     size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
     return 2 * backend_alloc_bytes(t * c->n_embd) + 2 * backend_alloc_bytes(t * qd) +
-           2 * backend_alloc_bytes(t * kvd) + 2 * backend_alloc_bytes(t * c->n_ff) +
-           backend_alloc_bytes((size_t)max_logit_rows * c->n_vocab);
+           2 * backend_alloc_bytes(t * kvd) + backend_alloc_bytes(2 * t * c->n_ff) +
+           backend_alloc_bytes((size_t)max_logit_rows * c->n_vocab) + backend_alloc_bytes(t);
 }
 
 size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
@@ -64,7 +65,8 @@ void forward_free(struct forward *f)
 {
     if (!f) return;
     struct backend *be = f->m->be;
-    float *bufs[] = {f->x, f->xb, f->q, f->k, f->v, f->att, f->hb, f->hb2, f->logits_dev, f->probs};
+    float *bufs[] = {f->x, f->xb, f->q, f->k, f->v, f->att, f->hb, f->logits_dev, f->probs,
+                     (float *)f->pos_dev}; /* hb2 is part of hb */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(be, bufs[i]);
     if (f->tab) be->kv_table_free(be, f->tab);
@@ -107,11 +109,13 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     f->att = be->alloc(be, t * qd);
     f->k = be->alloc(be, t * kvd);
     f->v = be->alloc(be, t * kvd);
-    f->hb = be->alloc(be, t * c->n_ff);
-    f->hb2 = be->alloc(be, t * c->n_ff);
+    /* gate's and up's products: one buffer, so a joined product fills both */
+    f->hb = be->alloc(be, 2 * t * c->n_ff);
+    f->hb2 = f->hb ? f->hb + t * c->n_ff : NULL;
     f->logits_dev = be->alloc(be, lr * c->n_vocab);
-    if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->hb2 ||
-        !f->logits_dev) {
+    f->pos_dev = (int *)be->alloc(be, t); /* int32, one per float */
+    if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->logits_dev ||
+        !f->pos_dev) {
         forward_free(f);
         return eb_fail_nomem(e, "forward: out of memory for activations of %d tokens (%zu bytes)",
                        max_tokens, forward_alloc_bytes(c, max_tokens, max_logit_rows));
@@ -300,9 +304,13 @@ static void attention_input(struct forward *f, const struct model_layer_weights 
     const struct model_config *c = &m->cfg;
     struct backend *be = m->be;
     int d = c->n_embd, hd = c->head_dim;
+    /* hb (2 n_ff floats a row) is free until the MLP: the joined product's scratch */
+    int qkv_fits = (c->n_head + 2 * c->n_head_kv) * hd <= 2 * c->n_ff;
     struct layer_in_args a = {T, d, c->n_head, c->n_head_kv, hd, f->x, w->attn_norm, c->rms_eps,
                               w->wq, w->wk, w->wv, w->bq, w->bk, w->bv, w->q_norm, w->k_norm,
-                              f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v};
+                              f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v,
+                              w->wqkv, w->wqkv ? w->bqkv : NULL, f->pos_dev, m->inv_freq_dev,
+                              qkv_fits ? f->hb : NULL};
     if (be->layer_in && be->layer_in(be, &a) == 0) return;
     be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
     be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
@@ -324,7 +332,7 @@ static void layer_output(struct forward *f, const struct model_layer_weights *w,
     struct backend *be = f->m->be;
     int d = c->n_embd;
     struct layer_out_args a = {T, d, c->n_ff, f->x, f->att, w->wo, w->w_gate, w->w_up, w->w_down,
-                               w->ffn_norm, c->rms_eps, f->xb, f->hb, f->hb2};
+                               w->ffn_norm, c->rms_eps, f->xb, f->hb, f->hb2, w->w_gate_up};
     if (be->layer_out && be->layer_out(be, &a) == 0) return;
     be->matmul(be, f->xb, f->att, w->wo, NULL, T);
     be->add(be, f->x, f->xb, (size_t)T * d);
@@ -348,6 +356,8 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
+    /* int32 positions travel as their bits: upload copies floats' bytes */
+    be->upload(be, (float *)f->pos_dev, (const float *)f->pos, (size_t)T);
 
     be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < c->n_layer; l++) {

@@ -366,10 +366,16 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         unsigned long jobs0 = 0, bars0 = 0, jobs1 = 0, bars1 = 0;
         if (m->be->thread_syncs) m->be->thread_syncs(m->be, &jobs0, &bars0);
         unsigned long long calls0 = backend_count_calls(m->be);
+        int clocked = m->be->time_mark && m->be->time_device_s && m->be->time_waited_s;
+        double waited0 = clocked ? m->be->time_waited_s(m->be) : 0.0;
+        if (clocked) m->be->time_mark(m->be);
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
         if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
             goto out;
+        if (clocked) m->be->time_mark(m->be);
         double t_forward = clock_now_s() - t_start;
+        double waited = clocked ? m->be->time_waited_s(m->be) - waited0 : 0.0;
+        double device_s = clocked && !has_prefill ? m->be->time_device_s(m->be) : 0.0;
         st.forward_calls++;
         if (!has_prefill) note_calls(&st, (long)(backend_count_calls(m->be) - calls0));
 
@@ -424,6 +430,9 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         } else {
             st.decode_s += dt;
             st.decode_forward_s += t_forward;
+            st.decode_wait_s += waited;
+            st.decode_device_s += device_s;
+            st.device_clock = clocked;
             st.decode_steps++;
             st.decode_tokens += used;
             st.decode_jobs += jobs1 - jobs0;

@@ -128,6 +128,12 @@ struct gen_stats {
      * barriers inside them), hooks included: 0 unless the backend counts
      * them (backend.thread_syncs, the CPU's). */
     unsigned long decode_jobs, decode_barriers;
+    /* Of decode_forward_s, on a backend with a device clock (backend.time_*;
+     * else both 0): the host's seconds blocked on the device, and the
+     * device's own seconds for the same forward passes and sampling.  The
+     * host's own work is decode_forward_s - decode_wait_s. */
+    double decode_wait_s, decode_device_s;
+    int device_clock;                /* 1 when the two above were measured */
 };
 
 /* Run all requests.  results[n] are filled (free with gen_results_free).  On

@@ -261,9 +261,11 @@ void model_free(struct model *m)
     if (m->layers) {
         for (int l = 0; l < m->cfg.n_layer; l++) {
             struct model_layer_weights *w = &m->layers[l];
-            float *vecs[] = {w->attn_norm, w->bq, w->bk, w->bv, w->q_norm, w->k_norm, w->ffn_norm};
+            float *vecs[] = {w->attn_norm, w->bqkv, w->q_norm, w->k_norm, w->ffn_norm};
             for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) free_weight(m, vecs[i]);
-            struct weight *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+            /* views before the weights they view */
+            struct weight *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down,
+                                     w->wqkv, w->w_gate_up};
             for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) free_matrix(m, mats[i]);
         }
         free(m->layers);
@@ -271,6 +273,7 @@ void model_free(struct model *m)
     if (m->output != m->tok_embd) free_matrix(m, m->output);
     free_matrix(m, m->tok_embd);
     free_weight(m, m->output_norm);
+    free_weight(m, m->inv_freq_dev);
     free(m->inv_freq);
     model_file_close(m->file);
     free(m);
@@ -290,6 +293,47 @@ static int check_config(const struct model_config *c, const char *path, struct e
                        c->rope_dims, c->head_dim);
     if (!(c->rope_theta > 0)) return eb_fail(e, "%s: rope theta must be > 0", path);
     return 0;
+}
+
+/* q, k and v biases in one buffer (bqkv), so a joined product adds them in
+ * one pass; bq, bk and bv point into it. */
+static int load_qkv_bias(struct model *m, const struct model_file *mf, int l,
+                         struct model_layer_weights *w, struct eb_err *e)
+{
+    const struct model_config *c = &m->cfg;
+    int widths[3] = {c->n_head * c->head_dim, c->n_head_kv * c->head_dim,
+                     c->n_head_kv * c->head_dim};
+    static const char *const names[3] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+    size_t total = (size_t)widths[0] + 2 * (size_t)widths[1];
+    if (!(w->bqkv = m->be->alloc(m->be, total)))
+        return eb_fail_nomem(e, "%s: out of memory loading layer %d's biases",
+                             model_file_path(mf), l);
+    float **parts[3] = {&w->bq, &w->bk, &w->bv};
+    size_t off = 0;
+    char name[96];
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s", l, names[i]);
+        float *h = load_host(mf, name, widths[i], 0, e);
+        if (!h) return -1;
+        m->be->upload(m->be, w->bqkv + off, h, (size_t)widths[i]);
+        free(h);
+        *parts[i] = w->bqkv + off;
+        off += (size_t)widths[i];
+    }
+    m->weight_bytes += total * sizeof(float);
+    return 0;
+}
+
+/* The projections of one activation as one weight where the backend can
+ * hold them so (weight_join): one product instead of three (q, k, v) or two
+ * (gate, up).  Where it cannot, they stay apart: nothing is lost. */
+static void join_projections(struct model *m, struct model_layer_weights *w)
+{
+    struct backend *be = m->be;
+    if (!be->weight_join) return;
+    struct weight *qkv[3] = {w->wq, w->wk, w->wv}, *gu[2] = {w->w_gate, w->w_up};
+    w->wqkv = be->weight_join(be, qkv, 3);
+    w->w_gate_up = be->weight_join(be, gu, 2);
 }
 
 int model_load(const struct model_file *mf, struct backend *be, struct model **out,
@@ -324,6 +368,13 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
     }
     model_rope_inv_freq(c, rope_freqs, m->inv_freq);
     free(rope_freqs);
+    /* A step then reads the frequencies where the backend computes. */
+    if (!(m->inv_freq_dev = be->alloc(be, (size_t)(hd / 2)))) {
+        eb_fail_nomem(e, "%s: out of memory for the rope frequencies", path);
+        goto fail;
+    }
+    /* (not counted in weight_bytes, which is the file's weights as held) */
+    be->upload(be, m->inv_freq_dev, m->inv_freq, (size_t)(hd / 2));
 
     if (!(m->tok_embd = load_weight(m, mf, "token_embd.weight", d, c->n_vocab, &borrowed, e)))
         goto fail;
@@ -353,11 +404,7 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
         MATRIX(wk, "attn_k.weight", d, kvd);
         MATRIX(wv, "attn_v.weight", d, kvd);
         MATRIX(wo, "attn_output.weight", qd, d);
-        if (c->has_qkv_bias) {
-            LOAD(bq, "attn_q.bias", qd, 0);
-            LOAD(bk, "attn_k.bias", kvd, 0);
-            LOAD(bv, "attn_v.bias", kvd, 0);
-        }
+        if (c->has_qkv_bias && load_qkv_bias(m, mf, l, w, e)) goto fail;
         if (c->has_qk_norm) {
             LOAD(q_norm, "attn_q_norm.weight", hd, 0);
             LOAD(k_norm, "attn_k_norm.weight", hd, 0);
@@ -368,6 +415,7 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
         MATRIX(w_down, "ffn_down.weight", c->n_ff, d);
 #undef LOAD
 #undef MATRIX
+        if (!(opts && opts->separate)) join_projections(m, w);
     }
     if (borrowed) m->file = model_file_retain(mf);
     *out = m;

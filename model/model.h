@@ -26,10 +26,14 @@
 struct model_layer_weights {
     float *attn_norm;                /* [n_embd] */
     struct weight *wq, *wk, *wv, *wo; /* [out][in] */
-    float *bq, *bk, *bv;             /* qwen2 only, else NULL */
+    float *bq, *bk, *bv;             /* qwen2 only, else NULL: three parts of bqkv */
+    float *bqkv;                     /* [qd + 2 kvd]: bq, bk, bv one after the other */
     float *q_norm, *k_norm;          /* qwen3 only: [head_dim], else NULL */
     float *ffn_norm;                 /* [n_embd] */
     struct weight *w_gate, *w_up, *w_down;
+    /* The backend's joined forms (weight_join), or NULL: wq, wk and wv (then
+     * views of wqkv), w_gate and w_up (views of w_gate_up). */
+    struct weight *wqkv, *w_gate_up;
 };
 
 /* How weight matrices are held. */
@@ -43,6 +47,7 @@ enum model_weights {
 
 struct model_load_opts {
     enum model_weights weights;
+    int separate;        /* 1: never join projections (comparisons, tests) */
 };
 
 /* "native" / "f32"; parse returns -1 for anything else. */
@@ -54,6 +59,7 @@ struct model {
     struct backend *be;
     enum rope_pairing pairing;       /* from cfg.qk_permuted */
     float *inv_freq;                 /* host [head_dim/2], rope scaling applied */
+    float *inv_freq_dev;             /* the same in backend memory (uploaded once), or NULL */
     struct weight *tok_embd;         /* [n_vocab][n_embd] */
     float *output_norm;              /* backend [n_embd] */
     struct weight *output;           /* [n_vocab][n_embd]; == tok_embd when tied */

@@ -428,11 +428,11 @@ EOF
 }
 
 # The row of gpu_check decode's JSON line.
-api_row() { # log model_name
-    python3 - "$1" "$2" >>"$ROWS" <<'EOF'
+api_row() { # log model_name [engine]
+    python3 - "$1" "$2" "${3:-gpu_check}" >>"$ROWS" <<'EOF'
 import json, sys
 r = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])
-print("\t".join(str(x) for x in (sys.argv[2], "gpu_check", "fullkv", r["batch"], r["prompt_len"],
+print("\t".join(str(x) for x in (sys.argv[2], sys.argv[3], "fullkv", r["batch"], r["prompt_len"],
       r["new"], f'{r["prefill_tok_s"]:.1f}', f'{r["decode_tok_s"]:.1f}', r["peak_kv_bytes"],
       f'pool {r["pool_peak_bytes"] / 2**30:.1f}/{r["pool_bytes"] / 2**30:.1f} GiB, '
       f'{r["calls_max"]} backend calls/step')))
@@ -710,14 +710,24 @@ time_ours() { # model_name dir policy batch
     fi
 }
 
-# FullKV through model/generate.c directly (gpu_check decode).
-time_model_api() { # model_name dir batch
-    log=$OUT/time.$1.gpu_check.$3.log
-    if within 15 run_gpu_check decode --model "$2" --batch "$3" --prompt-len "$PROMPT_LEN" \
-            --new "$GEN" >"$log" 2>&1; then
-        api_row "$log" "$1" || fail "gpu_check decode $1 batch $3: unparsed output in $log"
+# FullKV through model/generate.c directly (gpu_check decode).  With a 4th
+# argument "unfused": the single ops instead of the fused layer blocks
+# (EVICTBENCH_CUDA_FUSED=0), the "before" of a before/after on one machine.
+time_model_api() { # model_name dir batch [unfused]
+    engine=gpu_check
+    EVICTBENCH_CUDA_FUSED=1
+    [ "${4:-}" = unfused ] && engine=gpu_check-unfused EVICTBENCH_CUDA_FUSED=0
+    export EVICTBENCH_CUDA_FUSED
+    log=$OUT/time.$1.$engine.$3.log
+    status=0
+    within 15 run_gpu_check decode --model "$2" --batch "$3" --prompt-len "$PROMPT_LEN" \
+        --new "$GEN" >"$log" 2>&1 || status=$?
+    unset EVICTBENCH_CUDA_FUSED
+    if [ $status = 0 ]; then
+        api_row "$log" "$1" "$engine" ||
+            fail "gpu_check decode $1 batch $3: unparsed output in $log"
     elif grep -q 'oom:' "$log"; then
-        row "$1" gpu_check fullkv "$3" "$PROMPT_LEN" "$GEN" - - - "oom"
+        row "$1" "$engine" fullkv "$3" "$PROMPT_LEN" "$GEN" - - - "oom"
     else
         tail -n 5 "$log"
         fail "gpu_check decode $1 batch $3 (see $log)"
@@ -972,6 +982,7 @@ if [ $have_qwen = 0 ]; then
     run_max_batch "$QWEN"
     step "timing qwen7b: FullKV batch $API_BATCHES through the model API, transformers generate"
     for b in $API_BATCHES; do time_model_api qwen7b "$QWEN" "$b"; done
+    time_model_api qwen7b "$QWEN" 1 unfused
     time_hf qwen7b "$QWEN"
     if [ $can_time = 1 ]; then
         step "timing qwen7b: evictbench-cuda generate ($GEN tokens, budget $BUDGET)"

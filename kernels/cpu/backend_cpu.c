@@ -178,6 +178,7 @@ struct backend *backend_cpu_create(int n_threads)
     be->kv_gather_batch = cpu_kv_gather_batch;
     be->weight_create = cpu_weight_create;
     be->weight_free = cpu_weight_free;
+    be->weight_join = cpu_weight_join;
     be->matmul = cpu_matmul;
     be->embed_weight = cpu_embed_weight;
     be->layer_in = cpu_layer_in;

@@ -174,7 +174,10 @@ static void rope_heads(const struct layer_in_args *a, int is_k, int h0, int h1)
                 float *xh = row + (size_t)h * a->head_dim;
                 cpu_rmsnorm_row(xh, xh, norm, a->head_dim, a->eps);
             }
-        cpu_rope_row(row, h1 - h0, a->head_dim, a->pos[r], a->inv_freq, a->pairing);
+        /* the CPU's backend memory is host memory: either form reads alike */
+        const int *pos = a->pos_dev ? a->pos_dev : a->pos;
+        const float *inv_freq = a->inv_freq_dev ? a->inv_freq_dev : a->inv_freq;
+        cpu_rope_row(row, h1 - h0, a->head_dim, pos[r], inv_freq, a->pairing);
     }
 }
 

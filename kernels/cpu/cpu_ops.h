@@ -101,6 +101,8 @@ int cpu_kv_append(struct backend *be, struct kv_table *t, int layer, const float
 struct weight *cpu_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
                                  const void *host, int borrow, int as_f32);
 void cpu_weight_free(struct backend *be, struct weight *w);
+/* backend.weight_join: owned parts of one held type, width and layout. */
+struct weight *cpu_weight_join(struct backend *be, struct weight *const *parts, int n);
 void cpu_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
                 const float *bias, int m);
 /* Grow impl scratch[which] to at least bytes; 0 or -1. */

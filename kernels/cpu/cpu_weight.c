@@ -173,6 +173,57 @@ void cpu_weight_free(struct backend *be, struct weight *w)
     free(w);
 }
 
+/* Parts the CPU can stack: owned memory (a borrowed mapping would be
+ * copied into a second resident form), one held type, width and layout. */
+static int joinable(struct weight *const *parts, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const struct weight *p = parts[i], *a = parts[0];
+        if (!p || !p->bytes || p->view_of || p->held != a->held || p->cols != a->cols ||
+            p->interleave != a->interleave || p->row_bytes != a->row_bytes ||
+            (p->interleave && p->rows % p->interleave != 0))
+            return 0;
+    }
+    return n >= 1;
+}
+
+struct weight *cpu_weight_join(struct backend *be, struct weight *const *parts, int n)
+{
+    (void)be;
+    if (!joinable(parts, n)) return NULL;
+    size_t total = 0;
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        if (parts[i]->rows > INT32_MAX - rows) return NULL;
+        rows += parts[i]->rows;
+        total += (size_t)parts[i]->rows * parts[i]->row_bytes;
+    }
+    struct weight *w = calloc(1, sizeof *w);
+    uint8_t *data = w ? aligned_bytes(total) : NULL;
+    if (!data) {
+        free(w);
+        return NULL;
+    }
+    *w = *parts[0];
+    w->rows = rows;
+    w->bytes = total;
+    w->data = data;
+    for (int i = 0; i < n; i++)
+        if (parts[i]->type != w->type) w->type = w->held; /* stored types differ */
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        struct weight *p = parts[i];
+        size_t bytes = (size_t)p->rows * p->row_bytes;
+        memcpy(data + off, p->data, bytes);
+        free((void *)p->data);
+        p->data = data + off;
+        p->bytes = 0;
+        p->view_of = w;
+        off += bytes;
+    }
+    return w;
+}
+
 /* Room for one file-layout block of any interleaved type, rebuilt from its group. */
 union any_block {
     block_q4_k q4;

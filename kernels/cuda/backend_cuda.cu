@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -328,10 +329,12 @@ void cuda_upload(struct backend *be, float *dst, const float *src_host, size_t n
 static void cuda_download(struct backend *be, float *dst_host, const float *src, size_t n)
 {
     if (!n) return;
-    if (!failed(be) &&
-        cuda_ok(be, cudaMemcpy(dst_host, src, n * sizeof(float), cudaMemcpyDeviceToHost),
-                "download"))
-        return;
+    double t0 = cuda_host_s();
+    bool ok = !failed(be) &&
+              cuda_ok(be, cudaMemcpy(dst_host, src, n * sizeof(float), cudaMemcpyDeviceToHost),
+                      "download");
+    cuda_waited(be, t0);
+    if (ok) return;
     for (size_t i = 0; i < n; i++) dst_host[i] = NAN; /* a failed backend yields no numbers */
 }
 
@@ -501,6 +504,38 @@ static void cuda_kv_load(struct backend *be, float *dst, const void *src, enum k
     launched(be, "kv load");
 }
 
+double cuda_host_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void cuda_time_mark(struct backend *be)
+{
+    struct cuda_impl *im = impl_of(be);
+    if (failed(be) || !im->ev[0] || !im->ev[1]) return;
+    if (cuda_ok(be, cudaEventRecord(im->ev[im->ev_marks % 2]), "time mark")) im->ev_marks++;
+}
+
+static double cuda_time_device_s(struct backend *be)
+{
+    struct cuda_impl *im = impl_of(be);
+    if (failed(be) || im->ev_marks < 2) return 0.0;
+    cudaEvent_t later = im->ev[(im->ev_marks - 1) % 2], earlier = im->ev[im->ev_marks % 2];
+    double t0 = cuda_host_s();
+    float ms = 0.0f;
+    bool ok = cuda_ok(be, cudaEventSynchronize(later), "time read") &&
+              cuda_ok(be, cudaEventElapsedTime(&ms, earlier, later), "time read");
+    cuda_waited(be, t0);
+    return ok ? 1e-3 * (double)ms : 0.0;
+}
+
+static double cuda_time_waited_s(const struct backend *be)
+{
+    return impl_of(be)->waited_s;
+}
+
 static void cuda_destroy(struct backend *be)
 {
     if (!be) return;
@@ -517,6 +552,8 @@ static void cuda_destroy(struct backend *be)
         cudaFree(im->stage_dev);
         cudaFreeHost(im->stage_host);
         dev_arena_release(&im->arena);
+        for (int i = 0; i < 2; i++)
+            if (im->ev[i]) cudaEventDestroy(im->ev[i]);
         if (im->blas) cublasDestroy(im->blas);
         if (im->blas16) cublasDestroy(im->blas16);
         free(im);
@@ -591,6 +628,10 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
         eb_fail(e, "cuda: cuBLAS cannot start on device %d (status %d)", device, (int)brc);
         return NULL;
     }
+    /* the device clock (time_mark); without events the clock is off, not the backend */
+    for (int i = 0; i < 2; i++)
+        if (cudaEventCreate(&im->ev[i]) != cudaSuccess) im->ev[i] = NULL;
+    if (!im->ev[0] || !im->ev[1]) cudaGetLastError(); /* clears the error */
     if (!stage_alloc(be, STAGE_INITIAL)) {
         eb_fail(e, "%s", im->fault.msg);
         cuda_destroy(be);
@@ -627,6 +668,12 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->sample = backend_cuda_sample;
     be->weight_create = cuda_weight_create;
     be->weight_free = cuda_weight_free;
+    be->weight_join = cuda_weight_join;
+    be->time_mark = cuda_time_mark;
+    be->time_device_s = cuda_time_device_s;
+    be->time_waited_s = cuda_time_waited_s;
+    be->layer_in = cuda_layer_in;
+    be->layer_out = cuda_layer_out;
     be->matmul = cuda_matmul;
     be->embed_weight = cuda_embed_weight;
     cuda_layer_ops_install(be);

@@ -425,5 +425,7 @@ int cuda_kv_gather_batch(struct backend *be, const struct gather_unit *units, in
 
 void cuda_sync(struct backend *be)
 {
+    double t0 = cuda_host_s();
     if (!failed(be)) cuda_ok(be, cudaDeviceSynchronize(), "sync");
+    cuda_waited(be, t0);
 }

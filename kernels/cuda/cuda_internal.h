@@ -44,9 +44,21 @@ struct cuda_impl {
     struct dev_arena arena;
     bool pool_off;     /* backend_cuda_pool_serve(0): alloc bypasses the pool for now */
     struct cuda_fault fault; /* first failure (cuda_fault.h: an OOM or a failure) */
+    /* The device clock (backend.time_*): two events, recorded in turn. */
+    cudaEvent_t ev[2];
+    int ev_marks;      /* marks recorded; the latest is ev[(ev_marks - 1) % 2] */
+    double waited_s;   /* host seconds blocked on the device */
 };
 
 static const unsigned CUDA_THREADS = 256;
+
+/* Host seconds on a monotonic clock (the time a blocking call waits). */
+double cuda_host_s(void);
+/* A blocking call's wait, counted into time_waited_s: t0 from cuda_host_s. */
+static inline void cuda_waited(struct backend *be, double t0)
+{
+    ((struct cuda_impl *)be->impl)->waited_s += cuda_host_s() - t0;
+}
 
 static inline struct cuda_impl *impl_of(const struct backend *be)
 {
@@ -204,6 +216,11 @@ void cuda_gather(struct backend *be, float *y, const float *x, const int *rows, 
 struct weight *cuda_weight_create(struct backend *be, enum weight_type type, int rows, int cols,
                                   const void *host, int borrow, int as_f32);
 void cuda_weight_free(struct backend *be, struct weight *w);
+/* backend.weight_join: parts of one held type and width, copied on the device. */
+struct weight *cuda_weight_join(struct backend *be, struct weight *const *parts, int n);
+/* backend.layer_in, layer_out over joined 16-bit weights (cuda_fused.cu); 1: not served. */
+int cuda_layer_in(struct backend *be, const struct layer_in_args *a);
+int cuda_layer_out(struct backend *be, const struct layer_out_args *a);
 void cuda_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
                  const float *bias, int m);
 void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids,

@@ -245,9 +245,10 @@ extern "C" int backend_cuda_sample(struct backend *be, int *tokens, const float 
     k_sample<<<n_rows, SAMPLE_THREADS>>>(im->d_tokens, logits, n_vocab,
                                          (const struct sample_row *)d_rows);
     if (!launched(be, "sample")) return -1;
-    return cuda_ok(be, cudaMemcpy(tokens, im->d_tokens, (size_t)n_rows * sizeof(int),
-                                  cudaMemcpyDeviceToHost),
-                   "download ids")
-               ? 0
-               : -1;
+    double t0 = cuda_host_s();
+    bool ok = cuda_ok(be, cudaMemcpy(tokens, im->d_tokens, (size_t)n_rows * sizeof(int),
+                                     cudaMemcpyDeviceToHost),
+                      "download ids");
+    cuda_waited(be, t0);
+    return ok ? 0 : -1;
 }

@@ -831,6 +831,7 @@ int main(int argc, char **argv)
     struct selftest st = {cpu, gpu, &n_passed, &n_failed, 0x9e3779b97f4a7c15ull};
     selftest_magnitude(&st);
     selftest_layer(&st);
+    selftest_fused(&st);
     selftest_batch(&st);
     selftest_layer_refusals(&st);
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);

@@ -70,6 +70,8 @@ static inline void st_fetch(struct selftest *st, st_pair p, std::vector<float> &
 /* The cases of cuda_selftest_magnitude.cu and cuda_selftest_layer.cu. */
 void selftest_magnitude(struct selftest *st);
 void selftest_layer(struct selftest *st);
+/* cuda_selftest_fused.cu: the fused layer blocks against the single ops */
+void selftest_fused(struct selftest *st);
 /* cuda_selftest_batch.cu: the batched eviction ops */
 void selftest_batch(struct selftest *st);
 /* Run last: a refused call leaves the backend failed. */

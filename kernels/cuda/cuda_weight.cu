@@ -153,8 +153,58 @@ struct weight *cuda_weight_create(struct backend *be, enum weight_type type, int
 void cuda_weight_free(struct backend *be, struct weight *w)
 {
     if (!w) return;
-    cuda_free(be, (float *)w->data);
+    if (!w->view_of) cuda_free(be, (float *)w->data);
     free(w);
+}
+
+/* Parts of one held type and width (a GGUF's mixed Q4_K / Q6_K projections
+ * are all bf16 here) are copied into one device block, on the device. */
+struct weight *cuda_weight_join(struct backend *be, struct weight *const *parts, int n)
+{
+    if (n < 1 || failed(be)) return NULL;
+    size_t total = 0;
+    int rows = 0;
+    for (int i = 0; i < n; i++) {
+        const struct weight *p = parts[i];
+        if (!p || p->view_of || !p->bytes || p->held != parts[0]->held ||
+            p->cols != parts[0]->cols || p->rows > 0x7fffffff - rows)
+            return NULL;
+        rows += p->rows;
+        total += p->bytes;
+    }
+    struct weight *w = (struct weight *)calloc(1, sizeof *w);
+    char *d = w ? (char *)cuda_alloc(be, (total + sizeof(float) - 1) / sizeof(float)) : NULL;
+    if (!d) {
+        free(w);
+        return NULL; /* the parts stay as they are: the model runs them apart */
+    }
+    size_t off = 0;
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        ok = cuda_ok(be, cudaMemcpy(d + off, parts[i]->data, parts[i]->bytes,
+                                    cudaMemcpyDeviceToDevice), "weight join");
+        off += parts[i]->bytes;
+    }
+    if (!ok) {
+        cuda_free(be, (float *)d);
+        free(w);
+        return NULL;
+    }
+    *w = *parts[0];
+    w->rows = rows;
+    w->bytes = total;
+    w->data = d;
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        struct weight *p = parts[i];
+        if (p->type != w->type) w->type = w->held;
+        cuda_free(be, (float *)p->data);
+        p->data = d + off;
+        off += p->bytes;
+        p->bytes = 0;
+        p->view_of = w;
+    }
+    return w;
 }
 
 void cuda_matmul(struct backend *be, float *y, const float *x, const struct weight *w,
