@@ -388,7 +388,10 @@ struct backend {
                          int n);
 
     /* ---- joined weights (optional; NULL: every projection keeps its own) ----
-     * One weight whose rows are parts[0]'s, then parts[1]'s, ... (all of one
+     * prefers_joined: 1 where products over joined weights are faster (the
+     * model then joins at load by default; model_load_opts.join). */
+    int prefers_joined;
+    /* One weight whose rows are parts[0]'s, then parts[1]'s, ... (all of one
      * held type, cols and layout), so that the projections of one activation
      * (q, k and v; gate and up) are one product.  On success each part
      * becomes a view of its rows in the joined weight (view_of set, bytes 0,

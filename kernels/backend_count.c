@@ -331,6 +331,7 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->weight_create) be->weight_create = count_weight_create;
     if (inner->weight_free) be->weight_free = count_weight_free;
     if (inner->weight_join) be->weight_join = count_weight_join;
+    be->prefers_joined = inner->prefers_joined;
     if (inner->time_mark && inner->time_device_s && inner->time_waited_s) {
         be->time_mark = count_time_mark;
         be->time_device_s = count_time_device_s;

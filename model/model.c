@@ -326,7 +326,9 @@ static int load_qkv_bias(struct model *m, const struct model_file *mf, int l,
 
 /* The projections of one activation as one weight where the backend can
  * hold them so (weight_join): one product instead of three (q, k, v) or two
- * (gate, up).  Where it cannot, they stay apart: nothing is lost. */
+ * (gate, up).  Where it cannot, they stay apart: nothing is lost.  (The CPU
+ * gains nothing, its fused blocks already take q/k/v in one job, and a join
+ * costs a transient copy at load, so by default only a GPU joins.) */
 static void join_projections(struct model *m, struct model_layer_weights *w)
 {
     struct backend *be = m->be;
@@ -415,7 +417,9 @@ int model_load_opts(const struct model_file *mf, struct backend *be,
         MATRIX(w_down, "ffn_down.weight", c->n_ff, d);
 #undef LOAD
 #undef MATRIX
-        if (!(opts && opts->separate)) join_projections(m, w);
+        enum model_join join = opts ? opts->join : MODEL_JOIN_AUTO;
+        if (join == MODEL_JOIN_ALWAYS || (join == MODEL_JOIN_AUTO && be->prefers_joined))
+            join_projections(m, w);
     }
     if (borrowed) m->file = model_file_retain(mf);
     *out = m;

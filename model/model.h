@@ -45,9 +45,16 @@ enum model_weights {
     MODEL_WEIGHTS_NATIVE = 1 /* the file's type */
 };
 
+/* Whether q/k/v and gate/up are joined at load (backend.weight_join). */
+enum model_join {
+    MODEL_JOIN_AUTO = 0, /* where the backend gains by it (backend.prefers_joined) */
+    MODEL_JOIN_ALWAYS,   /* wherever the backend can (tests of the layout) */
+    MODEL_JOIN_NEVER     /* comparisons */
+};
+
 struct model_load_opts {
     enum model_weights weights;
-    int separate;        /* 1: never join projections (comparisons, tests) */
+    enum model_join join;
 };
 
 /* "native" / "f32"; parse returns -1 for anything else. */

@@ -7,7 +7,8 @@
  *    parts become views (view_of, bytes 0) and free cleanly; parts of
  *    different held types are refused and left untouched.
  *  - whole models: each fixture (and SmolLM2 when models/ has it) loaded
- *    twice, joined (the default) and with model_load_opts.separate, in
+ *    twice, joined (MODEL_JOIN_ALWAYS: the CPU does not join by default)
+ *    and with MODEL_JOIN_NEVER, in
  *    exact (f32) and native weights, must give the same logits in memory
  *    over tests/fwd_runs.h's workload (decode, prefill, a ragged batch).
  *    tiny-qwen2 carries q/k/v biases (one joined bias buffer), tiny-qwen3
@@ -111,12 +112,18 @@ static void check_file(const char *path, enum model_weights mode)
     }
     struct backend *be = backend_cpu_create(2);
     struct model *joined = NULL, *apart = NULL;
-    struct model_load_opts oj = {.weights = mode}, os = {.weights = mode, .separate = 1};
+    struct model_load_opts oj = {.weights = mode, .join = MODEL_JOIN_ALWAYS};
+    struct model_load_opts os = {.weights = mode, .join = MODEL_JOIN_NEVER};
     CHECK(be && model_load_opts(mf, be, &oj, &joined, &e) == 0);
     CHECK(be && model_load_opts(mf, be, &os, &apart, &e) == 0);
     if (!joined || !apart) goto done;
     int n_joined = layers_joined(joined);
     CHECK(layers_joined(apart) == 0);
+    /* the CPU does not join by default (it gains nothing by it) */
+    struct model *plain = NULL;
+    struct model_load_opts od = {.weights = mode};
+    CHECK(model_load_opts(mf, be, &od, &plain, &e) == 0 && plain && layers_joined(plain) == 0);
+    model_free(plain);
     if (mode == MODEL_WEIGHTS_F32)
         CHECK_MSG(n_joined == joined->cfg.n_layer, "%s: %d of %d layers joined in exact mode",
                   path, n_joined, joined->cfg.n_layer);

@@ -669,6 +669,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->weight_create = cuda_weight_create;
     be->weight_free = cuda_weight_free;
     be->weight_join = cuda_weight_join;
+    be->prefers_joined = 1; /* one GEMM and one conversion instead of three */
     be->time_mark = cuda_time_mark;
     be->time_device_s = cuda_time_device_s;
     be->time_waited_s = cuda_time_waited_s;
