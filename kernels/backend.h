@@ -5,7 +5,8 @@
  * it (offsets in floats) but never dereferences it; data crosses the boundary
  * only through upload/download.  Small metadata arrays (`const int *`
  * positions, ids, lengths; inv_freq) are HOST memory: a GPU backend copies them
- * itself.  All activations are f32.  Weights may also live in a typed form
+ * itself; the forward pass also uploads each step's ids and positions once
+ * (embed_weight_dev, layer_in_args.pos_dev) for the ops that read them there.  All activations are f32.  Weights may also live in a typed form
  * (struct weight: f16, bf16 or ggml's quantized blocks) that only the
  * backend reads; see weight_create.  kernels/ knows nothing of models or
  * policies. */
@@ -386,6 +387,10 @@ struct backend {
     /* y[i] = row ids[i] of W, dequantized to f32, for n ids (host).  */
     void (*embed_weight)(struct backend *be, float *y, const struct weight *w, const int *ids,
                          int n);
+    /* The same with ids in backend memory (int32, uploaded with the step's
+     * positions), so a step reads nothing from the host (optional). */
+    void (*embed_weight_dev)(struct backend *be, float *y, const struct weight *w,
+                             const int *ids_dev, int n);
 
     /* ---- joined weights (optional; NULL: every projection keeps its own) ----
      * prefers_joined: 1 where products over joined weights are faster (the

@@ -153,6 +153,13 @@ static void count_matmul(struct backend *be, float *y, const float *x, const str
     inner->matmul(inner, y, x, w, bias, m);
 }
 
+static void count_embed_weight_dev(struct backend *be, float *y, const struct weight *w,
+                                   const int *ids_dev, int n)
+{
+    struct backend *inner = inner_of(be);
+    inner->embed_weight_dev(inner, y, w, ids_dev, n);
+}
+
 static void count_embed_weight(struct backend *be, float *y, const struct weight *w,
                                const int *ids, int n)
 {
@@ -339,6 +346,7 @@ struct backend *backend_count_create(struct backend *inner)
     }
     if (inner->matmul) be->matmul = count_matmul;
     if (inner->embed_weight) be->embed_weight = count_embed_weight;
+    if (inner->embed_weight_dev) be->embed_weight_dev = count_embed_weight_dev;
     if (inner->window_scores) be->window_scores = count_window_scores;
     if (inner->pool1d) be->pool1d = count_pool1d;
     if (inner->key_redundancy) be->key_redundancy = count_key_redundancy;

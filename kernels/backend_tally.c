@@ -285,6 +285,7 @@ static void null_ops(struct backend *be)
     be->weight_free = null_weight_free;
     be->matmul = null_matmul;
     be->embed_weight = null_embed_weight;
+    be->embed_weight_dev = null_embed_weight;
     be->window_scores = null_window_scores;
     be->pool1d = null_pool1d;
     be->key_redundancy = null_key_redundancy;

@@ -25,7 +25,9 @@ struct forward {
     int max_tokens, max_logit_rows;
     /* backend scratch */
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *logits_dev;
-    int *pos_dev;            /* the step's positions in backend memory (one upload a step) */
+    int *step_dev;           /* the step's ids, then its positions ([2][max_tokens] int32),
+                                in backend memory: one upload a step */
+    int *pos_dev;            /* step_dev + max_tokens */
     float *probs;            /* grown on demand when attention probabilities are requested */
     size_t probs_cap;
     /* host */
@@ -45,7 +47,7 @@ size_t forward_device_bytes(const struct model_config *c, int max_tokens, int ma
     size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_head_kv * c->head_dim;
     return 2 * backend_alloc_bytes(t * c->n_embd) + 2 * backend_alloc_bytes(t * qd) +
            2 * backend_alloc_bytes(t * kvd) + backend_alloc_bytes(2 * t * c->n_ff) +
-           backend_alloc_bytes((size_t)max_logit_rows * c->n_vocab) + backend_alloc_bytes(t);
+           backend_alloc_bytes((size_t)max_logit_rows * c->n_vocab) + backend_alloc_bytes(2 * t);
 }
 
 size_t forward_alloc_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
@@ -66,7 +68,7 @@ void forward_free(struct forward *f)
     if (!f) return;
     struct backend *be = f->m->be;
     float *bufs[] = {f->x, f->xb, f->q, f->k, f->v, f->att, f->hb, f->logits_dev, f->probs,
-                     (float *)f->pos_dev}; /* hb2 is part of hb */
+                     (float *)f->step_dev}; /* hb2 is part of hb, pos_dev of step_dev */
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(be, bufs[i]);
     if (f->tab) be->kv_table_free(be, f->tab);
@@ -74,7 +76,6 @@ void forward_free(struct forward *f)
     free(f->bound_gen);
     free(f->step);
     free(f->logits);
-    free(f->pos);
     free(f->ids);
     free(f->rows);
     free(f);
@@ -113,16 +114,17 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     f->hb = be->alloc(be, 2 * t * c->n_ff);
     f->hb2 = f->hb ? f->hb + t * c->n_ff : NULL;
     f->logits_dev = be->alloc(be, lr * c->n_vocab);
-    f->pos_dev = (int *)be->alloc(be, t); /* int32, one per float */
+    f->step_dev = (int *)be->alloc(be, 2 * t); /* int32, one per float */
+    f->pos_dev = f->step_dev ? f->step_dev + t : NULL;
     if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->logits_dev ||
-        !f->pos_dev) {
+        !f->step_dev) {
         forward_free(f);
         return eb_fail_nomem(e, "forward: out of memory for activations of %d tokens (%zu bytes)",
                        max_tokens, forward_alloc_bytes(c, max_tokens, max_logit_rows));
     }
     f->logits = eb_malloc(lr * c->n_vocab * sizeof *f->logits, e);
-    f->pos = eb_malloc(t * sizeof *f->pos, e);
-    f->ids = eb_malloc(t * sizeof *f->ids, e);
+    f->ids = eb_calloc(2 * t, sizeof *f->ids, e); /* ids, then positions: step_dev's image */
+    f->pos = f->ids ? f->ids + t : NULL;
     f->rows = eb_malloc((t > lr ? t : lr) * sizeof *f->rows, e);
     f->bound = eb_calloc(t, sizeof *f->bound, e);
     f->bound_gen = eb_calloc(t, sizeof *f->bound_gen, e);
@@ -356,10 +358,14 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
-    /* int32 positions travel as their bits: upload copies floats' bytes */
-    be->upload(be, (float *)f->pos_dev, (const float *)f->pos, (size_t)T);
-
-    be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
+    /* The step's ids and positions in one upload (int32 travel as their
+     * bits: upload copies floats' bytes), read from there by the embedding
+     * and every layer's RoPE. */
+    be->upload(be, (float *)f->step_dev, (const float *)f->ids, (size_t)(f->max_tokens + T));
+    if (be->embed_weight_dev)
+        be->embed_weight_dev(be, f->x, m->tok_embd, f->step_dev, T);
+    else
+        be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < c->n_layer; l++) {
         const struct model_layer_weights *w = &m->layers[l];
         attention_input(f, w, T);

@@ -181,6 +181,7 @@ struct backend *backend_cpu_create(int n_threads)
     be->weight_join = cpu_weight_join;
     be->matmul = cpu_matmul;
     be->embed_weight = cpu_embed_weight;
+    be->embed_weight_dev = cpu_embed_weight; /* backend memory is host memory */
     be->layer_in = cpu_layer_in;
     be->layer_out = cpu_layer_out;
     be->thread_syncs = cpu_thread_syncs;

@@ -677,6 +677,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->layer_out = cuda_layer_out;
     be->matmul = cuda_matmul;
     be->embed_weight = cuda_embed_weight;
+    be->embed_weight_dev = cuda_embed_weight_dev;
     cuda_layer_ops_install(be);
     return be;
 }

@@ -225,6 +225,8 @@ void cuda_matmul(struct backend *be, float *y, const float *x, const struct weig
                  const float *bias, int m);
 void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, const int *ids,
                        int n);
+void cuda_embed_weight_dev(struct backend *be, float *y, const struct weight *w,
+                           const int *ids_dev, int n);
 
 void cuda_attention(struct backend *be, const struct attn_args *a);
 /* n sequences' attention (backend_cuda_attention_batch); each cache's type is its

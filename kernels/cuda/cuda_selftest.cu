@@ -543,6 +543,15 @@ static void test_matmul_typed(enum weight_type type, enum weight_type want_held,
     bool quantized = type != WEIGHT_F32 && type != WEIGHT_F16 && type != WEIGHT_BF16;
     if (quantized) compare_rel(what, e, 1e-30, ldexp(1.0, -8));
     else compare(what, e, 0);
+    /* embed_weight_dev: the same rows from ids in device memory */
+    float *ids_dev = gpu->alloc(gpu, 5);
+    gpu->upload(gpu, ids_dev, (const float *)ids, 5);
+    gpu->fill(gpu, e.g, 0.0f, e.n);
+    gpu->embed_weight_dev(gpu, e.g, wg, (const int *)ids_dev, 5);
+    snprintf(what, sizeof what, "embed_weight_dev %s", quant_type_name((int)type));
+    if (quantized) compare_rel(what, e, 1e-30, ldexp(1.0, -8));
+    else compare(what, e, 0);
+    gpu->free(gpu, ids_dev);
     cpu->weight_free(cpu, wc);
     gpu->weight_free(gpu, wg);
     drop(x), drop(b), drop(y), drop(e);

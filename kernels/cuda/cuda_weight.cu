@@ -249,3 +249,22 @@ void cuda_embed_weight(struct backend *be, float *y, const struct weight *w, con
     k_gather16<<<n, 128>>>(y, w->data, d_ids, w->cols, w->held == WEIGHT_BF16);
     launched(be, "embed 16-bit");
 }
+
+/* One block per id, ids already in device memory: y[i] = row ids[i] of an f32 table. */
+__global__ static void k_gather32(float *y, const float *table, const int *ids, int dim)
+{
+    const float *src = table + (size_t)ids[blockIdx.x] * dim;
+    float *dst = y + (size_t)blockIdx.x * dim;
+    for (int j = threadIdx.x; j < dim; j += blockDim.x) dst[j] = src[j];
+}
+
+void cuda_embed_weight_dev(struct backend *be, float *y, const struct weight *w,
+                           const int *ids_dev, int n)
+{
+    if (!w || n <= 0 || failed(be)) return;
+    if (w->held == WEIGHT_F32)
+        k_gather32<<<n, 128>>>(y, (const float *)w->data, ids_dev, w->cols);
+    else
+        k_gather16<<<n, 128>>>(y, w->data, ids_dev, w->cols, w->held == WEIGHT_BF16);
+    launched(be, "embed from device ids");
+}
