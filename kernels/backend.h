@@ -6,7 +6,8 @@
  * only through upload/download.  Small metadata arrays (`const int *`
  * positions, ids, lengths; inv_freq) are HOST memory: a GPU backend copies them
  * itself; the forward pass also uploads each step's ids and positions once
- * (embed_weight_dev, layer_in_args.pos_dev) for the ops that read them there.  All activations are f32.  Weights may also live in a typed form
+ * (embed_weight_dev, layer_in_args.pos_dev) for the ops that read them there.
+ * All activations are f32.  Weights may also live in a typed form
  * (struct weight: f16, bf16 or ggml's quantized blocks) that only the
  * backend reads; see weight_create.  kernels/ knows nothing of models or
  * policies. */
