@@ -2,6 +2,7 @@
  * one-at-a-time, EOS and length stops, bad requests, hooks. */
 #include "test.h"
 
+#include <math.h>
 #include <time.h>
 #include "test_util.h"
 
@@ -506,6 +507,74 @@ static void test_hook_time_counts(void)
     model_free(m);
 }
 
+/* A device clock (backend.time_*) as a queued backend would keep one:
+ * every mark is 3 ms of device time after the one before, and every
+ * download waits 1 ms.  generate() must mark each step's forward and
+ * sampling, sum the device time of the decode steps and the host's waits,
+ * and leave both 0 without a clock. */
+static int clock_marks;
+static double clock_waited;
+static void clock_mark(struct backend *b)
+{
+    (void)b;
+    clock_marks++;
+}
+
+static double clock_device_s(struct backend *b)
+{
+    (void)b;
+    return clock_marks >= 2 ? 3e-3 : 0.0;
+}
+
+static double clock_waited_s(const struct backend *b)
+{
+    (void)b;
+    return clock_waited;
+}
+
+static void waiting_download(struct backend *b, float *dst, const float *src, size_t n)
+{
+    (void)b;
+    clock_waited += 1e-3;
+    real_be->download(real_be, dst, src, n);
+}
+
+static void test_device_clock(void)
+{
+    struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama");
+    if (!m) { CHECK(0); return; }
+    struct gen_request req[NP];
+    make_requests(req, 0, m->cfg.n_vocab);
+    struct gen_result res[NP];
+    struct eb_err e;
+    struct gen_options opt = {.ignore_eos = 1, .max_live = 3};
+    struct gen_stats plain, clocked;
+    CHECK(generate(m, req, NP, &opt, res, &plain, &e) == 0);
+    gen_results_free(res, NP);
+    CHECK(!plain.device_clock && plain.decode_device_s == 0 && plain.decode_wait_s == 0);
+    struct backend timed = *be;
+    timed.time_mark = clock_mark;
+    timed.time_device_s = clock_device_s;
+    timed.time_waited_s = clock_waited_s;
+    timed.download = waiting_download;
+    real_be = be;
+    struct model mm = *m;
+    mm.be = &timed;
+    clock_marks = 0;
+    clock_waited = 0;
+    CHECK(generate(&mm, req, NP, &opt, res, &clocked, &e) == 0);
+    gen_results_free(res, NP);
+    CHECK(clocked.device_clock == 1 && clocked.decode_steps == plain.decode_steps);
+    CHECK(clock_marks == 2 * clocked.forward_calls); /* before and after each forward */
+    CHECK_MSG(fabs(clocked.decode_device_s - 3e-3 * clocked.decode_steps) < 1e-9,
+              "device %.6f s over %ld decode steps", clocked.decode_device_s,
+              clocked.decode_steps);
+    /* one logits download per forward pass: 1 ms of waiting per decode step */
+    CHECK_MSG(fabs(clocked.decode_wait_s - 1e-3 * clocked.decode_steps) < 1e-9,
+              "waited %.6f s over %ld decode steps", clocked.decode_wait_s, clocked.decode_steps);
+    model_free(m);
+}
+
 static void test_smollm2(void)
 {
     if (!file_exists(SMOL_PATH)) SKIP("%s absent (make deps downloads it)", SMOL_PATH);
@@ -561,6 +630,7 @@ int main(void)
     RUN(test_sampling_in_backend);
     RUN(test_hooks);
     RUN(test_hook_time_counts);
+    RUN(test_device_clock);
     RUN(test_smollm2);
     be->destroy(be);
     return test_summary("generate");

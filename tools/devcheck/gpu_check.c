@@ -459,13 +459,18 @@ static int cmd_decode(int argc, char **argv)
     gen_results_free(res, batch);
     size_t used, peak;
     backend_cuda_pool_usage(inner, &used, &peak);
+    /* host: its own work per decode step (waits on the device excluded) */
+    double steps = st.decode_steps > 0 ? (double)st.decode_steps : 1.0;
     printf("{\"engine\": \"gpu_check\", \"batch\": %d, \"prompt_len\": %d, \"new\": %d, "
            "\"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"peak_kv_bytes\": %zu, "
            "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu, "
-           "\"calls_min\": %ld, \"calls_max\": %ld}\n",
+           "\"calls_min\": %ld, \"calls_max\": %ld, \"host_ms_step\": %.4f, "
+           "\"device_ms_step\": %.4f}\n",
            batch, plen, n_new, st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0,
            st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0, st.peak_kv_bytes,
-           m->weight_bytes, plan.pool_bytes, peak, st.decode_calls_min, st.decode_calls_max);
+           m->weight_bytes, plan.pool_bytes, peak, st.decode_calls_min, st.decode_calls_max,
+           1e3 * (st.decode_forward_s - st.decode_wait_s) / steps,
+           1e3 * st.decode_device_s / steps);
     rc = 0;
     goto done;
 fail:
