@@ -53,10 +53,11 @@ static struct model *shape_model(struct backend *be, const struct model_config *
         w->w_gate = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
         w->w_up = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
         w->w_down = be->weight_create(be, WEIGHT_BF16, c->n_embd, c->n_ff, NULL, 0, 0);
-        if (c->has_qkv_bias) {
-            w->bq = be->alloc(be, (size_t)qd);
-            w->bk = be->alloc(be, (size_t)kvd);
-            w->bv = be->alloc(be, (size_t)kvd);
+        if (c->has_qkv_bias) { /* one buffer, as model.c loads them */
+            w->bqkv = be->alloc(be, (size_t)qd + 2 * (size_t)kvd);
+            w->bq = w->bqkv;
+            w->bk = w->bqkv ? w->bqkv + qd : NULL;
+            w->bv = w->bqkv ? w->bqkv + qd + kvd : NULL;
         }
     }
     return m;

@@ -442,8 +442,9 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
                     ? 100.0 * (st->decode_forward_s - st->decode_wait_s) / st->decode_device_s
                     : 0.0);
     else
-        fprintf(stderr, "host vs device per decode step: the %s backend's ops are done when "
-                        "they return (host time is device time)\n", a->device ? a->device : "cpu");
+        fprintf(stderr, "host vs device per decode step: no device clock on the %s backend "
+                        "(on the CPU, ops are done when they return: host time is device "
+                        "time)\n", a->device ? a->device : "cpu");
     fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
             st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
     if (st->decode_jobs > 0)

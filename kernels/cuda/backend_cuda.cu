@@ -670,9 +670,11 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->weight_free = cuda_weight_free;
     be->weight_join = cuda_weight_join;
     be->prefers_joined = 1; /* one GEMM and one conversion instead of three */
-    be->time_mark = cuda_time_mark;
-    be->time_device_s = cuda_time_device_s;
-    be->time_waited_s = cuda_time_waited_s;
+    if (im->ev[0] && im->ev[1]) { /* else no clock: --stats says so */
+        be->time_mark = cuda_time_mark;
+        be->time_device_s = cuda_time_device_s;
+        be->time_waited_s = cuda_time_waited_s;
+    }
     be->layer_in = cuda_layer_in;
     be->layer_out = cuda_layer_out;
     be->matmul = cuda_matmul;
