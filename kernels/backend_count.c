@@ -140,6 +140,26 @@ static double count_time_waited_s(const struct backend *be)
     return inner->time_waited_s(inner);
 }
 
+static int count_layer_in(struct backend *be, const struct layer_in_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->layer_in(inner, a);
+}
+
+static int count_layer_out(struct backend *be, const struct layer_out_args *a)
+{
+    struct backend *inner = inner_of(be);
+    return inner->layer_out(inner, a);
+}
+
+/* Instrumentation, as the clock: not a call. */
+static void count_thread_syncs(const struct backend *be, unsigned long *jobs,
+                               unsigned long *barriers)
+{
+    const struct backend *inner = ((const struct count_impl *)be->impl)->inner;
+    inner->thread_syncs(inner, jobs, barriers);
+}
+
 static struct weight *count_weight_join(struct backend *be, struct weight *const *parts, int n)
 {
     struct backend *inner = inner_of(be);
@@ -338,6 +358,9 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->weight_create) be->weight_create = count_weight_create;
     if (inner->weight_free) be->weight_free = count_weight_free;
     if (inner->weight_join) be->weight_join = count_weight_join;
+    if (inner->layer_in) be->layer_in = count_layer_in;
+    if (inner->layer_out) be->layer_out = count_layer_out;
+    if (inner->thread_syncs) be->thread_syncs = count_thread_syncs;
     be->prefers_joined = inner->prefers_joined;
     if (inner->time_mark && inner->time_device_s && inner->time_waited_s) {
         be->time_mark = count_time_mark;

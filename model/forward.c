@@ -28,6 +28,7 @@ struct forward {
     int *step_dev;           /* the step's ids, then its positions ([2][max_tokens] int32),
                                 in backend memory: one upload a step */
     int *pos_dev;            /* step_dev + max_tokens */
+    int fused_in, fused_out; /* layers of the last forward the backend ran fused */
     float *probs;            /* grown on demand when attention probabilities are requested */
     size_t probs_cap;
     /* host */
@@ -164,6 +165,12 @@ const float *forward_logits_row(struct forward *f, int row)
     size_t V = (size_t)f->m->cfg.n_vocab;
     f->m->be->download(f->m->be, f->logits + (size_t)row * V, f->logits_dev + (size_t)row * V, V);
     return f->logits + (size_t)row * V;
+}
+
+void forward_fused_layers(const struct forward *f, int *in, int *out)
+{
+    *in = f->fused_in;
+    *out = f->fused_out;
 }
 
 static int reserve_probs(struct forward *f, size_t n, struct eb_err *e)
@@ -313,7 +320,10 @@ static void attention_input(struct forward *f, const struct model_layer_weights 
                               f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v,
                               w->wqkv, w->wqkv ? w->bqkv : NULL, f->pos_dev, m->inv_freq_dev,
                               qkv_fits ? f->hb : NULL};
-    if (be->layer_in && be->layer_in(be, &a) == 0) return;
+    if (be->layer_in && be->layer_in(be, &a) == 0) {
+        f->fused_in++;
+        return;
+    }
     be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
     be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
     be->matmul(be, f->k, f->xb, w->wk, w->bk, T);
@@ -335,7 +345,10 @@ static void layer_output(struct forward *f, const struct model_layer_weights *w,
     int d = c->n_embd;
     struct layer_out_args a = {T, d, c->n_ff, f->x, f->att, w->wo, w->w_gate, w->w_up, w->w_down,
                                w->ffn_norm, c->rms_eps, f->xb, f->hb, f->hb2, w->w_gate_up};
-    if (be->layer_out && be->layer_out(be, &a) == 0) return;
+    if (be->layer_out && be->layer_out(be, &a) == 0) {
+        f->fused_out++;
+        return;
+    }
     be->matmul(be, f->xb, f->att, w->wo, NULL, T);
     be->add(be, f->x, f->xb, (size_t)T * d);
     be->rmsnorm(be, f->xb, f->x, w->ffn_norm, T, d, c->rms_eps);
@@ -358,6 +371,7 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
+    f->fused_in = f->fused_out = 0;
     /* The step's ids and positions in one upload (int32 travel as their
      * bits: upload copies floats' bytes), read from there by the embedding
      * and every layer's RoPE. */

@@ -433,6 +433,10 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             st.decode_wait_s += waited;
             st.decode_device_s += device_s;
             st.device_clock = clocked;
+            int fin, fout;
+            forward_fused_layers(f, &fin, &fout);
+            st.decode_fused_in += fin;
+            st.decode_fused_out += fout;
             st.decode_steps++;
             st.decode_tokens += used;
             st.decode_jobs += jobs1 - jobs0;

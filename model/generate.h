@@ -134,6 +134,9 @@ struct gen_stats {
      * host's own work is decode_forward_s - decode_wait_s. */
     double decode_wait_s, decode_device_s;
     int device_clock;                /* 1 when the two above were measured */
+    /* Layers the backend ran as fused blocks over the decode steps
+     * (forward_fused_layers: attention input, and the rest of the layer). */
+    long decode_fused_in, decode_fused_out;
 };
 
 /* Run all requests.  results[n] are filled (free with gen_results_free).  On

@@ -191,6 +191,10 @@ const float *forward_logits_dev(const struct forward *f);
 /* Host copy of logits row `row` of the last model_forward (downloaded now:
  * for a batch run with logits_stay). */
 const float *forward_logits_row(struct forward *f, int row);
+/* Layers of the last model_forward whose attention input (*in) and rest
+ * (*out) the backend ran as one fused block (backend.layer_in/layer_out)
+ * rather than as single ops. */
+void forward_fused_layers(const struct forward *f, int *in, int *out);
 
 /* A KV cache shaped for this model: f32, or of element type `type`. */
 int model_kvcache_create(const struct model *m, int capacity, struct kvcache **out,

@@ -252,6 +252,26 @@ static void check_layer_attention(enum kv_type t)
     be->destroy(be);
 }
 
+/* The counting wrapper offers every optional op its inner backend has, so a
+ * counted run (generate --stats, gpu_check) takes the path an uncounted one
+ * takes: the fused layer blocks, the joined weights, device ids, the
+ * thread and clock instrumentation. */
+static void test_count_forwards_optional_ops(void)
+{
+    struct backend *cpu = backend_cpu_create(1);
+    struct backend *be = backend_count_create(backend_cpu_create(1));
+    CHECK(cpu && be);
+    if (!cpu || !be) return;
+    CHECK(!cpu->layer_in == !be->layer_in && !cpu->layer_out == !be->layer_out);
+    CHECK(!cpu->thread_syncs == !be->thread_syncs && !cpu->weight_join == !be->weight_join);
+    CHECK(!cpu->embed_weight_dev == !be->embed_weight_dev && !cpu->sample == !be->sample);
+    CHECK(!cpu->time_mark == !be->time_mark && cpu->prefers_joined == be->prefers_joined);
+    CHECK(!cpu->kv_gather_batch == !be->kv_gather_batch && !cpu->batch_topk == !be->batch_topk);
+    CHECK(be->layer_in && be->layer_out && be->thread_syncs); /* the CPU has them */
+    cpu->destroy(cpu);
+    be->destroy(be);
+}
+
 static void test_layer_attention(void)
 {
     check_layer_attention(KV_F32);
@@ -293,6 +313,7 @@ static void test_table_refuses(void)
 int main(void)
 {
     RUN(test_calls_per_decode_step);
+    RUN(test_count_forwards_optional_ops);
     RUN(test_layer_attention);
     RUN(test_table_refuses);
     return test_summary("layerops");

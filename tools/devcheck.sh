@@ -303,7 +303,7 @@ run_gpu_check() { # sub args...
     decode)
         b=1
         while [ $# -gt 1 ]; do [ "$1" = --batch ] && b=$2; shift; done
-        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824, \"calls_min\": 1008, \"calls_max\": 1008, \"host_ms_step\": 1.0, \"device_ms_step\": 3.2}" ;;
+        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824, \"calls_min\": 1008, \"calls_max\": 1008, \"host_ms_step\": 1.0, \"device_ms_step\": 3.2, \"fused_in_step\": 28.0, \"fused_out_step\": 28.0, \"n_layer\": 28}" ;;
     compare) dry_compare ;;
     esac
 }
@@ -436,7 +436,9 @@ print("\t".join(str(x) for x in (sys.argv[2], sys.argv[3], "fullkv", r["batch"],
       r["new"], f'{r["prefill_tok_s"]:.1f}', f'{r["decode_tok_s"]:.1f}', r["peak_kv_bytes"],
       f'pool {r["pool_peak_bytes"] / 2**30:.1f}/{r["pool_bytes"] / 2**30:.1f} GiB, '
       f'{r["calls_max"]} backend calls/step, host {r.get("host_ms_step", 0):.2f} ms / '
-      f'device {r.get("device_ms_step", 0):.2f} ms per step')))
+      f'device {r.get("device_ms_step", 0):.2f} ms per step, fused blocks '
+      f'{r.get("fused_in_step", 0):.0f}+{r.get("fused_out_step", 0):.0f} of '
+      f'{r.get("n_layer", 0)} layers')))
 EOF
 }
 

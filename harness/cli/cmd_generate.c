@@ -418,7 +418,7 @@ static struct gen_request *make_gen_requests(const struct gen_cli *a,
 /* --stats: prefill and decode speed, KV memory, and the policy's work. */
 static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
                         const struct gen_result *res, int n, struct policy_glue *glue,
-                        const struct policy *pol)
+                        const struct policy *pol, int n_layer)
 {
     long gen = 0;
     for (int i = 0; i < n; i++) gen += res[i].n_tokens;
@@ -432,6 +432,9 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
     fprintf(stderr, "decode step: %ld batch steps; per step %.3f ms: forward and sampling %.3f ms, "
                     "hooks %.3f ms\n", st->decode_steps, 1e3 * st->decode_s / steps,
             1e3 * st->decode_forward_s / steps, 1e3 * (st->decode_s - st->decode_forward_s) / steps);
+    fprintf(stderr, "fused layer blocks per decode step: %.1f attention inputs and %.1f layer "
+                    "outputs of %d layers (the rest ran as single ops)\n",
+            st->decode_fused_in / steps, st->decode_fused_out / steps, n_layer);
     if (st->device_clock)
         fprintf(stderr, "host vs device per decode step: host %.3f ms of its own work and %.3f ms "
                         "waiting on the device; device %.3f ms (host work %.0f%% of device time); "
@@ -574,7 +577,7 @@ static int gen_run(const struct gen_cli *a, struct gen_state *g, struct session_
     /* JSONL for a file of prompts, and for a single prompt when --out asks for it. */
     if ((!a->prompt || a->out_path) && write_results(a->out_path, g->s.tok, g->items, g->res, g->n, e))
         return eb_wrap(e, "generate");
-    if (a->stats) print_stats(a, &st, g->res, g->n, g->sp.glue, g->sp.pol);
+    if (a->stats) print_stats(a, &st, g->res, g->n, g->sp.glue, g->sp.pol, m->cfg.n_layer);
     return 0;
 }
 

@@ -465,12 +465,14 @@ static int cmd_decode(int argc, char **argv)
            "\"prefill_tok_s\": %.1f, \"decode_tok_s\": %.1f, \"peak_kv_bytes\": %zu, "
            "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu, "
            "\"calls_min\": %ld, \"calls_max\": %ld, \"host_ms_step\": %.4f, "
-           "\"device_ms_step\": %.4f}\n",
+           "\"device_ms_step\": %.4f, \"fused_in_step\": %.1f, \"fused_out_step\": %.1f, "
+           "\"n_layer\": %d}\n",
            batch, plen, n_new, st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0,
            st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0, st.peak_kv_bytes,
            m->weight_bytes, plan.pool_bytes, peak, st.decode_calls_min, st.decode_calls_max,
            1e3 * (st.decode_forward_s - st.decode_wait_s) / steps,
-           1e3 * st.decode_device_s / steps);
+           1e3 * st.decode_device_s / steps, st.decode_fused_in / steps,
+           st.decode_fused_out / steps, m->cfg.n_layer);
     rc = 0;
     goto done;
 fail:
