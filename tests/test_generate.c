@@ -475,24 +475,32 @@ static int slow_after(void *ctx, struct eb_err *e)
     return 0;
 }
 
+/* NP requests on m, 3 at a time, EOS ignored, with these hooks; 0 or -1. */
+static int run_np(const struct model *m, const struct gen_hooks *hooks, struct gen_stats *st)
+{
+    struct gen_request req[NP];
+    make_requests(req, 0, m->cfg.n_vocab);
+    struct gen_result res[NP];
+    struct eb_err e;
+    struct gen_options opt = {.ignore_eos = 1, .max_live = 3, .hooks = hooks};
+    if (generate(m, req, NP, &opt, res, st, &e)) {
+        fprintf(stderr, "  %s\n", e.msg);
+        return -1;
+    }
+    gen_results_free(res, NP);
+    return 0;
+}
+
 /* Decode tokens/s counts the hooks: the time a policy spends lowers it. */
 static void test_hook_time_counts(void)
 {
     struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama-tied");
     if (!m) { CHECK(0); return; }
-    struct gen_request req[NP];
-    make_requests(req, 0, m->cfg.n_vocab);
-    struct gen_result res[NP];
-    struct eb_err e;
-    struct gen_options opt = {.ignore_eos = 1, .max_live = 3};
     struct gen_stats fast, slow;
-    CHECK(generate(m, req, NP, &opt, res, &fast, &e) == 0);
-    gen_results_free(res, NP);
+    CHECK(run_np(m, NULL, &fast) == 0);
     int afters = 0;
     struct gen_hooks gh = {.ctx = &afters, .on_step = slow_step, .after_step = slow_after};
-    opt.hooks = &gh;
-    CHECK(generate(m, req, NP, &opt, res, &slow, &e) == 0);
-    gen_results_free(res, NP);
+    CHECK(run_np(m, &gh, &slow) == 0);
     CHECK(slow.decode_steps == fast.decode_steps && slow.decode_tokens == fast.decode_tokens);
     CHECK(afters == slow.forward_calls); /* once per forward pass */
     /* Every decode step slept 2 ms plus 0.5 ms per row, all inside decode_s. */
@@ -543,14 +551,8 @@ static void test_device_clock(void)
 {
     struct model *m = open_model_on(be, "tests/fixtures/models/tiny-llama");
     if (!m) { CHECK(0); return; }
-    struct gen_request req[NP];
-    make_requests(req, 0, m->cfg.n_vocab);
-    struct gen_result res[NP];
-    struct eb_err e;
-    struct gen_options opt = {.ignore_eos = 1, .max_live = 3};
     struct gen_stats plain, clocked;
-    CHECK(generate(m, req, NP, &opt, res, &plain, &e) == 0);
-    gen_results_free(res, NP);
+    CHECK(run_np(m, NULL, &plain) == 0);
     CHECK(!plain.device_clock && plain.decode_device_s == 0 && plain.decode_wait_s == 0);
     struct backend timed = *be;
     timed.time_mark = clock_mark;
@@ -562,8 +564,7 @@ static void test_device_clock(void)
     mm.be = &timed;
     clock_marks = 0;
     clock_waited = 0;
-    CHECK(generate(&mm, req, NP, &opt, res, &clocked, &e) == 0);
-    gen_results_free(res, NP);
+    CHECK(run_np(&mm, NULL, &clocked) == 0);
     CHECK(clocked.device_clock == 1 && clocked.decode_steps == plain.decode_steps);
     CHECK(clock_marks == 2 * clocked.forward_calls); /* before and after each forward */
     CHECK_MSG(fabs(clocked.decode_device_s - 3e-3 * clocked.decode_steps) < 1e-9,

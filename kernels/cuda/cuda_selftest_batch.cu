@@ -29,17 +29,6 @@ struct side {
     std::vector<score_unit> host;
 };
 
-float *alloc_up(struct backend *be, const std::vector<float> &h)
-{
-    float *p = be->alloc(be, h.size());
-    if (!p) {
-        fprintf(stderr, "cuda_selftest: out of memory\n");
-        exit(1);
-    }
-    be->upload(be, p, h.data(), h.size());
-    return p;
-}
-
 /* Keys of len rows stored as type (f32 floats, or 16-bit pairs packed in floats). */
 std::vector<float> typed_keys(struct selftest *st, int len, enum kv_type t)
 {
@@ -64,16 +53,16 @@ void build(struct selftest *st, const batch_case &c, side &s, const std::vector<
            int run = 1)
 {
     (void)st;
-    s.ring = alloc_up(s.be, ring);
+    s.ring = st_upload(s.be, ring);
     for (size_t u = 0; u < c.lens.size(); u++) {
         int len = c.lens[u];
         if (run > 1 && u % run == 0)
-            s.z.push_back(alloc_up(s.be, std::vector<float>(2 * (size_t)len, 0.0f)));
-        if (adds) s.add.push_back(alloc_up(s.be, (*adds)[u]));
-        s.keys.push_back(alloc_up(s.be, keys[u]));
-        s.imp.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
-        s.red.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
-        s.keep.push_back(alloc_up(s.be, std::vector<float>((size_t)len, 0.0f)));
+            s.z.push_back(st_upload(s.be, std::vector<float>(2 * (size_t)len, 0.0f)));
+        if (adds) s.add.push_back(st_upload(s.be, (*adds)[u]));
+        s.keys.push_back(st_upload(s.be, keys[u]));
+        s.imp.push_back(st_upload(s.be, std::vector<float>((size_t)len, 0.0f)));
+        s.red.push_back(st_upload(s.be, std::vector<float>((size_t)len, 0.0f)));
+        s.keep.push_back(st_upload(s.be, std::vector<float>((size_t)len, 0.0f)));
         score_unit d = {};
         d.k = s.keys[u];
         d.q = s.ring;
@@ -328,8 +317,8 @@ void gather_case(struct selftest *st, int words)
         std::vector<gather_unit> host(n_units);
         std::vector<float *> bufs, kbufs;
         for (int u = 0; u < n_units; u++) {
-            float *k = alloc_up(be, rows[2 * u]), *v = alloc_up(be, rows[2 * u + 1]);
-            float *kp = alloc_up(be, keep[u]);
+            float *k = st_upload(be, rows[2 * u]), *v = st_upload(be, rows[2 * u + 1]);
+            float *kp = st_upload(be, keep[u]);
             bufs.push_back(k);
             bufs.push_back(v);
             kbufs.push_back(kp);

@@ -22,17 +22,6 @@ struct fshape {
     enum weight_type type; /* WEIGHT_BF16 or WEIGHT_F16 */
 };
 
-float *dev(struct backend *be, const std::vector<float> &h)
-{
-    float *p = be->alloc(be, h.size());
-    if (!p) {
-        fprintf(stderr, "cuda_selftest: out of memory\n");
-        exit(1);
-    }
-    be->upload(be, p, h.data(), h.size());
-    return p;
-}
-
 std::vector<float> rnd(struct selftest *st, size_t n, float scale)
 {
     std::vector<float> h(n);
@@ -92,22 +81,22 @@ void test_fused(struct selftest *st, const fshape &s)
     for (int i = 0; i < T; i++) pos[i] = 17 * i + 3;
     std::vector<float> inv(s.hd / 2);
     for (int i = 0; i < s.hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, 2.0f * i / s.hd);
-    float *x = dev(g, rnd(st, (size_t)T * s.d, 1.0f)), *x2 = dev(g, std::vector<float>((size_t)T * s.d));
+    float *x = st_upload(g, rnd(st, (size_t)T * s.d, 1.0f)), *x2 = st_upload(g, std::vector<float>((size_t)T * s.d));
     g->copy(g, x2, x, (size_t)T * s.d);
-    float *an = dev(g, rnd(st, s.d, 1.0f)), *fn = dev(g, rnd(st, s.d, 1.0f));
-    float *bqkv = s.bias ? dev(g, rnd(st, (size_t)qd + 2 * kvd, 0.5f)) : NULL;
-    float *qn = s.qk_norm ? dev(g, rnd(st, s.hd, 1.0f)) : NULL;
-    float *kn = s.qk_norm ? dev(g, rnd(st, s.hd, 1.0f)) : NULL;
-    float *inv_d = dev(g, inv);
+    float *an = st_upload(g, rnd(st, s.d, 1.0f)), *fn = st_upload(g, rnd(st, s.d, 1.0f));
+    float *bqkv = s.bias ? st_upload(g, rnd(st, (size_t)qd + 2 * kvd, 0.5f)) : NULL;
+    float *qn = s.qk_norm ? st_upload(g, rnd(st, s.hd, 1.0f)) : NULL;
+    float *kn = s.qk_norm ? st_upload(g, rnd(st, s.hd, 1.0f)) : NULL;
+    float *inv_d = st_upload(g, inv);
     int *pos_d = (int *)g->alloc(g, T);
     g->upload(g, (float *)pos_d, (const float *)pos.data(), T);
     std::vector<float> zero_q((size_t)T * qd), zero_kv((size_t)T * kvd);
-    float *q1 = dev(g, zero_q), *k1 = dev(g, zero_kv), *v1 = dev(g, zero_kv);
-    float *q2 = dev(g, zero_q), *k2 = dev(g, zero_kv), *v2 = dev(g, zero_kv);
-    float *xb = dev(g, std::vector<float>((size_t)T * s.d));
-    float *hb = dev(g, std::vector<float>((size_t)T * 2 * s.n_ff)), *hb2 = hb + (size_t)T * s.n_ff;
-    float *scratch = dev(g, std::vector<float>((size_t)T * H * s.hd));
-    float *att = dev(g, rnd(st, (size_t)T * qd, 1.0f));
+    float *q1 = st_upload(g, zero_q), *k1 = st_upload(g, zero_kv), *v1 = st_upload(g, zero_kv);
+    float *q2 = st_upload(g, zero_q), *k2 = st_upload(g, zero_kv), *v2 = st_upload(g, zero_kv);
+    float *xb = st_upload(g, std::vector<float>((size_t)T * s.d));
+    float *hb = st_upload(g, std::vector<float>((size_t)T * 2 * s.n_ff)), *hb2 = hb + (size_t)T * s.n_ff;
+    float *scratch = st_upload(g, std::vector<float>((size_t)T * H * s.hd));
+    float *att = st_upload(g, rnd(st, (size_t)T * qd, 1.0f));
 
     /* the single ops, through the views */
     g->rmsnorm(g, xb, x, an, T, s.d, 1e-6f);

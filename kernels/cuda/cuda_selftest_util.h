@@ -51,6 +51,17 @@ static inline st_pair st_make(struct selftest *st, const std::vector<float> &h)
     return p;
 }
 
+/* One backend's copy of h (exits when out of memory, as st_make). */
+static inline float *st_upload(struct backend *be, const std::vector<float> &h)
+{
+    float *p = be->alloc(be, h.size());
+    if (!p) {
+        fprintf(stderr, "cuda_selftest: out of memory\n");
+        exit(1);
+    }
+    be->upload(be, p, h.data(), h.size());
+    return p;
+}
 static inline void st_drop(struct selftest *st, st_pair p)
 {
     st->cpu->free(st->cpu, p.c);
