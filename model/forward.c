@@ -29,6 +29,8 @@ struct forward {
                                 in backend memory: one upload a step */
     int *pos_dev;            /* step_dev + max_tokens */
     int fused_in, fused_out; /* layers of the last forward the backend ran fused */
+    float *qkv_scratch;      /* hb when a joined q/k/v product fits it (layer_in_args.qkv_out),
+                                else NULL */
     float *probs;            /* grown on demand when attention probabilities are requested */
     size_t probs_cap;
     /* host */
@@ -115,6 +117,9 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     f->hb = be->alloc(be, 2 * t * c->n_ff);
     f->hb2 = f->hb ? f->hb + t * c->n_ff : NULL;
     f->logits_dev = be->alloc(be, lr * c->n_vocab);
+    /* hb (2 n_ff floats a row) is free until the MLP: the joined product's scratch */
+    if ((size_t)(c->n_head + 2 * c->n_head_kv) * c->head_dim <= 2 * (size_t)c->n_ff)
+        f->qkv_scratch = f->hb;
     f->step_dev = (int *)be->alloc(be, 2 * t); /* int32, one per float */
     f->pos_dev = f->step_dev ? f->step_dev + t : NULL;
     if (!f->x || !f->xb || !f->q || !f->att || !f->k || !f->v || !f->hb || !f->logits_dev ||
@@ -313,13 +318,11 @@ static void attention_input(struct forward *f, const struct model_layer_weights 
     const struct model_config *c = &m->cfg;
     struct backend *be = m->be;
     int d = c->n_embd, hd = c->head_dim;
-    /* hb (2 n_ff floats a row) is free until the MLP: the joined product's scratch */
-    int qkv_fits = (c->n_head + 2 * c->n_head_kv) * hd <= 2 * c->n_ff;
     struct layer_in_args a = {T, d, c->n_head, c->n_head_kv, hd, f->x, w->attn_norm, c->rms_eps,
                               w->wq, w->wk, w->wv, w->bq, w->bk, w->bv, w->q_norm, w->k_norm,
                               f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v,
                               w->wqkv, w->wqkv ? w->bqkv : NULL, f->pos_dev, m->inv_freq_dev,
-                              qkv_fits ? f->hb : NULL};
+                              f->qkv_scratch};
     if (be->layer_in && be->layer_in(be, &a) == 0) {
         f->fused_in++;
         return;

@@ -22,11 +22,11 @@ static void print_help(void)
 static void print_matrix(void *ctx, const char *name, const struct weight *w)
 {
     (void)ctx;
-    const char *how = w->interleave ? "8 rows interleaved (AVX2)" : w->bytes ? "copied"
-                                                                     : "read in place";
+    const char *how = w->interleave             ? "8 rows interleaved (AVX2)"
+                      : w->bytes || w->view_of ? "copied"
+                                               : "read in place";
     printf("  %-28s %-5s -> %-5s %s%s\n", name, quant_type_name((int)w->type),
-           quant_type_name((int)w->held), w->view_of ? "joined, " : "",
-           w->view_of && !w->interleave ? "copied" : how);
+           quant_type_name((int)w->held), w->view_of ? "joined, " : "", how);
 }
 
 static void count_interleaved(void *ctx, const char *name, const struct weight *w)
