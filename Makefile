@@ -192,11 +192,13 @@ evictbench-cuda: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_LIB
 devcheck-tools: build/tools/gpu_check
 
 build/tools/gpu_check: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
-                      tools/devcheck/decode_compare.h $(BUILD)/libevictbench.a $(CUDA_LIB)
+                      tools/devcheck/decode_compare.h tools/devcheck/graph_check.c \
+                      tools/devcheck/graph_check.h $(BUILD)/libevictbench.a $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c tools/devcheck/gpu_check.c -o $@.o
 	$(CC) $(CFLAGS) -c tools/devcheck/decode_compare.c -o $@.compare.o
-	$(NVCC) -o $@ $@.o $@.compare.o -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
+	$(CC) $(CFLAGS) -c tools/devcheck/graph_check.c -o $@.graph.o
+	$(NVCC) -o $@ $@.o $@.compare.o $@.graph.o -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
 		$(BUILD)/libevictbench.a -lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
 
 .PHONY: devcheck-tools

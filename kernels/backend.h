@@ -486,6 +486,29 @@ struct backend {
     double (*time_device_s)(struct backend *be);
     double (*time_waited_s)(const struct backend *be);
 
+    /* ---- step graphs (optional; NULL where every op is launched on its
+     * own, as on the CPU) ----
+     * model/forward.c brackets a step's embedding and layers with
+     * graph_begin and graph_end, after the step's parameters are in backend
+     * memory (kv_table_step, the ids and positions upload).  graph_begin
+     * gets the step's shape id (kernels/step_graph.h; 0: not to be recorded:
+     * hooks run per layer, or a layer ran single ops) and answers its mode:
+     *   STEP_EAGER: the ops run as always;
+     *   STEP_CAPTURE: the ops are recorded, not run; graph_end runs the
+     *     recording and keeps it;
+     *   STEP_REPLAY: the ops are called with the step's arguments as always
+     *     but only do their host bookkeeping (room checks, length mirrors);
+     *     graph_end replays the recording, one launch.
+     * graph_end(ok = 0) after a failed op ends a capture without running it.
+     * It returns 0, or -1 when the graph failed to run.  graph_forget drops
+     * the recording (owner's buffers freed).  graph_counts: recordings kept,
+     * steps replayed, captures discarded (instrumentation). */
+    int (*graph_begin)(struct backend *be, const void *owner, unsigned long shape);
+    int (*graph_end)(struct backend *be, int ok);
+    void (*graph_forget)(struct backend *be);
+    void (*graph_counts)(const struct backend *be, unsigned long *captures,
+                         unsigned long *replays, unsigned long *discarded);
+
     /* ---- typed KV caches (may be NULL on a backend with f32 caches only) ----
      * A cache of a 16-bit type is backend memory from alloc (n elements take
      * n * kv_type_bytes / sizeof(float) floats) addressed in its elements.

@@ -166,6 +166,34 @@ static void count_thread_syncs(const struct backend *be, unsigned long *jobs,
     inner->thread_syncs(inner, jobs, barriers);
 }
 
+/* Step graphs: graph_end (the launch) counts as a call; graph_begin, the
+ * forgetting and the counts are bookkeeping. */
+static int count_graph_begin(struct backend *be, const void *owner, unsigned long shape)
+{
+    struct backend *inner = ((struct count_impl *)be->impl)->inner;
+    return inner->graph_begin(inner, owner, shape);
+}
+
+static int count_graph_end(struct backend *be, int ok)
+{
+    struct count_impl *c = be->impl;
+    c->calls++;
+    return c->inner->graph_end(c->inner, ok);
+}
+
+static void count_graph_forget(struct backend *be)
+{
+    struct backend *inner = ((struct count_impl *)be->impl)->inner;
+    inner->graph_forget(inner);
+}
+
+static void count_graph_counts(const struct backend *be, unsigned long *captures,
+                               unsigned long *replays, unsigned long *discarded)
+{
+    const struct backend *inner = ((const struct count_impl *)be->impl)->inner;
+    inner->graph_counts(inner, captures, replays, discarded);
+}
+
 static struct weight *count_weight_join(struct backend *be, struct weight *const *parts, int n)
 {
     struct backend *inner = inner_of(be);
@@ -372,6 +400,12 @@ struct backend *backend_count_create(struct backend *inner)
         be->time_mark = count_time_mark;
         be->time_device_s = count_time_device_s;
         be->time_waited_s = count_time_waited_s;
+    }
+    if (inner->graph_begin && inner->graph_end && inner->graph_forget && inner->graph_counts) {
+        be->graph_begin = count_graph_begin;
+        be->graph_end = count_graph_end;
+        be->graph_forget = count_graph_forget;
+        be->graph_counts = count_graph_counts;
     }
     if (inner->matmul) be->matmul = count_matmul;
     if (inner->embed_weight) be->embed_weight = count_embed_weight;

@@ -14,6 +14,7 @@
  * cache changed behind the table's back (kvcache.gen): a new sequence, a
  * compaction. */
 #include "model.h"
+#include "kernels/step_graph.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -42,6 +43,10 @@ struct forward {
     const struct kvcache **bound;
     uint64_t *bound_gen;
     struct kv_step_seq *step;
+    /* step graphs (backend.graph_begin): the last step's shape, and its id */
+    int prev_n_seq, *prev_new, *prev_pad;
+    int rebound;             /* a slot was bound during this step */
+    unsigned long shape_id;
 };
 
 size_t forward_device_bytes(const struct model_config *c, int max_tokens, int max_logit_rows)
@@ -75,9 +80,11 @@ void forward_free(struct forward *f)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->free(be, bufs[i]);
     if (f->tab) be->kv_table_free(be, f->tab);
+    if (be->graph_forget) be->graph_forget(be); /* a recording reads these buffers */
     free(f->bound);
     free(f->bound_gen);
     free(f->step);
+    free(f->prev_new);
     free(f->logits);
     free(f->ids);
     free(f->rows);
@@ -135,7 +142,10 @@ int forward_create(const struct model *m, int max_tokens, int max_logit_rows,
     f->bound = eb_calloc(t, sizeof *f->bound, e);
     f->bound_gen = eb_calloc(t, sizeof *f->bound_gen, e);
     f->step = eb_calloc(t, sizeof *f->step, e);
-    if (!f->logits || !f->pos || !f->ids || !f->rows || !f->bound || !f->bound_gen || !f->step) {
+    f->prev_new = eb_calloc(2 * t, sizeof *f->prev_new, e);
+    f->prev_pad = f->prev_new ? f->prev_new + t : NULL;
+    if (!f->logits || !f->pos || !f->ids || !f->rows || !f->bound || !f->bound_gen || !f->step ||
+        !f->prev_new) {
         forward_free(f);
         return -1;
     }
@@ -246,6 +256,7 @@ static int sync_slots(struct forward *f, const struct fwd_batch *b, struct eb_er
                            be->name, b->seqs[s].id);
         f->bound[s] = kc;
         f->bound_gen[s] = kc->gen;
+        f->rebound = 1;
     }
     return 0;
 }
@@ -362,6 +373,51 @@ static void layer_output(struct forward *f, const struct model_layer_weights *w,
     be->add(be, f->x, f->xb, (size_t)T * d);
 }
 
+/* The step's shape id for backend.graph_begin (kernels/step_graph.h): a new
+ * id when the batch's sequences, their new rows or pads, or a slot's binding
+ * changed since the last step; 0 when the step must not be recorded (hooks
+ * that run per layer, a layer of the last step ran single ops, ids that
+ * would be read from the host). */
+static unsigned long step_shape(struct forward *f, const struct fwd_batch *b,
+                                const struct model_hooks *hooks)
+{
+    const struct model *m = f->m;
+    int same = !f->rebound && b->n_seq == f->prev_n_seq;
+    for (int s = 0; s < b->n_seq; s++) {
+        same = same && f->prev_new[s] == f->step[s].n_new && f->prev_pad[s] == f->step[s].n_pad;
+        f->prev_new[s] = f->step[s].n_new;
+        f->prev_pad[s] = f->step[s].n_pad;
+    }
+    f->prev_n_seq = b->n_seq;
+    f->rebound = 0;
+    if (!same) f->shape_id++;
+    int per_layer = hooks && (hooks->after_layer || (hooks->needs & MODEL_NEED_ATTN_PROBS));
+    int all_fused = f->fused_in == m->cfg.n_layer && f->fused_out == m->cfg.n_layer;
+    if (per_layer || !all_fused || !m->be->embed_weight_dev) return 0;
+    return f->shape_id;
+}
+
+/* The embedding and every layer: what a step graph records. */
+static int run_layers(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
+                      struct eb_err *e)
+{
+    const struct model *m = f->m;
+    struct backend *be = m->be;
+    int T = b->n_rows;
+    if (be->embed_weight_dev)
+        be->embed_weight_dev(be, f->x, m->tok_embd, f->step_dev, T);
+    else
+        be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const struct model_layer_weights *w = &m->layers[l];
+        attention_input(f, w, T);
+        if (layer_attention(f, b, l, hooks, e)) return -1;
+        layer_output(f, w, T);
+        if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
+    }
+    return 0;
+}
+
 int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hooks *hooks,
                   struct eb_err *e)
 {
@@ -374,22 +430,17 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
+    unsigned long shape = step_shape(f, b, hooks);
     f->fused_in = f->fused_out = 0;
     /* The step's ids and positions in one upload (int32 travel as their
      * bits: upload copies floats' bytes), read from there by the embedding
      * and every layer's RoPE. */
     be->upload(be, (float *)f->step_dev, (const float *)f->ids, (size_t)(f->max_tokens + T));
-    if (be->embed_weight_dev)
-        be->embed_weight_dev(be, f->x, m->tok_embd, f->step_dev, T);
-    else
-        be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
-    for (int l = 0; l < c->n_layer; l++) {
-        const struct model_layer_weights *w = &m->layers[l];
-        attention_input(f, w, T);
-        if (layer_attention(f, b, l, hooks, e)) return -1;
-        layer_output(f, w, T);
-        if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
-    }
+    int mode = be->graph_begin ? be->graph_begin(be, f, shape) : STEP_EAGER;
+    int rc = run_layers(f, b, hooks, e);
+    if (mode != STEP_EAGER && be->graph_end(be, rc == 0) && rc == 0)
+        rc = eb_fail(e, "forward: the %s backend's step graph failed to run", be->name);
+    if (rc) return -1;
     for (int s = 0; s < b->n_seq; s++) {
         kvcache_advance(b->seqs[s].cache, b->seqs[s].n_tokens);
         kvcache_qring_advance(b->seqs[s].cache, b->seqs[s].n_tokens);

@@ -368,6 +368,8 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         unsigned long long calls0 = backend_count_calls(m->be);
         int clocked = m->be->time_mark && m->be->time_device_s && m->be->time_waited_s;
         double waited0 = clocked ? m->be->time_waited_s(m->be) : 0.0;
+        unsigned long caps0 = 0, reps0 = 0, caps1 = 0, reps1 = 0, drop = 0;
+        if (m->be->graph_counts) m->be->graph_counts(m->be, &caps0, &reps0, &drop);
         if (clocked) m->be->time_mark(m->be);
         if (model_forward(f, &b, h ? h->model : NULL, e)) goto out;
         if (in_backend && sample_in_backend(m, f, seqs, ns, slots, seq_slot, srows, stok, e))
@@ -376,6 +378,7 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
         double t_forward = clock_now_s() - t_start;
         double waited = clocked ? m->be->time_waited_s(m->be) - waited0 : 0.0;
         double device_s = clocked && !has_prefill ? m->be->time_device_s(m->be) : 0.0;
+        if (m->be->graph_counts) m->be->graph_counts(m->be, &caps1, &reps1, &drop);
         st.forward_calls++;
         if (!has_prefill) note_calls(&st, (long)(backend_count_calls(m->be) - calls0));
 
@@ -437,6 +440,9 @@ int generate(const struct model *m, const struct gen_request *reqs, int n,
             forward_fused_layers(f, &fin, &fout);
             st.decode_fused_in += fin;
             st.decode_fused_out += fout;
+            st.graphs = m->be->graph_counts != NULL;
+            st.decode_graph_steps += (long)(caps1 - caps0 + reps1 - reps0);
+            st.decode_graph_captures += (long)(caps1 - caps0);
             st.decode_steps++;
             st.decode_tokens += used;
             st.decode_jobs += jobs1 - jobs0;

@@ -137,6 +137,11 @@ struct gen_stats {
     /* Layers the backend ran as fused blocks over the decode steps
      * (forward_fused_layers: attention input, and the rest of the layer). */
     long decode_fused_in, decode_fused_out;
+    /* Decode steps run as one recorded graph (backend.graph_begin: replayed
+     * or just captured), and of them the captures (a new batch shape or
+     * binding, e.g. after a compaction); 0 where the backend has none. */
+    long decode_graph_steps, decode_graph_captures;
+    int graphs;                      /* 1 when the backend records step graphs */
 };
 
 /* Run all requests.  results[n] are filled (free with gen_results_free).  On

@@ -292,7 +292,8 @@ run_gpu_check() { # sub args...
     grep -q "\"$sub\"" tools/devcheck/gpu_check.c || { fail "gpu_check has no '$sub'"; return 2; }
     for a in "$@"; do
         case "$a" in
-        --*) grep -q "\"$a\"" tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c ||
+        --*) grep -q "\"$a\"" tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
+                 tools/devcheck/graph_check.c ||
                  { fail "gpu_check $sub lacks $a"; return 2; } ;;
         esac
     done
@@ -303,8 +304,9 @@ run_gpu_check() { # sub args...
     decode)
         b=1
         while [ $# -gt 1 ]; do [ "$1" = --batch ] && b=$2; shift; done
-        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824, \"calls_min\": 1008, \"calls_max\": 1008, \"host_ms_step\": 1.0, \"device_ms_step\": 3.2, \"fused_in_step\": 28.0, \"fused_out_step\": 28.0, \"n_layer\": 28}" ;;
+        echo "{\"engine\": \"gpu_check\", \"batch\": $b, \"prompt_len\": $PROMPT_LEN, \"new\": $GEN, \"prefill_tok_s\": 9000.0, \"decode_tok_s\": $(dry_rate fullkv "$b"), \"peak_kv_bytes\": 1000, \"weight_bytes\": 15231233024, \"pool_bytes\": 2147483648, \"pool_peak_bytes\": 1073741824, \"calls_min\": 1008, \"calls_max\": 1008, \"host_ms_step\": 1.0, \"device_ms_step\": 3.2, \"fused_in_step\": 28.0, \"fused_out_step\": 28.0, \"n_layer\": 28, \"graph_steps\": 0, \"graph_captures\": 0}" ;;
     compare) dry_compare ;;
+    graph) echo '{"engine": "gpu_check-graph", "batch": 4, "prompt_len": 64, "steps": 32, "rows": 112, "worst_rel": 0.004, "top1_agree": 1.000, "captures": 2, "replays": 26, "discarded": 0, "ok": true}' ;;
     esac
 }
 
@@ -438,7 +440,8 @@ print("\t".join(str(x) for x in (sys.argv[2], sys.argv[3], "fullkv", r["batch"],
       f'{r["calls_max"]} backend calls/step, host {r.get("host_ms_step", 0):.2f} ms / '
       f'device {r.get("device_ms_step", 0):.2f} ms per step, fused blocks '
       f'{r.get("fused_in_step", 0):.0f}+{r.get("fused_out_step", 0):.0f} of '
-      f'{r.get("n_layer", 0)} layers')))
+      f'{r.get("n_layer", 0)} layers, {r.get("graph_steps", 0)} steps as graphs '
+      f'({r.get("graph_captures", 0)} captures)')))
 EOF
 }
 
@@ -538,6 +541,14 @@ fused, unfused = get("qwen7b", "gpu_check", "fullkv", 1), get("qwen7b", "gpu_che
 if fused and unfused:
     print(f"     qwen7b batch 1, fused layer blocks vs single ops: {fused:.1f} / {unfused:.1f} = "
           f"{fused / unfused:.2f}x")
+# Issue 37's step graphs (EVICTBENCH_CUDA_GRAPH=1): the same decode, each
+# step replayed as one graph, against ops launched one by one.
+for b in (1, 64):
+    g, e = get("qwen7b", "gpu_check-graph", "fullkv", b), get("qwen7b", "gpu_check", "fullkv", b)
+    if g and e:
+        roof = f" = {100 * wb * g / bw:.1f}% of the HBM roofline" if b == 1 and wb and bw > 0 else ""
+        print(f"     qwen7b batch {b}, step graphs vs ops one by one: {g:.1f} / {e:.1f} = "
+              f"{g / e:.2f}x{roof}")
 # Prefill at batch 1: 2 flops per layer parameter per token (bf16: weight
 # bytes / 2 parameters, less the embedding and the LM head, which prefill
 # runs on the last token only; attention's own flops left out) against the
@@ -677,6 +688,20 @@ check_shape() { # shape dir
     return 0
 }
 
+# Decode steps replayed as CUDA graphs against the same steps launched op
+# by op (gpu_check graph: teacher-forced, 4 sequences, one leaving halfway).
+check_graph() { # shape dir
+    step "$1: decode steps as CUDA graphs vs op by op (EVICTBENCH_CUDA_GRAPH=1)"
+    log=$OUT/graph.$1.log
+    if within 60 run_gpu_check graph --model "$2" --batch 4 --prompt-len 64 --steps 32 \
+            --device cuda >"$log" 2>&1; then
+        grep '^{' "$log"
+    else
+        tail -n 5 "$log"
+        fail "$1: step graphs differ from the ops one by one, or did not replay (see $log)"
+    fi
+}
+
 # ---- 5, 6. the pool across batches; timing ----
 # PROMPT_LEN-ish tokens of plain text per prompt (about 4.5 characters a
 # token for this English); prompt i starts differently so no two are equal.
@@ -736,17 +761,19 @@ time_ours() { # model_name dir policy batch
 
 # FullKV through model/generate.c directly (gpu_check decode).  With a 4th
 # argument "unfused": the single ops instead of the fused layer blocks
-# (EVICTBENCH_CUDA_FUSED=0), the "before" of a before/after on one machine.
-time_model_api() { # model_name dir batch [unfused]
+# (EVICTBENCH_CUDA_FUSED=0), the "before" of a before/after on one machine;
+# "graph": decode steps replayed as CUDA graphs (EVICTBENCH_CUDA_GRAPH=1).
+time_model_api() { # model_name dir batch [unfused|graph]
     engine=gpu_check
-    EVICTBENCH_CUDA_FUSED=1
+    EVICTBENCH_CUDA_FUSED=1 EVICTBENCH_CUDA_GRAPH=0
     [ "${4:-}" = unfused ] && engine=gpu_check-unfused EVICTBENCH_CUDA_FUSED=0
-    export EVICTBENCH_CUDA_FUSED
+    [ "${4:-}" = graph ] && engine=gpu_check-graph EVICTBENCH_CUDA_GRAPH=1
+    export EVICTBENCH_CUDA_FUSED EVICTBENCH_CUDA_GRAPH
     log=$OUT/time.$1.$engine.$3.log
     status=0
     within 15 run_gpu_check decode --model "$2" --batch "$3" --prompt-len "$PROMPT_LEN" \
         --new "$GEN" >"$log" 2>&1 || status=$?
-    unset EVICTBENCH_CUDA_FUSED
+    unset EVICTBENCH_CUDA_FUSED EVICTBENCH_CUDA_GRAPH
     if [ $status = 0 ]; then
         api_row "$log" "$1" "$engine" ||
             fail "gpu_check decode $1 batch $3: unparsed output in $log"
@@ -995,6 +1022,7 @@ run_max_batch() { # model_dir
 # ---- 4-6 in priority order: the 7B shape's checks and rows first ----
 check_shape qwen7b "$QWEN"
 have_qwen=$?
+[ $have_qwen = 0 ] && check_graph qwen7b "$QWEN"
 check_decode
 if [ $have_qwen = 0 ] && [ $CHECK_ONLY = 0 ]; then
     check_exp ./evictbench-cuda "$EXP_CFG" cuda
@@ -1007,6 +1035,7 @@ if [ $have_qwen = 0 ]; then
     step "timing qwen7b: FullKV batch $API_BATCHES through the model API, transformers generate"
     for b in $API_BATCHES; do time_model_api qwen7b "$QWEN" "$b"; done
     time_model_api qwen7b "$QWEN" 1 unfused
+    for b in $API_BATCHES; do time_model_api qwen7b "$QWEN" "$b" graph; done
     time_hf qwen7b "$QWEN"
     if [ $can_time = 1 ]; then
         step "timing qwen7b: evictbench-cuda generate ($GEN tokens, budget $BUDGET)"

@@ -437,8 +437,7 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
             st->decode_fused_in / steps, st->decode_fused_out / steps, n_layer);
     if (st->device_clock)
         fprintf(stderr, "host vs device per decode step: host %.3f ms of its own work and %.3f ms "
-                        "waiting on the device; device %.3f ms (host work %.0f%% of device time); "
-                        "graph launches 0 (each op launched on its own)\n",
+                        "waiting on the device; device %.3f ms (host work %.0f%% of device time)\n",
                 1e3 * (st->decode_forward_s - st->decode_wait_s) / steps,
                 1e3 * st->decode_wait_s / steps, 1e3 * st->decode_device_s / steps,
                 st->decode_device_s > 0
@@ -448,6 +447,17 @@ static void print_stats(const struct gen_cli *a, const struct gen_stats *st,
         fprintf(stderr, "host vs device per decode step: no device clock on the %s backend "
                         "(on the CPU, ops are done when they return: host time is device "
                         "time)\n", a->device ? a->device : "cpu");
+    if (st->graphs)
+        fprintf(stderr, "step graphs: %.2f graph launches per decode step (%ld of %ld steps "
+                        "replayed or just captured as one graph, the embedding and every layer); "
+                        "%ld captures (a new batch shape or cache binding, e.g. a compaction)\n",
+                st->decode_graph_steps / steps, st->decode_graph_steps, st->decode_steps,
+                st->decode_graph_captures);
+    else
+        fprintf(stderr, "step graphs: none (each op launched on its own%s)\n",
+                a->device && strncmp(a->device, "cuda", 4) == 0
+                    ? "; EVICTBENCH_CUDA_GRAPH=1 records them"
+                    : "");
     fprintf(stderr, "kv cache: peak %zu bytes; memory estimate %zu bytes; %s elements\n",
             st->peak_kv_bytes, st->est_bytes, kv_type_name(device_kv_type(a->device, a->kv_type)));
     if (st->decode_jobs > 0)

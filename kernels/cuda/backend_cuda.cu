@@ -84,6 +84,11 @@ bool launched(struct backend *be, const char *what)
 bool grow(struct backend *be, void **buf, size_t *cap, size_t n, size_t size, const char *what)
 {
     if (n <= *cap) return true;
+    /* A recording may not wait for the device; the step before it sized this. */
+    if (graph_mode(be) == STEP_CAPTURE) {
+        cuda_fail(be, what, "a buffer would grow while a step graph is recorded");
+        return false;
+    }
     /* The buffer may still be read by queued work: wait before freeing it. */
     if (*buf && !cuda_ok(be, cudaDeviceSynchronize(), what)) return false;
     if (*buf) cudaFree(*buf);
@@ -93,6 +98,7 @@ bool grow(struct backend *be, void **buf, size_t *cap, size_t n, size_t size, co
     size_t want = n + n / 2;
     if (!cuda_ok(be, cudaMalloc(buf, want * size), what)) return false;
     *cap = want;
+    impl_of(be)->grown++;
     return true;
 }
 
@@ -124,6 +130,10 @@ static bool ring_room(struct backend *be, size_t need)
     struct cuda_impl *im = impl_of(be);
     if (failed(be)) return false;
     if (im->stage_off + need <= im->stage_cap) return true;
+    if (graph_mode(be) == STEP_CAPTURE) {
+        cuda_fail(be, "staging ring wrap", "the ring would wait while a step graph is recorded");
+        return false;
+    }
     if (!cuda_ok(be, cudaDeviceSynchronize(), "staging ring wrap")) return false;
     im->stage_off = 0;
     return need <= im->stage_cap || stage_alloc(be, need * 2);
@@ -144,6 +154,8 @@ const void *stage(struct backend *be, const void *host, size_t bytes)
     if (!ring_room(be, need)) return NULL;
     char *h = im->stage_host + im->stage_off, *d = im->stage_dev + im->stage_off;
     im->stage_off += need;
+    /* A recorded copy would read this ring region again at every replay. */
+    if (graph_mode(be) == STEP_CAPTURE) im->graph_tainted = true;
     memcpy(h, host, bytes);
     if (!cuda_ok(be, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, 0), "stage metadata"))
         return NULL;
@@ -556,6 +568,7 @@ static void cuda_destroy(struct backend *be)
             if (im->ev[i]) cudaEventDestroy(im->ev[i]);
         if (im->blas) cublasDestroy(im->blas);
         if (im->blas16) cublasDestroy(im->blas16);
+        cuda_graph_release(be); /* the recording, and cuBLAS's workspace once cuBLAS is gone */
         free(im);
     }
     free(be);
@@ -628,6 +641,14 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
         eb_fail(e, "cuda: cuBLAS cannot start on device %d (status %d)", device, (int)brc);
         return NULL;
     }
+    /* Every op on the per-thread default stream (the library is compiled
+     * with --default-stream per-thread): cuBLAS too, so a step graph records it. */
+    if (!blas_ok(be, cublasSetStream(im->blas, cudaStreamPerThread), "cuBLAS stream") ||
+        !blas_ok(be, cublasSetStream(im->blas16, cudaStreamPerThread), "cuBLAS stream")) {
+        eb_fail(e, "%s", im->fault.msg);
+        cuda_destroy(be);
+        return NULL;
+    }
     /* the device clock (time_mark); without events the clock is off, not the backend */
     for (int i = 0; i < 2; i++)
         if (cudaEventCreate(&im->ev[i]) != cudaSuccess) im->ev[i] = NULL;
@@ -681,6 +702,11 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->embed_weight = cuda_embed_weight;
     be->embed_weight_dev = cuda_embed_weight_dev;
     cuda_layer_ops_install(be);
+    if (cuda_graph_install(be)) {
+        eb_fail(e, "%s", im->fault.msg);
+        cuda_destroy(be);
+        return NULL;
+    }
     return be;
 }
 

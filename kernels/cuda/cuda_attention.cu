@@ -79,8 +79,13 @@ __global__ static void __launch_bounds__(FLASH_WARPS * 32) k_flash(const flash_p
         n_vis = sq.kv_len[kvh] - n_new + i + 1;
         n_vis = n_vis < 0 ? 0 : (n_vis > cap ? cap : n_vis);
     }
-    const int s0 = split * p.keys_per_split;
-    const int s1 = min(s0 + p.keys_per_split, n_vis);
+    int kps = p.keys_per_split;
+    if (Q == 1 && p.dyn_keys_min > 0) { /* this query's keys over the fixed grid */
+        const int per = (n_vis + p.n_split - 1) / p.n_split;
+        kps = (per + p.dyn_keys_min - 1) / p.dyn_keys_min * p.dyn_keys_min;
+    }
+    const int s0 = split * kps;
+    const int s1 = min(s0 + kps, n_vis);
     float m[MG], l[MG], o[MG][E];
 #pragma unroll
     for (int g = 0; g < MG; g++) {
@@ -372,6 +377,7 @@ static int flash_run(struct backend *be, const struct flash_launch *L)
     p.group = L->n_head / L->n_kv;
     p.n_split = sp.n_split;
     p.keys_per_split = sp.keys_per_split;
+    p.dyn_keys_min = Q == 1 && L->fixed_grid ? keys_min : 0;
     p.scale = L->scale;
     if (sp.n_split > 1) {
         size_t need = (size_t)L->rows * L->n_head * sp.n_split * (HD + 2);
@@ -392,6 +398,17 @@ static int flash_run(struct backend *be, const struct flash_launch *L)
         if (!launched(be, "flash combine")) return -1;
     }
     return 0;
+}
+
+bool flash_reserve_decode(struct backend *be, const struct flash_launch *L, int hd)
+{
+    struct cuda_impl *im = impl_of(be);
+    struct flash_split sp =
+        flash_split_plan(im->n_sm, L->n_kv, L->n_z, L->max_vis, FLASH_WARPS * FLASH_TILE);
+    if (sp.n_split <= 1) return true;
+    size_t need = (size_t)L->rows * L->n_head * sp.n_split * (hd + 2);
+    return grow(be, (void **)&im->d_part, &im->d_part_cap, need, sizeof(float),
+                "attention splits");
 }
 
 template <typename T>

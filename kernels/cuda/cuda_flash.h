@@ -35,6 +35,11 @@ struct flash_params {
     const int *zmap;            /* device: the sequence of each block along z */
     float *part;                /* [rows][n_head][n_split][HD + 2] when n_split > 1 */
     int n_head, group, n_split, keys_per_split;
+    /* > 0 (decode only): each query splits its own visible keys, in
+     * multiples of this, over the n_split blocks (keys_per_split unused), so
+     * the grid does not follow the lengths: a step graph replays it as the
+     * caches grow */
+    int dyn_keys_min;
     float scale;
 };
 
@@ -46,6 +51,8 @@ struct flash_launch {
     int n_z, rows;              /* blocks along z (queries / Q, per sequence), query rows */
     int n_head, n_kv;
     int max_vis;                /* longest visible cache of the launch (sizes the split) */
+    bool fixed_grid;            /* decode: max_vis is the caches' capacity and each query
+                                   splits its own keys (flash_params.dyn_keys_min) */
     float scale;
 };
 
@@ -54,6 +61,10 @@ struct flash_launch {
  * or 256).  0, or -1 with the failure recorded. */
 int flash_run_typed(struct backend *be, enum kv_type t, int hd, bool decode,
                     const struct flash_launch *L);
+
+/* The split partials of a decode launch L (keys_min as flash_run's for one
+ * query a block) allocated now, so that recording it allocates nothing. */
+bool flash_reserve_decode(struct backend *be, const struct flash_launch *L, int hd);
 
 /* The general kernel for one sequence whose lengths (d_len, [n_kv]) and pad
  * mask (d_mask, [n_kv][cap] or NULL) are already in device memory;

@@ -156,6 +156,7 @@ int cuda_layer_in(struct backend *be, const struct layer_in_args *a)
         hd % 2 != 0 || hd > 1024 || (!a->q_norm) != (!a->k_norm))
         return 1;
     if (failed(be)) return 0; /* a recorded failure: the step's outputs are not read */
+    if (graph_mode(be) == STEP_REPLAY) return 0; /* the step graph holds the launches */
     struct cuda_impl *im = impl_of(be);
     int bf16 = w->held == WEIGHT_BF16;
     if (!grow(be, &im->d_act16, &im->d_act16_cap, (size_t)a->rows * a->n_embd, 2,
@@ -181,7 +182,7 @@ int cuda_layer_out(struct backend *be, const struct layer_out_args *a)
         !is16(a->w_down, gu->held) || gu->rows != 2 * a->n_ff || gu->cols != a->n_embd ||
         a->wo->rows != a->n_embd || a->w_down->rows != a->n_embd || a->w_down->cols != a->n_ff)
         return 1;
-    if (failed(be)) return 0;
+    if (failed(be) || graph_mode(be) == STEP_REPLAY) return 0;
     struct cuda_impl *im = impl_of(be);
     int bf16 = gu->held == WEIGHT_BF16, m = a->rows;
     size_t widest = (size_t)a->n_ff > (size_t)a->wo->cols ? (size_t)a->n_ff : (size_t)a->wo->cols;

@@ -7,6 +7,7 @@
 #include "kernels/cuda/backend_cuda.h"
 extern "C" {
 #include "kernels/cuda/cuda_fault.h"
+#include "kernels/step_graph.h"
 }
 
 #include <cublas_v2.h>
@@ -48,7 +49,23 @@ struct cuda_impl {
     cudaEvent_t ev[2];
     int ev_marks;      /* marks recorded; the latest is ev[(ev_marks - 1) % 2] */
     double waited_s;   /* host seconds blocked on the device */
+    /* Step graphs (cuda_graph.cu; EVICTBENCH_CUDA_GRAPH=1): every op runs on
+     * the per-thread default stream, which a capture records. */
+    struct step_graph graph;   /* when to capture, when to replay */
+    cudaGraphExec_t graph_exec; /* the kept recording, NULL: none */
+    bool graph_tainted;        /* the capture in progress staged host memory */
+    unsigned long grown;       /* buffers grow() reallocated, ever */
+    unsigned long graph_grown; /* `grown` when the kept recording was made: a
+                                  reallocation since leaves it pointing at freed memory */
+    void *blas_ws;             /* cuBLAS's fixed workspace while graphs are on */
+    struct kv_table *step_table; /* the table of the last kv_table_step */
 };
+
+/* The mode of the step in progress (STEP_EAGER outside a step graph). */
+static inline int graph_mode(const struct backend *be)
+{
+    return ((const struct cuda_impl *)be->impl)->graph.mode;
+}
 
 static const unsigned CUDA_THREADS = 256;
 
@@ -249,6 +266,14 @@ int cuda_kv_gather_batch(struct backend *be, const struct gather_unit *units, in
 void cuda_sync(struct backend *be);
 /* Sets be's layer-granular ops (cuda_layer.cu). */
 void cuda_layer_ops_install(struct backend *be);
+/* Whether the batch of the last kv_table_step can be recorded as a step
+ * graph (decode rows only, the flash kernel for every slot), its split
+ * partials for the fixed grid allocated (cuda_layer.cu). */
+bool cuda_layer_graphable(struct backend *be);
+/* Sets be's step-graph ops when EVICTBENCH_CUDA_GRAPH=1 (cuda_graph.cu); 0,
+ * or -1 with the failure recorded.  cuda_graph_release frees their state. */
+int cuda_graph_install(struct backend *be);
+void cuda_graph_release(struct backend *be);
 /* Scratch of `bytes` in d_floats (256-byte aligned by cudaMalloc). */
 void *float_scratch(struct backend *be, size_t bytes, const char *what);
 

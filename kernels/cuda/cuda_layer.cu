@@ -196,6 +196,7 @@ static void cuda_kv_table_free(struct backend *be, struct kv_table *t)
 {
     if (!t) return;
     cuda_ok(be, cudaDeviceSynchronize(), "kv table free"); /* queued work may read it */
+    if (impl_of(be)->step_table == t) impl_of(be)->step_table = NULL;
     if (t->h_slot)
         for (int s = 0; s < t->max_seqs; s++) cudaFree(t->h_slot[s].pad);
     cudaFree(t->dev);
@@ -332,6 +333,7 @@ static int cuda_kv_table_step(struct backend *be, struct kv_table *t, int n_seq,
         return -1;
     memcpy(t->h_step, seqs, (size_t)n_seq * sizeof *seqs);
     t->n_step = n_seq;
+    impl_of(be)->step_table = t;
     t->d_step = (const kv_step_seq *)t->d_stepbuf;
     t->d_entry = (const layer_entry *)(t->d_stepbuf + p->o_entry);
     for (int pass = 0; pass < 2; pass++) {
@@ -362,6 +364,7 @@ static int cuda_kv_append(struct backend *be, struct kv_table *t, int layer, con
                 return refuse(be, "kv append", "no room in the cache");
         for (int h = 0; h < nkv; h++) len[h] += s->n_new;
     }
+    if (graph_mode(be) == STEP_REPLAY) return 0; /* the mirror grew; the graph appends */
     dim3 grid((unsigned)step_rows(t), (unsigned)nkv);
     switch (t->h_type[t->h_step[0].slot]) {
     case KV_BF16: k_layer_append<__nv_bfloat16><<<grid, 128>>>(*t, t->n_step, layer, k, v, q); break;
@@ -382,6 +385,18 @@ static int launch_max_vis(const struct kv_table *t, int pass, int layer)
         if ((s->n_new <= FLASH_DECODE_MAX_NEW) != (pass == 0)) continue;
         const int *len = t->h_len + ((size_t)s->slot * t->n_layer + layer) * t->n_kv;
         for (int h = 0; h < t->n_kv; h++) best = len[h] > best ? len[h] : best;
+    }
+    return best;
+}
+
+/* The largest capacity among the step's caches: a bound on every visible
+ * length while the bindings last. */
+static int launch_max_cap(const struct kv_table *t)
+{
+    int best = 0;
+    for (int j = 0; j < t->n_step; j++) {
+        int cap = t->h_cap[t->h_step[j].slot];
+        best = cap > best ? cap : best;
     }
     return best;
 }
@@ -420,6 +435,7 @@ static int cuda_attention_layer(struct backend *be, struct kv_table *t,
     if (failed(be)) return -1;
     if (!t || !a || !t->n_step || a->layer < 0 || a->layer >= t->n_layer || !a->out || !a->q)
         return refuse(be, "attention layer", "bad arguments (or no kv_table_step)");
+    if (graph_mode(be) == STEP_REPLAY) return 0;
     bool flash = !a->probs && flash_shape_ok(t->n_head, t->n_kv, t->hd) &&
                  t->plan.n_z[0] <= 65535 && t->plan.n_z[1] <= 65535;
     for (int j = 0; j < t->n_step && flash; j++) flash = t->h_aligned[t->h_step[j].slot];
@@ -437,11 +453,30 @@ static int cuda_attention_layer(struct backend *be, struct kv_table *t,
         fl.rowmap = t->d_rowmap[pass];
         fl.n_z = p->n_z[pass], fl.rows = p->n_rows[pass];
         fl.n_head = t->n_head, fl.n_kv = t->n_kv;
-        fl.max_vis = launch_max_vis(t, pass, a->layer);
+        /* Recorded for replays: the grid for the capacity, each query
+         * splitting its own keys (the lengths grow between replays). */
+        fl.fixed_grid = pass == 0 && graph_mode(be) == STEP_CAPTURE;
+        fl.max_vis = fl.fixed_grid ? launch_max_cap(t) : launch_max_vis(t, pass, a->layer);
         fl.scale = a->scale;
         if (flash_run_typed(be, type, t->hd, pass == 0, &fl)) return -1;
     }
     return 0;
+}
+
+bool cuda_layer_graphable(struct backend *be)
+{
+    struct kv_table *t = impl_of(be)->step_table;
+    if (!t || !t->n_step) return false;
+    const struct layer_plan *p = &t->plan;
+    if (p->n_entry[1] != 0 || p->n_z[0] > 65535 || !flash_shape_ok(t->n_head, t->n_kv, t->hd))
+        return false;
+    for (int j = 0; j < t->n_step; j++)
+        if (!t->h_aligned[t->h_step[j].slot]) return false;
+    struct flash_launch fl = {};
+    fl.n_z = p->n_z[0], fl.rows = p->n_rows[0];
+    fl.n_head = t->n_head, fl.n_kv = t->n_kv;
+    fl.max_vis = launch_max_cap(t);
+    return flash_reserve_decode(be, &fl, t->hd);
 }
 
 void cuda_layer_ops_install(struct backend *be)

@@ -842,6 +842,7 @@ int main(int argc, char **argv)
     selftest_layer(&st);
     selftest_fused(&st);
     selftest_batch(&st);
+    selftest_graph(&st, device);
     selftest_layer_refusals(&st);
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);
     gpu->destroy(gpu);

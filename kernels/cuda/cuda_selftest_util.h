@@ -85,6 +85,9 @@ void selftest_layer(struct selftest *st);
 void selftest_fused(struct selftest *st);
 /* cuda_selftest_batch.cu: the batched eviction ops */
 void selftest_batch(struct selftest *st);
+/* cuda_selftest_graph.cu: decode steps recorded and replayed as CUDA graphs,
+ * on a backend of its own (made with EVICTBENCH_CUDA_GRAPH=1) on device */
+void selftest_graph(struct selftest *st, int device);
 /* Run last: a refused call leaves the backend failed. */
 void selftest_layer_refusals(struct selftest *st);
 

@@ -261,7 +261,7 @@ __global__ static void k_gather32(float *y, const float *table, const int *ids, 
 void cuda_embed_weight_dev(struct backend *be, float *y, const struct weight *w,
                            const int *ids_dev, int n)
 {
-    if (!w || n <= 0 || failed(be)) return;
+    if (!w || n <= 0 || failed(be) || graph_mode(be) == STEP_REPLAY) return;
     if (w->held == WEIGHT_F32)
         k_gather32<<<n, 128>>>(y, (const float *)w->data, ids_dev, w->cols);
     else

@@ -25,6 +25,9 @@
  *       counting wrapper, kernels/backend_count.c; no CUPTI).
  *   gpu_check compare --model DIR [--policy P] [--budget N] [--new N] ...
  *       A whole decode on the GPU against the CPU backend (decode_compare.c).
+ *   gpu_check graph --model PATH [--batch B] [--prompt-len L] [--steps N] ...
+ *       Decode steps replayed as CUDA graphs against the same steps launched
+ *       op by op (graph_check.c).
  *
  * Built only by the CUDA build (`make devcheck-tools`): it links the CUDA
  * backend.  The relative error of a position is max|ours - ref| / max|ref|. */
@@ -39,6 +42,7 @@
 #include "model/model.h"
 #include "model/modelfile.h"
 #include "tools/devcheck/decode_compare.h"
+#include "tools/devcheck/graph_check.h"
 
 static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
                              "tiny-qwen3"};
@@ -466,13 +470,14 @@ static int cmd_decode(int argc, char **argv)
            "\"weight_bytes\": %zu, \"pool_bytes\": %zu, \"pool_peak_bytes\": %zu, "
            "\"calls_min\": %ld, \"calls_max\": %ld, \"host_ms_step\": %.4f, "
            "\"device_ms_step\": %.4f, \"fused_in_step\": %.1f, \"fused_out_step\": %.1f, "
-           "\"n_layer\": %d}\n",
+           "\"n_layer\": %d, \"graph_steps\": %ld, \"graph_captures\": %ld}\n",
            batch, plen, n_new, st.prefill_s > 0 ? st.prefill_tokens / st.prefill_s : 0.0,
            st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0, st.peak_kv_bytes,
            m->weight_bytes, plan.pool_bytes, peak, st.decode_calls_min, st.decode_calls_max,
            1e3 * (st.decode_forward_s - st.decode_wait_s) / steps,
            1e3 * st.decode_device_s / steps, st.decode_fused_in / steps,
-           st.decode_fused_out / steps, m->cfg.n_layer);
+           st.decode_fused_out / steps, m->cfg.n_layer, st.decode_graph_steps,
+           st.decode_graph_captures);
     rc = 0;
     goto done;
 fail:
@@ -492,10 +497,12 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "logits")) return cmd_logits(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "decode")) return cmd_decode(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "compare")) return cmd_compare(argc - 2, argv + 2);
+    if (argc >= 2 && !strcmp(argv[1], "graph")) return cmd_graph(argc - 2, argv + 2);
     fprintf(stderr, "usage: gpu_check fixtures [DEVICE] | gpu_check logits --model PATH "
                     "--ids 1,2,3 --out FILE [--device cpu|cuda[:N]] | gpu_check decode --model PATH "
                     "[--batch B] [--prompt-len L] [--new N] [--device cuda[:N]] | gpu_check compare "
                     "--model DIR [--policy P] [--budget N] [--new N] [--prompt-len N] "
-                    "[--kv-type T] [--device cuda[:N]]\n");
+                    "[--kv-type T] [--device cuda[:N]] | gpu_check graph --model PATH [--batch B] "
+                    "[--prompt-len L] [--steps N] [--device cpu|cuda[:N]]\n");
     return 2;
 }

@@ -11,6 +11,10 @@ kernels.
       tiny-llama's f32 weights (tools/golden/gen_models.py) quantized by the
       gguf package, a different type per matrix: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
       F16, BF16 (dimensions 64/128 allow only the 32-element formats).
+  tests/fixtures/models/tiny-llama-q8/model.gguf
+      tiny-llama's weights with every matrix in Q8_0, so that the CPU
+      backend's fused layer blocks serve every layer (tests/test_graph.c:
+      step graphs record only steps that ran fused).
   tests/fixtures/models/tiny-kquant/model.gguf
       a random llama (hidden 256, ffn 256, 1 layer, vocab 256) whose matrices
       are random Q4_K / Q5_K / Q6_K blocks with finite f16 scales (the package
@@ -60,14 +64,15 @@ def add_typed(w, name, a, qtype):
                      raw_dtype=qtype)
 
 
-def tiny_llama_q():
+def tiny_llama_q(name="tiny-llama-q", types=None):
     src = gguf.GGUFReader(os.path.join(OUT, "tiny-llama", "model.gguf"))
     tensors = {t.name: np.array(t.data, dtype=np.float32).reshape(list(reversed(t.shape.tolist())))
                for t in src.tensors}
     cfg = {"n_embd": 64, "n_ff": 128, "n_layer": 2, "n_head": 4, "n_kv": 2, "head_dim": 16,
            "ctx": 128, "vocab": 256}
-    os.makedirs(os.path.join(OUT, "tiny-llama-q"), exist_ok=True)
-    w = gguf.GGUFWriter(os.path.join(OUT, "tiny-llama-q", "model.gguf"), "llama")
+    types = types or SMALL_TYPES
+    os.makedirs(os.path.join(OUT, name), exist_ok=True)
+    w = gguf.GGUFWriter(os.path.join(OUT, name, "model.gguf"), "llama")
     arch_metadata(w, **cfg)
     k = 0
     for name, a in tensors.items():
@@ -78,7 +83,7 @@ def tiny_llama_q():
         elif name == "output.weight":
             add_typed(w, name, a, T.Q4_1)
         else:
-            add_typed(w, name, a, SMALL_TYPES[k % len(SMALL_TYPES)])
+            add_typed(w, name, a, types[k % len(types)])
             k += 1
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -135,7 +140,8 @@ def tiny_kquant():
 
 if __name__ == "__main__":
     tiny_llama_q()
+    tiny_llama_q("tiny-llama-q8", [T.Q8_0])
     tiny_kquant()
-    for d in ("tiny-llama-q", "tiny-kquant"):
+    for d in ("tiny-llama-q", "tiny-llama-q8", "tiny-kquant"):
         p = os.path.join(OUT, d, "model.gguf")
         print(p, os.path.getsize(p), "bytes")
