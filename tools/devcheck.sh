@@ -26,6 +26,11 @@
 #     (tools/devcheck/hf_check.py),
 #     and compares our GPU logits of a 64-token prompt with transformers' f32
 #     logits of the same checkpoint (tolerance justified in hf_check.py);
+#  4a. step graphs (gpu_check graph): qwen7b's decode steps replayed as CUDA
+#     graphs (EVICTBENCH_CUDA_GRAPH=1) against the same teacher-forced steps
+#     launched op by op, 4 sequences, one leaving halfway (a new shape):
+#     worst relative error of a logits row <= 0.05, top-1 agreement >= 0.8 (random weights: near-ties),
+#     most steps replayed;
 #  4b. a whole decode against the CPU backend with the same weights (gpu_check
 #     compare) on the 7B widths over 4 layers, its LM head made peaked
 #     (hf_check.py make-ckpt --peak 1: most steps' top-1 stands clear of the
@@ -51,7 +56,9 @@
 #     bench at batches 1, 16 and 64 (the pool is re-planned as the batch
 #     grows; every row must be measured);
 #  6. times prefill and decode: FullKV at batch API_BATCHES through the model
-#     API (gpu_check decode: the device pool reserved as the harness does),
+#     API (gpu_check decode: the device pool reserved as the harness does;
+#     once more with the fused blocks off, and with step graphs on: the
+#     before and after of issue 37 on one machine),
 #     then ./evictbench-cuda generate at batch BATCHES for POLICIES at budget
 #     BUDGET, GEN tokens each, on the 7B shape (bf16 weights: --weights
 #     native); transformers generate at batch 1 (HF_NEW tokens); beside each

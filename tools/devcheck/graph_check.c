@@ -31,7 +31,7 @@
 /* Bounds: a replay reading stale positions, lengths or caches gives logits
  * unrelated to the eager ones (relative error near 1). */
 static const double MAX_REL = 0.05;
-static const double MIN_TOP1 = 0.9;
+static const double MIN_TOP1 = 0.8; /* random weights: flat logits, near-ties */
 
 struct graph_run {
     float *logits;          /* [steps][batch][vocab], rows of sequences still in */
