@@ -53,39 +53,45 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 i=0
 for m in "$@"; do
     i=$((i + 1))
-    echo "bench-peer: $m: llama-bench, $REPS repetitions" >&2
-    "$LLAMA_BENCH" -m "$m" -p "$PROMPT" -n "$GEN" -t "$THREADS" -r "$REPS" -o json \
-        >"$TMP/peer$i.json" 2>"$TMP/peer$i.err" ||
-        { cat "$TMP/peer$i.err" >&2; die "llama-bench failed on $m"; }
-    # Each run of ours loads the model afresh; its prefill is the better of two passes.
-    # KV in f16, as llama-bench keeps it by default (like for like).
+    # The two runtimes take turns, each run a fresh process (llama-bench -r 1,
+    # then ours): a host whose speed drifts between processes (a shared VM's
+    # memory bandwidth moves by 10-25% from one minute to the next) then
+    # shows in both ranges alike, not in one side's only.  Each run of ours
+    # loads the model afresh; its prefill is the better of two passes.  KV in
+    # f16, as llama-bench keeps it by default (like for like).
     r=0
     while [ $r -lt "$REPS" ]; do
         r=$((r + 1))
-        echo "bench-peer: $m: evictbench bench, run $r of $REPS" >&2
+        echo "bench-peer: $m: llama-bench, then evictbench bench, run $r of $REPS" >&2
+        "$LLAMA_BENCH" -m "$m" -p "$PROMPT" -n "$GEN" -t "$THREADS" -r 1 -o json \
+            >"$TMP/peer$i.$r.json" 2>"$TMP/peer$i.err" ||
+            { cat "$TMP/peer$i.err" >&2; die "llama-bench failed on $m"; }
         "$EVICTBENCH" bench --model "$m" --threads "$THREADS" --prompt-len "$PROMPT" \
             --new "$GEN" --batches 1 --kv-type f16 --tsv >"$TMP/ours$i.$r.tsv" ||
             die "evictbench bench failed on $m"
     done
-    python3 - "$m" "$THREADS" "$PROMPT" "$GEN" "$TMP/peer$i.json" "$TMP"/ours$i.*.tsv \
-        >>"$TMP/rows" <<'EOF'
-import json, os, statistics, sys
-model, threads, prompt, gen, peer_json = sys.argv[1:6]
+    python3 - "$m" "$THREADS" "$PROMPT" "$GEN" "$TMP" "$i" >>"$TMP/rows" <<'EOF'
+import glob, json, os, statistics, sys
+model, threads, prompt, gen, tmp, i = sys.argv[1:7]
 prompt, gen = int(prompt), int(gen)
 peer = {}
 weight_type = "?"
-peer_runs = {}
-for t in json.load(open(peer_json)):
-    # model_type reads e.g. "qwen2 1B Q4_K - Medium": the file's weight type follows the size.
-    weight_type = t["model_type"].split(" ", 2)[-1]
-    if t["n_prompt"] == prompt and t["n_gen"] == 0:
-        peer_runs["pp"] = t["samples_ts"]
-    elif t["n_gen"] == gen and t["n_prompt"] == 0:
-        peer_runs["tg"] = t["samples_ts"]
-for k, v in peer_runs.items():
+peer_runs = {"pp": [], "tg": []}
+for path in sorted(glob.glob(os.path.join(tmp, "peer%s.*.json" % i))):
+    for t in json.load(open(path)):
+        # model_type reads e.g. "qwen2 1B Q4_K - Medium": the file's weight type follows the size.
+        weight_type = t["model_type"].split(" ", 2)[-1]
+        if t["n_prompt"] == prompt and t["n_gen"] == 0:
+            peer_runs["pp"] += t["samples_ts"]
+        elif t["n_gen"] == gen and t["n_prompt"] == 0:
+            peer_runs["tg"] += t["samples_ts"]
+for k, v in list(peer_runs.items()):
+    if not v:
+        del peer_runs[k]
+        continue
     peer[k] = statistics.median(v)
 ours = {"pp": [], "tg": []}
-for path in sys.argv[6:]:
+for path in sorted(glob.glob(os.path.join(tmp, "ours%s.*.tsv" % i))):
     for line in open(path):
         f = line.rstrip("\n").split("\t")
         if f[0] == "prefill %d" % prompt:
