@@ -95,14 +95,12 @@ static void verdict(const char *what, double err, double tol)
     ok ? n_ok++ : n_bad++;
 }
 
-/* A backend's first failure, if it is the CUDA one. */
-static int backend_failed(struct backend *be, struct eb_err *e)
+int backend_failed(struct backend *be, struct eb_err *e)
 {
     return strcmp(be->name, "cuda") == 0 && backend_cuda_status(be, e) != 0;
 }
 
-/* weights: MODEL_WEIGHTS_F32 (exact mode, as transformers) or the file's types. */
-static int open_model(const char *path, struct backend *be, enum model_weights weights,
+int open_model(const char *path, struct backend *be, enum model_weights weights,
                       struct model **m, struct eb_err *e)
 {
     struct model_file *mf;

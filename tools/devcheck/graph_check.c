@@ -25,7 +25,6 @@
 
 #include "kernels/cuda/backend_cuda.h"
 #include "model/model.h"
-#include "model/modelfile.h"
 #include "tools/devcheck/graph_check.h"
 
 /* Bounds: a replay reading stale positions, lengths or caches gives logits
@@ -35,14 +34,9 @@ static const double MIN_TOP1 = 0.8; /* random weights: flat logits, near-ties */
 
 struct graph_run {
     float *logits;          /* [steps][batch][vocab], rows of sequences still in */
+    int vocab;
     unsigned long captures, replays, discarded;
 };
-
-/* A backend's first failure, if it is the CUDA one. */
-static int backend_failed(struct backend *be, struct eb_err *e)
-{
-    return strcmp(be->name, "cuda") == 0 && backend_cuda_status(be, e) != 0;
-}
 
 static int argmax(const float *x, int n)
 {
@@ -77,13 +71,8 @@ static int run_once(const char *path, const char *device, int graphs, int batch,
         if (be || !e->msg[0]) eb_fail(e, "out of memory");
         goto done;
     }
-    struct model_load_opts o = {.weights = MODEL_WEIGHTS_NATIVE};
-    struct model_file *mf = NULL;
-    if (model_file_open(path, &mf, e)) goto done;
-    int lrc = model_load_opts(mf, be, &o, &m, e);
-    model_file_close(mf);
-    if (lrc) goto done;
-    int V = m->cfg.n_vocab;
+    if (open_model(path, be, MODEL_WEIGHTS_NATIVE, &m, e)) goto done;
+    int V = out->vocab = m->cfg.n_vocab;
     unsigned x = 2166136261u;
     for (int i = 0; i < batch * (plen + steps); i++) { /* ordinary-text-like ids */
         x = x * 1664525u + 1013904223u;
@@ -152,13 +141,7 @@ int cmd_graph(int argc, char **argv)
         free(graphed.logits);
         return 1;
     }
-    /* the vocabulary from the buffers' shape is not kept: reopen the config */
-    struct model_file *mf = NULL;
-    int V = 0;
-    if (model_file_open(model, &mf, &e) == 0) {
-        V = model_file_config(mf)->n_vocab;
-        model_file_close(mf);
-    }
+    int V = eager.vocab == graphed.vocab ? eager.vocab : 0;
     double worst = 0.0;
     long rows = 0, same_top1 = 0;
     for (int s = 0; V > 0 && s < steps; s++)
