@@ -430,7 +430,8 @@ int model_forward(struct forward *f, struct fwd_batch *b, const struct model_hoo
     int T = b->n_rows, d = c->n_embd;
     unsigned needs = hooks ? hooks->needs : 0;
     if (sync_slots(f, b, e) || start_step(f, b, e)) return unbind_all(f);
-    unsigned long shape = step_shape(f, b, hooks);
+    /* (read before fused_in/out restart: whether the last step ran fused) */
+    unsigned long shape = be->graph_begin ? step_shape(f, b, hooks) : 0;
     f->fused_in = f->fused_out = 0;
     /* The step's ids and positions in one upload (int32 travel as their
      * bits: upload copies floats' bytes), read from there by the embedding
