@@ -24,7 +24,7 @@
 #include <stdlib.h>
 
 #include "policies.h"
-#include "select.h"
+#include "select_batch.h"
 
 /* The values of lagkv_params (param_def.offset). */
 struct lagkv_params {
@@ -148,5 +148,18 @@ static int lagkv_select(void *self, int seq, const struct cache_view *cv, int bu
     return select_by_score(&s->sc, s, &s->sel, seq, cv, budget, 0, out, e);
 }
 
+/* The whole batch: each head's lag scores computed on the host as select
+ * computes them (its keys and values downloaded), a row per head, ranked and
+ * compacted on the device. */
+static int lagkv_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    const struct lagkv *s = self;
+    (void)budget;
+    if (!select_batch_plan_of(&s->sc, 0, out)) return 0;
+    out->score = BATCH_SCORE_Z;
+    out->host_scores = lagkv_score;
+    return 1;
+}
+
 const struct policy_ops lagkv_ops = {.name = "lagkv", .create = lagkv_create,
-    .destroy = lagkv_destroy, .select = lagkv_select};
+    .destroy = lagkv_destroy, .select = lagkv_select, .batch_plan = lagkv_batch_plan};

@@ -19,7 +19,7 @@
 
 #include "evict_rng.h"
 #include "policies.h"
-#include "select.h"
+#include "select_batch.h"
 
 /* The values of random_params (param_def.offset). */
 struct random_params {
@@ -105,6 +105,17 @@ static int random_select(void *self, int seq, const struct cache_view *cv, int b
     return select_by_score(&random_scorer, s, &s->sel, seq, cv, budget, 0, out, e);
 }
 
+/* The whole batch: the draws are made on the host as select makes them, a
+ * row per head, ranked and compacted on the device. */
+static int random_batch_plan(const void *self, int budget, struct batch_plan *out)
+{
+    (void)self, (void)budget;
+    if (!select_batch_plan_of(&random_scorer, 0, out)) return 0;
+    out->score = BATCH_SCORE_Z;
+    out->host_scores = random_score;
+    return 1;
+}
+
 const struct policy_ops random_ops = {.name = "random", .create = random_create,
     .destroy = random_destroy, .begin_sequence = random_begin, .end_sequence = random_end,
-    .select = random_select};
+    .select = random_select, .batch_plan = random_batch_plan};

@@ -151,6 +151,11 @@ static const char *const batched_specs[] = {
     "skipkv:steer=0,tau=-1,divide_length=16,cache_order=score,lambda=1",
     "skipkv:steer=0,sentence=0,divide_length=16",
     "lazyeviction:window=8,alpha=0.02",
+    /* kvpress's scorers that score on the host: a row per head, ranked on
+     * the device */
+    "random:divide_length=16",
+    "random:divide_length=16,keep_prompt=0",
+    "lagkv:divide_length=16,n_sink=2,lag_size=4",
     /* schedules as wrappers (scheduled.c): the inner's plan, its callbacks
      * on the inner (batch_plan.self) */
     "decoding:over=h2o,divide_length=16",
@@ -225,9 +230,9 @@ static void test_calls_per_compression(void)
     static struct outcome one, many;
     for (int i = 0; i < N_BATCHED_SPECS; i++) {
         if (!run_tok && strncmp(specs[i], "skipkv", 6) == 0) continue;
-        if (strncmp(specs[i], "keydiff", 7) == 0) {
-            /* a scorer row with no backend op: each head's keys come to the host
-             * (a download per head), only the ranking is one call */
+        if (strncmp(specs[i], "keydiff", 7) == 0 || strncmp(specs[i], "lagkv", 5) == 0) {
+            /* scorers with no backend op: each head's keys (lagkv: and values)
+             * come to the host, a download per head; only the ranking is one call */
             printf("  %-62s scored per head on the host, ranked batched\n", specs[i]);
             continue;
         }
