@@ -86,6 +86,11 @@ $(BUILD)/tools/bench_qmatmul: tools/bench_qmatmul.c $(BUILD)/libevictbench.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 
+# The host's memory read rate (tools/bench_membw.c), beside batch-1 decode in bench-peer.
+$(BUILD)/tools/bench_membw: tools/bench_membw.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< -fopenmp -o $@
+
 bench-qmatmul: $(BUILD)/tools/bench_qmatmul
 	@for m in 512 16 1; do $< 12 8960 1536 $$m 5 && $< 14 1536 8960 $$m 5 || exit 1; done
 
@@ -111,7 +116,7 @@ bench-long: evictbench
 
 # Same GGUF, same threads, medians of REPS runs; see tools/bench_peer.sh.
 PEER_MODELS ?=
-bench-peer: evictbench
+bench-peer: evictbench $(BUILD)/tools/bench_membw
 	THREADS="$(THREADS)" REPS="$(REPS)" tools/bench_peer.sh $(PEER_MODELS)
 
 # Decode batch 1 and 16 with one busy process per core, ours and llama.cpp's,

@@ -6,6 +6,11 @@
 #   THREADS   threads for both runtimes (default: the number of CPUs)
 #   REPS      repetitions per measurement; the table shows medians (default 3)
 #   PEER_DIR  build folder for llama.cpp (default build-peer, ignored by git)
+#   MEMBW     the host's memory read probe (default build/tools/bench_membw; make
+#             bench-peer builds it; absent: that column is n/a)
+# The first table's last column: each runtime's batch-1 tokens/s times the bytes
+# a token reads (`evictbench info`, "read a token"), and the range of what a plain
+# read of memory got in the same rounds (MEMBW, once after each round).
 # Default models: models/SmolLM2-135M-Instruct.Q4_1.gguf, plus the Qwen2.5-Coder
 # 0.5B and 1.5B Q4_K_M GGUFs in models/ where present.
 #
@@ -26,6 +31,7 @@ BATCHES=${BATCHES:-16 64}
 PROMPT=512
 GEN=128
 EVICTBENCH=${EVICTBENCH:-./evictbench}
+MEMBW=${MEMBW:-build/tools/bench_membw}
 
 die() { echo "bench-peer: $*" >&2; exit 1; }
 
@@ -69,10 +75,19 @@ for m in "$@"; do
         "$EVICTBENCH" bench --model "$m" --threads "$THREADS" --prompt-len "$PROMPT" \
             --new "$GEN" --batches 1 --kv-type f16 --tsv >"$TMP/ours$i.$r.tsv" ||
             die "evictbench bench failed on $m"
+        # Batch 1 reads every weight once a token: what a plain read of memory
+        # gets in the same minutes is the ceiling both runtimes share.
+        if [ -x "$MEMBW" ]; then
+            "$MEMBW" 1024 "$THREADS" 3 >"$TMP/bw$i.$r.txt" || die "$MEMBW failed"
+        fi
     done
-    python3 - "$m" "$THREADS" "$PROMPT" "$GEN" "$TMP" "$i" >>"$TMP/rows" <<'EOF'
-import glob, json, os, statistics, sys
-model, threads, prompt, gen, tmp, i = sys.argv[1:7]
+    # the bytes a batch-1 token reads (every matrix once, the embedding table
+    # one row unless it is the LM head): tokens/s times this is GB/s
+    read=$("$EVICTBENCH" info "$m" | sed -n 's/^read a token *\([0-9]*\) bytes.*/\1/p')
+    [ -n "$read" ] || die "evictbench info $m printed no 'read a token' line"
+    python3 - "$m" "$THREADS" "$PROMPT" "$GEN" "$TMP" "$i" "$read" >>"$TMP/rows" <<'EOF'
+import glob, json, os, re, statistics, sys
+model, threads, prompt, gen, tmp, i, token_bytes = sys.argv[1:8]
 prompt, gen = int(prompt), int(gen)
 peer = {}
 weight_type = "?"
@@ -105,9 +120,17 @@ tg_spread = "%.1f-%.1f / %.1f-%.1f" % (min(ours["tg"]), max(ours["tg"]), min(pee
                                        max(peer_runs["tg"]))
 for k in ("pp", "tg"):
     ours[k] = statistics.median(ours[k])
+read = []
+for path in glob.glob(os.path.join(tmp, "bw%s.*.txt" % i)):
+    m = re.search(r"median ([0-9.]+) GB/s", open(path).read())
+    if m:
+        read.append(float(m.group(1)))
+gb = int(token_bytes) / 1e9   # the KV cache's reads come on top
+bw = "%.0f / %.0f / %s" % (ours["tg"] * gb, peer["tg"] * gb,
+                           "%.0f-%.0f" % (min(read), max(read)) if read else "n/a")
 print("\t".join([os.path.basename(model), weight_type, threads] +
                 ["%.1f\t%.1f\t%.2fx" % (ours[k], peer[k], ours[k] / peer[k]) for k in ("pp", "tg")] +
-                [tg_spread]))
+                [tg_spread, bw]))
 EOF
 done
 
@@ -171,7 +194,8 @@ import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
 head = ["model", "weight type", "threads",
         "prefill %s ours" % sys.argv[2], "llama.cpp", "ratio",
-        "decode bs1 ours", "llama.cpp", "ratio", "bs1 range ours / llama.cpp"]
+        "decode bs1 ours", "llama.cpp", "ratio", "bs1 range ours / llama.cpp",
+        "bs1 GB/s ours / llama.cpp / plain read"]
 widths = [max(len(r[c]) for r in rows + [head]) for c in range(len(head))]
 for r in [head] + rows:
     print("  ".join(v.ljust(w) if c < 2 else v.rjust(w) for c, (v, w) in enumerate(zip(r, widths))))

@@ -29,6 +29,22 @@ static void print_matrix(void *ctx, const char *name, const struct weight *w)
            quant_type_name((int)w->held), w->view_of ? "joined, " : "", how);
 }
 
+/* Bytes one batch-1 decode token reads: every matrix once, the embedding
+ * table one row unless it is also the LM head (tied). */
+struct token_read {
+    int tied;
+    size_t bytes;
+};
+
+static void add_token_read(void *ctx, const char *name, const struct weight *w)
+{
+    struct token_read *t = ctx;
+    if (w->view_of) return; /* its bytes are the joined weight's */
+    size_t row = quant_row_bytes((int)w->held, w->cols);
+    int embd = strcmp(name, "token_embd.weight") == 0;
+    t->bytes += row * (embd && !t->tied ? 1 : (size_t)w->rows);
+}
+
 static void count_interleaved(void *ctx, const char *name, const struct weight *w)
 {
     (void)name;
@@ -125,6 +141,10 @@ int cmd_info(int argc, char **argv)
     struct model_load_opts exact = {.weights = MODEL_WEIGHTS_F32};
     printf("weight bytes    %zu resident (%.1f MiB; %zu with --weights f32)\n", m->weight_bytes,
            m->weight_bytes / (1024.0 * 1024.0), model_weight_bytes_opts(mf, &exact));
+    struct token_read tr = {.tied = m->cfg.tied_embeddings, .bytes = 0};
+    model_each_weight(m, add_token_read, &tr);
+    printf("read a token    %zu bytes at batch 1 (every matrix once; the embedding table\n"
+           "                one row unless tied)\n", tr.bytes);
     if (tensors) model_each_weight(m, print_matrix, NULL);
     model_free(m);
     be->destroy(be);
