@@ -67,7 +67,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 
 # Every test program runs from the repository root; the suite fails if any fails.
-test: $(TEST_BIN) $(BUILD)/evictbench lint
+test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw lint
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
 
 # Every evictbench and make command README.md and docs/*.md show still exists.

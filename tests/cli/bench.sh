@@ -33,6 +33,24 @@ peer_error "bad REPS" "REPS" REPS=0 EVICTBENCH="$BIN" PEER_DIR="$TMP/peer" tools
 peer_error "missing model" "not found" EVICTBENCH="$BIN" PEER_DIR="$TMP/peer" tools/bench_peer.sh "$TMP/none.gguf"
 [ -e "$TMP/peer" ] && { echo "FAIL peer: a refused run created $TMP/peer"; fail=1; }
 
+# bench_membw (bench-peer's plain read of memory): a rate above zero, bad
+# arguments refused with the usage line.
+MEMBW=${MEMBW_BIN:-$(dirname "$BIN")/tools/bench_membw}
+if [ -x "$MEMBW" ]; then
+    out=$("$MEMBW" 16 1 2) || { echo "FAIL membw: exit status $?"; fail=1; }
+    rate=$(echo "$out" | sed -n 's/^memory read: 16 MiB, 1 threads, 2 passes: median \([0-9.]*\) GB\/s.*/\1/p')
+    if [ -n "$rate" ] && awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
+        echo "ok   membw: $out"
+    else
+        echo "FAIL membw: '$out'"; fail=1
+    fi
+    if "$MEMBW" 8 >/dev/null 2>"$TMP/err" || ! grep -q "MIB: expected an integer" "$TMP/err"; then
+        echo "FAIL membw: 8 MiB accepted or no message:"; cat "$TMP/err"; fail=1
+    fi
+else
+    echo "FAIL membw: $MEMBW not built"; fail=1
+fi
+
 if [ ! -f "$MODEL" ]; then
     echo "SKIP the model-backed checks: $MODEL absent (make deps downloads it)"
     exit $fail
