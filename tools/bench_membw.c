@@ -1,6 +1,6 @@
 /* bench_membw.c - how fast this host streams memory into the cores: THREADS
  * threads read one buffer of MIB MiB (2 MiB pages where the kernel gives
- * them, as the CPU backend's weights get), each its own contiguous half,
+ * them, as the CPU backend's weights get), each its own contiguous share,
  * REPS passes; prints the median and best GB/s.
  *
  * Decode at batch 1 reads every weight once a token, so its tokens/s times
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
 #ifdef MADV_HUGEPAGE
     madvise(buf, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages where refused */
 #endif
-    /* each thread faults in its own half, as it will read it (first touch) */
+    /* each thread faults in its own share, as it will read it (first touch) */
     size_t share = bytes / (size_t)threads / 128 * 128;
 #pragma omp parallel num_threads(threads)
     {
@@ -124,6 +124,7 @@ int main(int argc, char **argv)
     qsort(gbs, (size_t)reps, sizeof *gbs, cmp_double);
     /* the median of an even count: the mean of the middle two */
     double median = (gbs[(reps - 1) / 2] + gbs[reps / 2]) / 2;
+    /* the sums are printed (as nothing) so the compiler cannot drop the reads */
     printf("memory read: %d MiB, %d threads, %d passes: median %.1f GB/s, best %.1f GB/s%s\n",
            mib, threads, reps, median, gbs[reps - 1], sink == 1 ? " " : "");
     free(gbs);

@@ -76,7 +76,7 @@ for m in "$@"; do
             --new "$GEN" --batches 1 --kv-type f16 --tsv >"$TMP/ours$i.$r.tsv" ||
             die "evictbench bench failed on $m"
         # Batch 1 reads every weight once a token: what a plain read of memory
-        # gets in the same minutes is the ceiling both runtimes share.
+        # gets in the same minutes says how much the host's memory gave.
         if [ -x "$MEMBW" ]; then
             "$MEMBW" 1024 "$THREADS" 3 >"$TMP/bw$i.$r.txt" || die "$MEMBW failed"
         fi
