@@ -213,7 +213,7 @@ enum batch_score {
                               a run of its kv heads, or a head's written by the caller) */
 };
 
-struct score_unit {        /* 88 bytes; every pointer is backend memory */
+struct score_unit {        /* 96 bytes; every pointer is backend memory */
     const void *k;         /* [len][head_dim] keys of kv_type */
     const float *q;        /* query ring [q_ring][n_head*head_dim] of this layer; row i of
                               the n_q used is ring row (q_first + i) % q_ring, oldest first */
@@ -224,6 +224,10 @@ struct score_unit {        /* 88 bytes; every pointer is backend memory */
                               (head_mean_batch, last_query_attn_batch; every unit of the
                               run names the same row) or the caller's; NULL where unused */
     const float *add;      /* [n_cand] or NULL: added to the score (in double) before ranking */
+    const unsigned char *pad; /* [len] pad flags (1: a left pad) or NULL; only where the
+                              backend has batch_pads: masked in the window scores and the
+                              redundancy as the per-head primitives mask them, and ranked
+                              at +-pad_score by batch_topk where use_pads */
     int kv_type;           /* enum kv_type of k */
     int kv_head, len, n_cand, n_select;
     int n_q, q_ring, q_first;
@@ -255,6 +259,10 @@ struct score_batch_args {
     enum batch_score score;
     double lambda;
     int by_position;
+    /* batch_topk, where use_pads: a pad slot's score is replaced by
+     * +pad_score (pad_keep) or -pad_score, after the add (score_apply_pads) */
+    int use_pads, pad_keep;
+    double pad_score;
 };
 
 /* One (sequence, kv head) of one layer to compact (kv_gather_batch). */
@@ -397,6 +405,9 @@ struct backend {
      * prefers_joined: 1 where products over joined weights are faster (the
      * model then joins at load by default; model_load_opts.join). */
     int prefers_joined;
+    /* 1 where the batched eviction ops honour score_unit.pad, so left-padded
+     * sequences compress with the batch; 0: they go one at a time */
+    int batch_pads;
     /* One weight whose rows are parts[0]'s, then parts[1]'s, ... (all of one
      * held type, cols and layout), so that the projections of one activation
      * (q, k and v; gate and up) are one product.  On success each part

@@ -396,6 +396,7 @@ struct backend *backend_count_create(struct backend *inner)
     if (inner->layer_out) be->layer_out = count_layer_out;
     if (inner->thread_syncs) be->thread_syncs = count_thread_syncs;
     be->prefers_joined = inner->prefers_joined;
+    be->batch_pads = inner->batch_pads;
     if (inner->time_mark && inner->time_device_s && inner->time_waited_s) {
         be->time_mark = count_time_mark;
         be->time_device_s = count_time_device_s;

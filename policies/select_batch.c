@@ -60,7 +60,8 @@ int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_pla
 {
     if (sc->dtype != SCORE_F32) return 0;
     *out = (struct batch_plan){.n_recent = n_recent, .evict_above = sc->evict_above,
-                               .order = sc->order,
+                               .order = sc->order, .use_pads = sc->use_pads,
+                               .pad_keep = sc->pads == PAD_KEEP, .pad_score = sc->pad_score,
                                .score = sc->per_layer ? BATCH_SCORE_Z : BATCH_SCORE_AGE};
     return 1;
 }
@@ -96,6 +97,8 @@ static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s
         .red = job->red ? job->red + (size_t)u * job->stride : NULL,
         .keep = job->keep_dev + ((size_t)s * cv->n_layer * cv->n_kv + head) * job->stride,
         .z = z, .add = add,
+        /* the cache's host flags, which a batch_pads backend reads in place */
+        .pad = job->be->batch_pads ? cache_view_pad(cv, l, h) : NULL,
         .kv_type = bs->kv_type, .kv_head = h, .len = len, .n_cand = n_cand,
         .n_select = budget - plan->n_recent, .n_q = q ? rows : 0,
         .q_ring = bs->q_ring_rows,
@@ -193,7 +196,8 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
         .kernel = plan->imp.kernel > 1 ? plan->imp.kernel : 1, .pool = plan->imp.pool,
         .threshold = plan->threshold, .no_match_zero_col0 = plan->no_match_zero_col0,
         .score = plan->score, .lambda = plan->lambda,
-        .by_position = plan->order == KEEP_BY_POSITION};
+        .by_position = plan->order == KEEP_BY_POSITION, .use_pads = plan->use_pads,
+        .pad_keep = plan->pad_keep, .pad_score = plan->pad_score};
     if (select_batch_uses_imp(plan) && be->window_scores_batch(be, &a))
         return eb_fail(e, "batched window attention scores failed");
     if (select_batch_uses_red(plan) && be->key_redundancy_batch(be, &a))

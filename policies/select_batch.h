@@ -19,7 +19,8 @@
  * scores (SkipKV's sentence penalty, which lives on the host) is a row per
  * unit the policy writes on the host (add_row), uploaded once for the batch.
  *
- * What does not batch keeps the per-sequence select: bf16 scores, pads,
+ * What does not batch keeps the per-sequence select: bf16 scores, pads on
+ * a backend without batch_pads (the GPU's) or with a per-layer score,
  * R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
  * BeaconKV, SEAL: state that moves with every sequence's sentences,
  * host-side rules). */
@@ -45,6 +46,10 @@ struct batch_plan {
     int n_recent;                /* the newest slots always kept */
     int evict_above;             /* gate len > B instead of len >= B */
     enum keep_order order;
+    /* the scorer's pad rule (select.h: use_pads, pads, pad_score): a pad
+     * slot ranks at +pad_score (pad_keep) or -pad_score */
+    int use_pads, pad_keep;
+    double pad_score;
     /* Optional: a row added to a head's candidate scores before ranking
      * (SkipKV's sentence penalty), written on the host into add[0, n_cand),
      * zeros on entry, for each selected head; policy is batch_job.policy.
@@ -65,7 +70,9 @@ struct batch_plan {
     void *self;
 };
 
-/* One due sequence as the batched selector sees it. */
+/* One due sequence as the batched selector sees it.  A left-padded one only
+ * where the backend has batch_pads and the plan shares no score across a
+ * layer's heads (harness/exp/policy_batch.c, glue_batch_wants). */
 struct batch_seq {
     int seq;                     /* the policy's sequence id */
     const struct cache_view *cv;

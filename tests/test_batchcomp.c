@@ -18,6 +18,9 @@
 
 static struct backend *be;
 static enum kv_type run_type = KV_F32;
+/* 1: a static left-padded batch (gen_options.n_pad), every prompt padded to
+ * one length, as the papers' padded batches are. */
+static int run_padded;
 /* The sentence policies read token texts: the tiny model's ids are looked
  * up in a fixture tokenizer (its first 256 ids, delimiters among them). */
 static struct tokenizer *run_tok;
@@ -75,26 +78,33 @@ static void count_penalised(const struct session_policy *sp, int n, struct outco
 static int run(const struct model *m, const char *spec, int n, int batched, struct outcome *o)
 {
     memset(o, 0, sizeof *o);
-    int *prompts[MAX_REQ] = {0};
+    int *prompts[MAX_REQ] = {0}, n_pad[MAX_REQ] = {0};
     /* SkipKV's prompts hold a sentence every 6 tokens (the fixture
      * tokenizer's id 198 is "\\n"): the tiny model seldom writes one. */
     int delim = strncmp(spec, "skipkv", 6) == 0 ? 198 : -1;
     struct gen_request req[MAX_REQ];
+    /* every prompt padded, the longest by one pad too, so a batched
+     * compression is one of padded caches */
+    int longest = run_padded ? 25 + 2 * (n > 4 ? 3 : n - 1) : 0;
     for (int i = 0; i < n; i++) {
-        int len = 24 + 5 * i;
-        prompts[i] = malloc((size_t)len * sizeof *prompts[i]);
+        int len = run_padded ? 24 + 2 * (i % 4) : 24 + 5 * i;
+        n_pad[i] = run_padded ? longest - len : 0;
+        prompts[i] = malloc((size_t)(n_pad[i] + len) * sizeof *prompts[i]);
         unsigned x = 2166136261u ^ (unsigned)i;
+        for (int t = 0; t < n_pad[i]; t++) prompts[i][t] = 0; /* pads: any id */
         for (int t = 0; t < len; t++) {
             x = x * 1664525u + 1013904223u;
-            prompts[i][t] = delim >= 0 && t % 6 == 5 ? delim : (int)(x >> 8) % m->cfg.n_vocab;
+            prompts[i][n_pad[i] + t] =
+                delim >= 0 && t % 6 == 5 ? delim : (int)(x >> 8) % m->cfg.n_vocab;
         }
-        req[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = len, .max_new = MAX_NEW,
-                                      .sampling = sampler_params_greedy()};
+        req[i] = (struct gen_request){.prompt = prompts[i], .n_prompt = n_pad[i] + len,
+                                      .max_new = MAX_NEW, .sampling = sampler_params_greedy()};
     }
     struct eb_err e = {0};
     struct session_policy sp = {0};
     struct gen_hooks inner = {.ctx = &o->w, .on_step = watch_step}, hooks;
-    struct gen_options opt = {.max_live = n, .ignore_eos = 1, .kv_type = run_type};
+    struct gen_options opt = {.max_live = n, .ignore_eos = 1, .kv_type = run_type,
+                              .n_pad = run_padded ? n_pad : NULL};
     int rc = open_test_policy(m, run_tok, spec, BUDGET, &sp, &e);
     if (rc == 0) {
         policy_glue_set_batch(sp.glue, batched);
@@ -220,6 +230,42 @@ static void test_f16_cache(void)
     model_free(m);
 }
 
+/* A static left-padded batch: the pads are masked in the window scores and
+ * the redundancy and ranked by the scorer's pad rule on the batched path as
+ * on the per-sequence one, so the runs agree step for step; the policies
+ * whose heads share a layer's score (TOVA, h2o-rkv) stay per sequence. */
+static void test_padded(void)
+{
+    struct model *m = open_model_on(be, TINY_PATH);
+    if (!m) SKIP("tiny-llama fixture missing");
+    static struct outcome b, s;
+    run_padded = 1;
+    const char *specs[] = {"rkv:divide_length=16", "snapkv:schedule=divide,divide_length=16,window=8",
+                           "streamingllm:divide_length=16", "h2o", "h2o:pad_policy=evict-first",
+                           "knorm:divide_length=16", "keydiff:divide_length=16",
+                           "random:divide_length=16", "skipkv:steer=0,tau=-1,divide_length=16",
+                           "skipkv:steer=0,tau=-1,divide_length=16,pad_policy=evict-first",
+                           "tova:divide_length=16", "h2o-rkv:divide_length=16"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        int shared = strncmp(specs[i], "tova", 4) == 0 || strncmp(specs[i], "h2o-rkv", 7) == 0;
+        if (!run_tok && strncmp(specs[i], "skipkv", 6) == 0) continue;
+        int ok = run(m, specs[i], MAX_REQ, 1, &b) == 0 && run(m, specs[i], MAX_REQ, 0, &s) == 0;
+        CHECK_MSG(ok, "%s: a padded run failed", specs[i]);
+        if (ok) {
+            CHECK_MSG(same_run(&b, &s, MAX_REQ), "%s: padded batch differs from per sequence",
+                      specs[i]);
+            CHECK_MSG(s.st.compressions > MAX_REQ, "%s: %ld compressions", specs[i],
+                      s.st.compressions);
+            CHECK_MSG(shared ? b.st.batch_compressions == 0 : b.st.batch_compressions > 0,
+                      "%s: %ld batched compressions of padded caches", specs[i],
+                      b.st.batch_compressions);
+        }
+        outcome_free(&b), outcome_free(&s);
+    }
+    run_padded = 0;
+    model_free(m);
+}
+
 /* N = backend calls / batched compression: the same at batch 1 and 16, and
  * at most a few per layer. */
 static void test_calls_per_compression(void)
@@ -266,6 +312,7 @@ int main(void)
     be = backend_count_create(backend_cpu_create(2));
     RUN(test_batched_equals_per_sequence);
     RUN(test_f16_cache);
+    RUN(test_padded);
     RUN(test_calls_per_compression);
     be->destroy(be);
     if (run_tok) tokenizer_free(run_tok);

@@ -47,8 +47,8 @@ static int window_unit(struct backend *be, const struct score_batch_args *a,
         struct window_score_args w = {
             .out = a->kernel > 1 ? pooled : u->imp, .q = q, .k = k, .n_head = a->n_head,
             .n_kv = a->n_kv, .kv_head = u->kv_head, .head_dim = a->head_dim, .n_q = u->n_q,
-            .len = u->len, .n_cand = u->n_cand, .softmax_all = a->softmax_all, .gqa = a->gqa,
-            .scale = a->scale};
+            .len = u->len, .n_cand = u->n_cand, .pad = u->pad, .softmax_all = a->softmax_all,
+            .gqa = a->gqa, .scale = a->scale};
         rc = cpu_window_scores(be, &w);
         if (rc == 0 && a->kernel > 1)
             rc = cpu_pool1d(be, u->imp, pooled, u->n_cand, a->kernel, a->pool);
@@ -94,7 +94,7 @@ static void redundancy_units(void *ctx, int i0, int i1, int ith)
         const float *k = cpu_batch_unit_keys(j->be, u, a->head_dim, &tmp);
         struct redundancy_args r = {.out = u->red, .k = k, .len = u->len,
                                     .head_dim = a->head_dim, .threshold = a->threshold,
-                                    .no_match_zero_col0 = a->no_match_zero_col0};
+                                    .no_match_zero_col0 = a->no_match_zero_col0, .pad = u->pad};
         if (!k || cpu_key_redundancy(j->be, &r) != 0) atomic_store(&j->bad, 1);
         free(tmp);
     }
@@ -189,6 +189,7 @@ static int topk_unit(struct backend *be, const struct score_batch_args *a,
     for (int j = 0; j < n; j++) {
         z[j] = unit_score(a, u, keys, j);
         if (u->add) z[j] += u->add[j];
+        if (a->use_pads && u->pad && u->pad[j]) z[j] = a->pad_keep ? a->pad_score : -a->pad_score;
         p[j] = (struct pair){z[j], j};
     }
     free(tmp);
