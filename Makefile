@@ -198,7 +198,8 @@ devcheck-tools: build/tools/gpu_check
 
 build/tools/gpu_check: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
                       tools/devcheck/decode_compare.h tools/devcheck/graph_check.c \
-                      tools/devcheck/graph_check.h $(BUILD)/libevictbench.a $(CUDA_LIB)
+                      tools/devcheck/graph_check.h tools/devcheck/gpu_check.h \
+                      $(BUILD)/libevictbench.a $(CUDA_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c tools/devcheck/gpu_check.c -o $@.o
 	$(CC) $(CFLAGS) -c tools/devcheck/decode_compare.c -o $@.compare.o

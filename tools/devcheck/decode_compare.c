@@ -40,6 +40,7 @@
  *  5. One line per compression, a summary line, and a JSON line that
  *     devcheck.sh judges (judge_compare). */
 #include "tools/devcheck/decode_compare.h"
+#include "tools/devcheck/gpu_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -51,7 +52,6 @@
 #include "kernels/cuda/backend_cuda.h"
 #include "model/generate.h"
 #include "model/model.h"
-#include "model/modelfile.h"
 #include "policies/registry.h"
 
 enum { MAX_COMPRESSIONS = 64, MARGIN_ULPS = 8 };
@@ -153,12 +153,7 @@ static int open_side(struct side *s, struct backend *be, const struct compare_op
 {
     memset(s, 0, sizeof *s);
     s->be = be;
-    struct model_file *mf;
-    if (model_file_open(o->model, &mf, e)) return -1;
-    struct model_load_opts lo = {.weights = MODEL_WEIGHTS_NATIVE};
-    int rc = model_load_opts(mf, be, &lo, &s->m, e);
-    model_file_close(mf);
-    if (rc) return -1;
+    if (open_model(o->model, be, MODEL_WEIGHTS_NATIVE, &s->m, e)) return -1;
     const struct policy_entry *entry;
     struct policy_params params;
     if (session_policy_resolve(o->policy, "DeepSeek-R1-Distill-Qwen-7B", NULL, o->budget, 0,

@@ -42,6 +42,7 @@
 #include "model/model.h"
 #include "model/modelfile.h"
 #include "tools/devcheck/decode_compare.h"
+#include "tools/devcheck/gpu_check.h"
 #include "tools/devcheck/graph_check.h"
 
 static const char *TINY[] = {"tiny-llama", "tiny-llama3", "tiny-llama-tied", "tiny-qwen2",
@@ -101,7 +102,7 @@ int backend_failed(struct backend *be, struct eb_err *e)
 }
 
 int open_model(const char *path, struct backend *be, enum model_weights weights,
-                      struct model **m, struct eb_err *e)
+               struct model **m, struct eb_err *e)
 {
     struct model_file *mf;
     if (model_file_open(path, &mf, e)) return -1;

@@ -25,6 +25,7 @@
 
 #include "kernels/cuda/backend_cuda.h"
 #include "model/model.h"
+#include "tools/devcheck/gpu_check.h"
 #include "tools/devcheck/graph_check.h"
 
 /* Bounds: a replay reading stale positions, lengths or caches gives logits
