@@ -226,8 +226,9 @@ struct score_unit {        /* 96 bytes; every pointer is backend memory (pad: se
     const float *add;      /* [n_cand] or NULL: added to the score (in double) before ranking */
     const unsigned char *pad; /* [len] pad flags (1: a left pad) or NULL: the cache's host
                               array, so set only for a backend with batch_pads, which
-                              reads it in place; masked in the window scores and the
-                              redundancy as the per-head primitives mask them, and ranked
+                              reads it in place; masked in the window scores, the
+                              redundancy and the last query's attention as the
+                              per-head primitives mask them, and ranked
                               at +-pad_score by batch_topk where use_pads */
     int kv_type;           /* enum kv_type of k */
     int kv_head, len, n_cand, n_select;
@@ -474,7 +475,8 @@ struct backend {
     /* Each run's z from the last recorded query (ring row q_first + n_q - 1):
      * per unit, every query head of its kv head's group softmaxed over the
      * len keys in double (logit = the double dot product times
-     * 1/sqrt(head_dim)), the group's mean of the candidates [0, n_cand);
+     * 1/sqrt(head_dim); a pad slot's logit -inf where unit.pad is given),
+     * the group's mean of the candidates [0, n_cand);
      * then the mean over the run's units, as head_mean_batch. */
     int (*last_query_attn_batch)(struct backend *be, const struct score_batch_args *a);
     /* unit.keep of every unit (see score_batch_args). */

@@ -20,8 +20,7 @@
  * unit the policy writes on the host (add_row), uploaded once for the batch.
  *
  * What does not batch keeps the per-sequence select: bf16 scores, pads on
- * a backend without batch_pads (the GPU's) or with a per-layer score,
- * R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
+ * a backend without batch_pads (the GPU's), R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
  * BeaconKV, SEAL: state that moves with every sequence's sentences,
  * host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
@@ -71,8 +70,8 @@ struct batch_plan {
 };
 
 /* One due sequence as the batched selector sees it.  A left-padded one only
- * where the backend has batch_pads and the plan shares no score across a
- * layer's heads (harness/exp/policy_batch.c, glue_batch_wants). */
+ * where the backend has batch_pads (harness/exp/policy_batch.c,
+ * glue_batch_wants). */
 struct batch_seq {
     int seq;                     /* the policy's sequence id */
     const struct cache_view *cv;

@@ -185,10 +185,8 @@ void policy_glue_time_phases(struct policy_glue *g, int on)
 int glue_batch_wants(const struct policy_glue *g, const struct kvcache *c)
 {
     /* A padded cache batches only where the backend's batched ops read the
-     * pad flags (batch_pads) and its heads rank their own scores: the
-     * per-layer ops (head_mean_batch, last_query_attn_batch) take no pads. */
-    return g->bt.on && (c->left_pad == 0 || (g->be->batch_pads &&
-                                             g->bt.plan.shared == BATCH_SHARED_NONE));
+     * pad flags (batch_pads). */
+    return g->bt.on && (c->left_pad == 0 || g->be->batch_pads);
 }
 
 int glue_batch_queue(struct policy_glue *g, int seq, int token, int at_prefill,

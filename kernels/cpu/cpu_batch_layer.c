@@ -63,7 +63,8 @@ int cpu_head_mean_batch(struct backend *be, const struct score_batch_args *a)
     return atomic_load(&j.bad) ? -1 : 0;
 }
 
-/* One unit's group mean of the last query's softmax into one[0, n_cand);
+/* One unit's group mean of the last query's softmax into one[0, n_cand),
+ * its pad slots masked out of the softmax (score_last_query_attn's rule);
  * logit: len doubles of scratch. */
 static int last_query_unit(struct backend *be, const struct score_batch_args *a,
                            const struct score_unit *u, double *logit, double *one)
@@ -82,7 +83,7 @@ static int last_query_unit(struct backend *be, const struct score_batch_args *a,
         for (int t = 0; t < len; t++) {
             double s = 0.0;
             for (int d = 0; d < hd; d++) s += (double)q[(size_t)g * hd + d] * k[(size_t)t * hd + d];
-            logit[t] = s * scale;
+            logit[t] = u->pad && u->pad[t] ? -INFINITY : s * scale; /* a pad takes no share */
             if (logit[t] > mx) mx = logit[t];
         }
         for (int t = 0; t < len; t++) sum += logit[t] = exp(logit[t] - mx);
