@@ -213,7 +213,7 @@ enum batch_score {
                               a run of its kv heads, or a head's written by the caller) */
 };
 
-struct score_unit {        /* 96 bytes; every pointer is backend memory (pad: see there) */
+struct score_unit {        /* 96 bytes; every pointer is backend memory */
     const void *k;         /* [len][head_dim] keys of kv_type */
     const float *q;        /* query ring [q_ring][n_head*head_dim] of this layer; row i of
                               the n_q used is ring row (q_first + i) % q_ring, oldest first */
@@ -224,9 +224,9 @@ struct score_unit {        /* 96 bytes; every pointer is backend memory (pad: se
                               (head_mean_batch, last_query_attn_batch; every unit of the
                               run names the same row) or the caller's; NULL where unused */
     const float *add;      /* [n_cand] or NULL: added to the score (in double) before ranking */
-    const unsigned char *pad; /* [len] pad flags (1: a left pad) or NULL: the cache's host
-                              array, so set only for a backend with batch_pads, which
-                              reads it in place; masked in the window scores, the
+    const unsigned char *pad; /* [len] pad flags (1: a left pad) or NULL (no pads): a
+                              copy staged by the caller, so set only for a backend with
+                              batch_pads; masked in the window scores, the
                               redundancy and the last query's attention as the
                               per-head primitives mask them, and ranked
                               at +-pad_score by batch_topk where use_pads */

@@ -21,6 +21,11 @@ size_t select_batch_shared_floats(int n_runs, int stride)
     return (size_t)n_runs * stride * (sizeof(double) / sizeof(float));
 }
 
+size_t select_batch_pad_floats(int n_units, int stride)
+{
+    return ((size_t)n_units * stride + sizeof(float) - 1) / sizeof(float);
+}
+
 int select_batch_uses_imp(const struct batch_plan *plan)
 {
     return plan->score == BATCH_SCORE_IMP || plan->score == BATCH_SCORE_MIX ||
@@ -83,6 +88,15 @@ static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s
     if (plan->host_scores &&
         plan->host_scores(job->policy, bs->seq, cv, l, h, n_cand, job->z_host + (z - job->z), e))
         return -1;
+    /* a padded cache's flags, staged for the one upload (select_batch_run) */
+    const unsigned char *pad = bs->padded ? cache_view_pad(cv, l, h) : NULL;
+    unsigned char *pad_dev = NULL;
+    if (pad) {
+        if (!job->pad || !job->pad_host) return eb_fail(e, "a padded cache without pad rows");
+        memcpy(job->pad_host + (size_t)u * job->stride, pad, (size_t)len);
+        pad_dev = job->pad + (size_t)u * job->stride;
+        job->n_padded++;
+    }
     float *add = NULL;
     if (plan->add_row) {
         float *host = job->add_host + (size_t)u * job->stride;
@@ -97,8 +111,7 @@ static int make_unit(const struct batch_plan *plan, struct batch_job *job, int s
         .red = job->red ? job->red + (size_t)u * job->stride : NULL,
         .keep = job->keep_dev + ((size_t)s * cv->n_layer * cv->n_kv + head) * job->stride,
         .z = z, .add = add,
-        /* the cache's host flags, which a batch_pads backend reads in place */
-        .pad = job->be->batch_pads ? cache_view_pad(cv, l, h) : NULL,
+        .pad = pad_dev,
         .kv_type = bs->kv_type, .kv_head = h, .len = len, .n_cand = n_cand,
         .n_select = budget - plan->n_recent, .n_q = q ? rows : 0,
         .q_ring = bs->q_ring_rows,
@@ -131,6 +144,7 @@ static int make_units(const struct batch_plan *plan, struct batch_job *job, int 
                       struct eb_err *e)
 {
     int u = 0, n_runs = 0, shared = plan->shared != BATCH_SHARED_NONE;
+    job->n_padded = 0;
     if ((shared || plan->host_scores) && !job->z)
         return eb_fail(e, "a plan ranking rows of scores without them");
     if (plan->host_scores && !job->z_host)
@@ -185,6 +199,9 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
     if (plan->host_scores)
         be->upload(be, (float *)job->z, (const float *)job->z_host,
                    select_batch_shared_floats(job->n_units, job->stride));
+    if (job->n_padded)
+        be->upload(be, (float *)job->pad, (const float *)job->pad_host,
+                   select_batch_pad_floats(job->n_units, job->stride));
     int max_len = 1;
     for (int u = 0; u < job->n_units; u++)
         if (job->units_host[u].len > max_len) max_len = job->units_host[u].len;

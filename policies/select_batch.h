@@ -19,8 +19,11 @@
  * scores (SkipKV's sentence penalty, which lives on the host) is a row per
  * unit the policy writes on the host (add_row), uploaded once for the batch.
  *
+ * Left-padded caches batch where the backend has batch_pads: their pad
+ * flags are staged per unit and uploaded once (score_unit.pad).
+ *
  * What does not batch keeps the per-sequence select: bf16 scores, pads on
- * a backend without batch_pads (the GPU's), R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
+ * a backend without batch_pads, R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
  * BeaconKV, SEAL: state that moves with every sequence's sentences,
  * host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
@@ -79,6 +82,7 @@ struct batch_seq {
     enum kv_type kv_type;
     float *const *q_ring;        /* [n_layer] query rings of q_ring_rows rows, or NULL */
     int q_ring_rows, q_next, q_count;
+    int padded;                  /* 1: the cache holds left pads (cv's pad flags staged) */
 };
 
 /* The due sequences and the backend scratch (sized by select_batch_floats). */
@@ -94,6 +98,9 @@ struct batch_job {
                                     host_scores one per head (as imp) */
     double *z_host;              /* host, host_scores: as z */
     float *add, *add_host;       /* backend and host, add_row: as imp */
+    unsigned char *pad, *pad_host; /* backend and host: [n_units][stride] bytes, the pad
+                                    flags of the units of left-padded caches, staged on
+                                    the host and uploaded once (score_unit.pad) */
     void *policy;                /* the instance the plan's callbacks take (plan->self, or
                                     the policy's own) */
     int *keep_dev;               /* backend: [n_seq][n_layer * n_kv][stride] */
@@ -101,6 +108,7 @@ struct batch_job {
     int sync;                    /* 1: wait for the backend at the score / select boundary */
     double score_s, select_s;    /* out: wall time of the two phases */
     int n_units;                 /* out: heads selected */
+    int n_padded;                /* out: of them, heads of left-padded caches */
 };
 
 /* Backend floats of the descriptors and score rows of one job; rows of
@@ -108,6 +116,8 @@ struct batch_job {
 size_t select_batch_unit_floats(int n_units);
 size_t select_batch_score_floats(int n_units, int stride);
 size_t select_batch_shared_floats(int n_runs, int stride);
+/* Backend floats holding n_units rows of stride pad flags (bytes). */
+size_t select_batch_pad_floats(int n_units, int stride);
 
 /* 1 when plan scores with the window importance (imp rows); with the
  * redundancy (red rows).  Rows of doubles (z) plan needs for n sequences. */

@@ -8,7 +8,8 @@
  * Backend scratch (be->alloc, grown to the largest batch seen, bounded by
  * policy_glue_scratch_bytes): the score unit descriptors, the importance
  * and redundancy rows, the rows of doubles (per-layer scores, H2O's host
- * scores) and the added rows (SkipKV) a plan asks for, the keep indices,
+ * scores) and the added rows (SkipKV) a plan asks for, the pad flags of
+ * left-padded caches, the keep indices,
  * the gather descriptors and the gather's staging. */
 #include "harness/exp/policy_glue_priv.h"
 #include "model/model.h"
@@ -32,12 +33,14 @@ static void free_buffers(struct policy_glue *g)
     dev_free(g->be, b->red);
     dev_free(g->be, b->z);
     dev_free(g->be, b->add);
+    dev_free(g->be, b->pad);
     dev_free(g->be, b->keep_dev);
     dev_free(g->be, b->gunits);
     dev_free(g->be, b->gscratch);
     free(b->units_host);
     free(b->add_host);
     free(b->z_host);
+    free(b->pad_host);
     free(b->keep);
     free(b->n_keep);
     free(b->gunits_host);
@@ -48,6 +51,7 @@ static void free_buffers(struct policy_glue *g)
     b->units = b->units_host = NULL;
     b->imp = b->red = b->gscratch = b->add = b->add_host = NULL;
     b->z = b->z_host = NULL;
+    b->pad = b->pad_host = NULL;
     b->keep_dev = b->keep = b->n_keep = NULL;
     b->gunits = b->gunits_host = NULL;
     b->bseq = NULL;
@@ -60,7 +64,7 @@ static void free_buffers(struct policy_glue *g)
 
 /* Floats of each backend buffer for n sequences of stride slots per head. */
 struct batch_sizes {
-    size_t units, imp, red, z, add, keep, gunits, gscratch, unit_floats;
+    size_t units, imp, red, z, add, pad, keep, gunits, gscratch, unit_floats;
 };
 
 static struct batch_sizes sizes_of(const struct batch_plan *plan, int n_layer, int n_kv,
@@ -75,6 +79,7 @@ static struct batch_sizes sizes_of(const struct batch_plan *plan, int n_layer, i
         .red = select_batch_uses_red(plan) ? select_batch_score_floats(heads, stride) : 0,
         .z = select_batch_shared_floats(select_batch_z_rows(plan, n, n_layer, n_kv), stride),
         .add = plan->add_row ? select_batch_score_floats(heads, stride) : 0,
+        .pad = select_batch_pad_floats(heads, stride),
         .keep = (size_t)heads * stride,
         .gunits = kvcache_batch_units_floats(n_layer, n_kv, n),
         .unit_floats = kept * head_dim,
@@ -105,7 +110,8 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
     struct backend *be = g->be;
     if (dev_alloc(be, z.units, (void **)&b->units) || dev_alloc(be, z.imp, (void **)&b->imp) ||
         dev_alloc(be, z.red, (void **)&b->red) || dev_alloc(be, z.z, (void **)&b->z) ||
-        dev_alloc(be, z.add, (void **)&b->add) || dev_alloc(be, z.keep, (void **)&b->keep_dev) ||
+        dev_alloc(be, z.add, (void **)&b->add) || dev_alloc(be, z.pad, (void **)&b->pad) ||
+        dev_alloc(be, z.keep, (void **)&b->keep_dev) ||
         dev_alloc(be, z.gunits, (void **)&b->gunits) ||
         dev_alloc(be, z.gscratch, (void **)&b->gscratch)) {
         free_buffers(g);
@@ -114,6 +120,7 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
     }
     b->units_host = malloc(heads * sizeof *b->units_host);
     if (z.add) b->add_host = malloc(z.add * sizeof *b->add_host);
+    b->pad_host = malloc(z.pad * sizeof(float)); /* bytes, as the backend's floats hold them */
     if (b->plan.host_scores) b->z_host = malloc(z.z * sizeof(float)); /* doubles, as z */
     b->keep = malloc(heads * stride * sizeof *b->keep);
     b->n_keep = malloc(heads * sizeof *b->n_keep);
@@ -122,8 +129,9 @@ static int reserve(struct policy_glue *g, int n, int stride, struct eb_err *e)
     b->cv = malloc((size_t)n * sizeof *b->cv);
     b->cseq = malloc((size_t)n * sizeof *b->cseq);
     b->freed = malloc((size_t)n * sizeof *b->freed);
-    if (!b->units_host || !b->keep || !b->n_keep || !b->gunits_host || !b->bseq || !b->cv ||
-        !b->cseq || !b->freed || (z.add && !b->add_host) || (b->plan.host_scores && !b->z_host)) {
+    if (!b->units_host || !b->pad_host || !b->keep || !b->n_keep || !b->gunits_host ||
+        !b->bseq || !b->cv || !b->cseq || !b->freed || (z.add && !b->add_host) ||
+        (b->plan.host_scores && !b->z_host)) {
         free_buffers(g);
         return eb_fail_nomem(e, "policy glue: out of memory for the batch's compression");
     }
@@ -141,7 +149,7 @@ size_t policy_glue_scratch_bytes(const struct policy *p, int budget,
         return 0;
     struct batch_sizes z = sizes_of(&plan, c->n_layer, c->n_head_kv, c->head_dim, n_live,
                                     max_slots, budget);
-    size_t parts[] = {z.units, z.imp, z.red, z.z, z.add, z.keep, z.gunits, z.gscratch};
+    size_t parts[] = {z.units, z.imp, z.red, z.z, z.add, z.pad, z.keep, z.gunits, z.gscratch};
     size_t bytes = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
         if (parts[i]) bytes += backend_alloc_bytes(parts[i]); /* as a rounding pool takes it */
@@ -259,7 +267,7 @@ static int make_views(struct policy_glue *g, int *stride, struct eb_err *e)
                                         .k = (const void *const *)c->k,
                                         .kv_type = c->type, .q_ring = c->q_ring,
                                         .q_ring_rows = c->q_window, .q_next = c->q_next,
-                                        .q_count = c->q_count};
+                                        .q_count = c->q_count, .padded = c->left_pad > 0};
     }
     return 0;
 }
@@ -272,7 +280,7 @@ static int device_selects(struct policy_glue *g, int stride, int *any, struct eb
     struct batch_job job = {.be = g->be, .n_seq = b->n_due, .seqs = b->bseq, .stride = stride,
                             .units = b->units, .units_host = b->units_host, .imp = b->imp,
                             .red = b->red, .z = b->z, .z_host = b->z_host, .add = b->add,
-                            .add_host = b->add_host,
+                            .add_host = b->add_host, .pad = b->pad, .pad_host = b->pad_host,
                             .policy = b->plan.self ? b->plan.self : g->p->self,
                             .keep_dev = b->keep_dev,
                             .n_keep = b->n_keep, .sync = b->time_phases};

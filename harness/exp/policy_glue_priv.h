@@ -30,6 +30,7 @@ struct glue_batch {
     float *imp, *red;
     double *z, *z_host;      /* backend / host: rows of doubles (per-layer plans, H2O) */
     float *add, *add_host;   /* backend / host: plans with added scores (SkipKV) */
+    unsigned char *pad, *pad_host; /* backend / host: padded caches' pad flags per unit */
     int *keep_dev, *keep, *n_keep;          /* backend / host / host */
     struct gather_unit *gunits, *gunits_host;
     float *gscratch;

@@ -175,7 +175,7 @@ struct backend *backend_cpu_create(int n_threads)
     be->head_mean_batch = cpu_head_mean_batch;
     be->last_query_attn_batch = cpu_last_query_attn_batch;
     be->batch_topk = cpu_batch_topk;
-    be->batch_pads = 1; /* cpu_batch.c passes score_unit.pad on to the per-head primitives */
+    be->batch_pads = 1; /* cpu_batch*.c pass score_unit.pad on to the per-head primitives */
     be->kv_gather_batch = cpu_kv_gather_batch;
     be->weight_create = cpu_weight_create;
     be->weight_free = cpu_weight_free;

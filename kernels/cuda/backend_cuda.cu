@@ -685,6 +685,7 @@ extern "C" struct backend *backend_cuda_create(int device, struct eb_err *e)
     be->last_query_attn_batch = cuda_last_query_attn_batch;
     be->batch_topk = cuda_batch_topk;
     be->kv_gather_batch = cuda_kv_gather_batch;
+    be->batch_pads = 1; /* cuda_batch*.cu read score_unit.pad as cpu_score.c masks pads */
     be->sync = cuda_sync;
     be->sample = backend_cuda_sample;
     be->weight_create = cuda_weight_create;

@@ -6,12 +6,15 @@
  * the scores the top-k ranks accumulate in double as on the CPU; the top-k
  * uses the same total order (higher first, ties to the lower index, NaN
  * last) and the mix and key norm are computed without fused multiply-adds,
- * so the same scores give the same keep-sets.
+ * so the same scores give the same keep-sets.  A unit's pad flags
+ * (score_unit.pad, staged by the caller) are masked as cpu_score.c masks
+ * them: out of the window softmax, zero keys in the redundancy, and ranked
+ * at +-pad_score by the top-k.
  *
  * Scratch comes from the backend's grow-on-demand float buffer
  * (float_scratch), for at most BATCH_CHUNK units at a time:
  *   window scores   12 bytes per unit and slot (logits row, double sums)
- *   redundancy      20 bytes per unit and slot + 8 per unit and dimension
+ *   redundancy      24 bytes per unit and slot + 8 per unit and dimension
  *   top-k           12 bytes per unit and slot (scores, ranks).
  * The per-layer shared scores are cuda_batch_layer.cu's. */
 #include "kernels/cuda/cuda_internal.h"
@@ -45,6 +48,13 @@ __device__ static float window_logit(const window_params &p, const float *qs, co
     return p.gqa_mean ? v / (float)p.group : v;
 }
 
+/* Slot j of u is a left pad: masked out of softmaxes, a zero key for the
+ * redundancy (cpu_score.c's rules). */
+__device__ static bool is_pad(const struct score_unit *u, int j)
+{
+    return u->pad && u->pad[j];
+}
+
 __global__ static void k_batch_window(const struct score_unit *units, window_params p,
                                       float *logit_buf, double *acc_buf)
 {
@@ -74,16 +84,17 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
                 kr[t] = kv_elem_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
             float v = window_logit(p, qs, kr);
             if (lane == 0) s[j] = v;
-            mx = fmax(mx, (double)v);
+            if (!is_pad(u, j)) mx = fmax(mx, (double)v);
         }
         mx = block_reduce_d(mx, red, true); /* its barriers also publish s */
         double sum = 0.0;
         if (mx != -INFINITY)
-            for (int j = threadIdx.x; j < visible; j += blockDim.x) sum += exp((double)s[j] - mx);
+            for (int j = threadIdx.x; j < visible; j += blockDim.x)
+                if (!is_pad(u, j)) sum += exp((double)s[j] - mx);
         sum = block_reduce_d(sum, red, false);
         if (sum > 0)
             for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
-                acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
+                if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
         __syncthreads();
     }
     for (int j = threadIdx.x; j < nc; j += blockDim.x) s[j] = (float)acc[j];
@@ -147,14 +158,16 @@ __global__ static void k_batch_norms(const struct score_unit *units, int hd, int
             double x = kv_elem_at(u->k, u->kv_type, (size_t)j * hd + d);
             ss += x * x;
         }
-        inv_buf[(size_t)blockIdx.y * max_len + j] = (float)(1.0 / (sqrt(ss) + 1e-8));
+        inv_buf[(size_t)blockIdx.y * max_len + j] = is_pad(u, j) ? 0.0f
+                                                                 : (float)(1.0 / (sqrt(ss) + 1e-8));
         sub_buf[(size_t)blockIdx.y * max_len + j] = 0.0;
     }
 }
 
+/* A pad key normalises to a zero row, whatever its slot holds. */
 __device__ static float kn_at(const struct score_unit *u, const float *inv, int hd, int j, int d)
 {
-    return kv_elem_at(u->k, u->kv_type, (size_t)j * hd + d) * inv[j];
+    return is_pad(u, j) ? 0.0f : kv_elem_at(u->k, u->kv_type, (size_t)j * hd + d) * inv[j];
 }
 
 /* sum[d] over the normalised keys, in key order; one block per unit. */
@@ -229,6 +242,142 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
     if (threadIdx.x == 0) atomicAdd(&sub[0], d0);
 }
 
+/* ---- the redundancy search as tiles of the cosine matrix ----
+ * The rows kernel above reads every key once per row (a warp per column):
+ * L^2 d reads of keys and a warp reduction per (row, column), 3.9 s for a
+ * 64-sequence 7B-shaped batch of random keys.  Here a block takes RT_ROWS
+ * rows of one unit and walks column tiles from the most recent key down,
+ * each tile a small f32 GEMM in shared memory (256 threads, 4 x 4 entries
+ * each, the dimension in RT_DK steps), so a key is read once per tile of
+ * rows; the walk stops as soon as every row of the tile has its match.
+ * The products are f32 as the CPU's sgemm, summed in another order (so a
+ * product within rounding of the threshold may match on one side only, as
+ * with the rows kernel).  EVICTBENCH_CUDA_RED_TILES=0 takes the rows
+ * kernel, for comparisons. */
+
+enum { RT_ROWS = 64, RT_COLS = RT_ROWS, RT_DK = 16, RT_THREADS = 256 }; /* square tiles */
+
+/* kn rows [r0, r0 + RT_ROWS) x dims [d0, d0 + RT_DK) into t[d][r] (zero
+ * outside [0, end) or past hd; r0 < 0 in a unit's oldest column tile);
+ * thread-consecutive dims of a row, so the reads of a row coalesce. */
+__device__ static void red_tile_load(float (*t)[RT_ROWS + 4], const struct score_unit *u,
+                                     const float *inv, int hd, int r0, int end, int d0)
+{
+    for (int x = threadIdx.x; x < RT_ROWS * RT_DK; x += RT_THREADS) {
+        int r = x / RT_DK, d = x % RT_DK, j = r0 + r;
+        t[d][r] = j >= 0 && j < end && d0 + d < hd ? kn_at(u, inv, hd, j, d0 + d) : 0.0f;
+    }
+}
+
+__global__ static void __launch_bounds__(RT_THREADS)
+k_batch_red_tiles(const struct score_unit *units, int hd, int max_len, const float *inv_buf,
+                  double *sub_buf, int *jstar_buf, float threshold)
+{
+    /* rows of 68 floats: 16-byte aligned for the float4 reads */
+    __shared__ __align__(16) float as[RT_DK][RT_ROWS + 4];
+    __shared__ __align__(16) float bs[RT_DK][RT_COLS + 4];
+    __shared__ int best[RT_ROWS], found[RT_ROWS];
+    __shared__ float best_c[RT_ROWS], found_c[RT_ROWS];
+    __shared__ int n_left;
+    const struct score_unit *u = &units[blockIdx.y];
+    int len = u->len, i0 = blockIdx.x * RT_ROWS;
+    if (i0 >= len) return; /* the whole block */
+    const float *inv = inv_buf + (size_t)blockIdx.y * max_len;
+    double *sub = sub_buf + (size_t)blockIdx.y * max_len;
+    int rows = len - i0 < RT_ROWS ? len - i0 : RT_ROWS;
+    int tr = threadIdx.x / 16 * 4, tc = threadIdx.x % 16 * 4; /* this thread's 4 x 4 */
+    if (threadIdx.x < RT_ROWS) found[threadIdx.x] = -1;
+    if (threadIdx.x == 0) n_left = rows;
+    for (int e = len; e > 0; e -= RT_COLS) {
+        int c0 = e - RT_COLS; /* columns [c0, e); c0 < 0 only in the last tile */
+        float acc[4][4] = {};
+        for (int d0 = 0; d0 < hd; d0 += RT_DK) {
+            __syncthreads(); /* the previous stage's reads are done */
+            red_tile_load(as, u, inv, hd, i0, len, d0);
+            red_tile_load(bs, u, inv, hd, c0, e, d0);
+            __syncthreads();
+            for (int d = 0; d < RT_DK; d++) {
+                float4 a4 = *(const float4 *)&as[d][tr], b4 = *(const float4 *)&bs[d][tc];
+                float a[4] = {a4.x, a4.y, a4.z, a4.w}, b[4] = {b4.x, b4.y, b4.z, b4.w};
+                for (int x = 0; x < 4; x++)
+                    for (int y = 0; y < 4; y++) acc[x][y] = fmaf(a[x], b[y], acc[x][y]);
+            }
+        }
+        if (threadIdx.x < RT_ROWS) best[threadIdx.x] = -1;
+        __syncthreads();
+        for (int x = 0; x < 4; x++) {
+            int r = tr + x, i = i0 + r;
+            if (r >= rows || found[r] >= 0) continue;
+            for (int y = 3; y >= 0; y--) { /* this thread's most recent match */
+                int j = c0 + tc + y;
+                if (j >= 0 && j < e && j != i && acc[x][y] > threshold) {
+                    atomicMax(&best[r], j);
+                    break;
+                }
+            }
+        }
+        __syncthreads();
+        for (int x = 0; x < 4; x++) /* the one thread holding a row's best writes its value */
+            for (int y = 0; y < 4; y++)
+                if (tr + x < rows && best[tr + x] >= 0 && best[tr + x] == c0 + tc + y)
+                    best_c[tr + x] = acc[x][y];
+        __syncthreads();
+        if (threadIdx.x < rows && found[threadIdx.x] < 0 && best[threadIdx.x] >= 0) {
+            found[threadIdx.x] = best[threadIdx.x];
+            found_c[threadIdx.x] = best_c[threadIdx.x];
+            atomicSub(&n_left, 1);
+        }
+        __syncthreads();
+        if (n_left == 0) break;
+    }
+    if (threadIdx.x < rows) {
+        int r = threadIdx.x;
+        jstar_buf[(size_t)blockIdx.y * max_len + i0 + r] = found[r];
+        if (found[r] >= 0) atomicAdd(&sub[found[r]], (double)found_c[r]);
+    }
+}
+
+/* A double summed over a warp, every lane getting it. */
+__device__ static double warp_sum_double(double v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* A warp per row i: base[i] = k_i . S - k_i . k_i in double; with the
+ * quirk, a row with no match takes its product with key 0 off column 0. */
+__global__ static void k_batch_red_base(const struct score_unit *units, int hd, int max_len,
+                                        const float *inv_buf, const double *sum_buf,
+                                        double *base_buf, double *sub_buf,
+                                        const int *jstar_buf, int quirk)
+{
+    const struct score_unit *u = &units[blockIdx.y];
+    int lane = threadIdx.x & 31, i = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (i >= u->len) return; /* the whole warp */
+    const float *inv = inv_buf + (size_t)blockIdx.y * max_len;
+    const double *sum = sum_buf + (size_t)blockIdx.y * hd;
+    double self = 0.0, dot = 0.0, d0 = 0.0;
+    bool zero_col0 = quirk && i != 0 && jstar_buf[(size_t)blockIdx.y * max_len + i] < 0;
+    for (int d = lane; d < hd; d += 32) {
+        float ki = kn_at(u, inv, hd, i, d);
+        self += (double)ki * ki;
+        dot += (double)ki * sum[d];
+        if (zero_col0) d0 += (double)ki * kn_at(u, inv, hd, 0, d);
+    }
+    self = warp_sum_double(self);
+    dot = warp_sum_double(dot);
+    if (zero_col0) d0 = warp_sum_double(d0);
+    if (lane != 0) return;
+    base_buf[(size_t)blockIdx.y * max_len + i] = dot - self;
+    if (zero_col0) atomicAdd(&sub_buf[(size_t)blockIdx.y * max_len], d0);
+}
+
+static bool red_tiles_off(void)
+{
+    const char *s = getenv("EVICTBENCH_CUDA_RED_TILES");
+    return s && s[0] == '0';
+}
+
 /* One block per unit: red = softmax_j((base[j] - sub[j]) / len). */
 __global__ static void __launch_bounds__(1024)
 k_batch_red_softmax(const struct score_unit *units, int max_len, double *base_buf,
@@ -249,14 +398,16 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
     size_t shared = (size_t)hd * sizeof(float);
     if (shared > 48 * 1024) return -1;
     size_t slots = (size_t)chunk * a->max_len;
-    /* base, sub (doubles), sum (doubles), inv (floats) */
+    /* base, sub (doubles), sum (doubles), inv (floats), jstar (ints) */
     double *base = (double *)float_scratch(be, slots * 2 * sizeof(double) +
                                                    (size_t)chunk * hd * sizeof(double) +
-                                                   slots * sizeof(float),
+                                                   slots * (sizeof(float) + sizeof(int)),
                                            "batched redundancy scratch");
     if (!base) return -1;
     double *sub = base + slots, *sum = sub + slots;
     float *inv = (float *)(sum + (size_t)chunk * hd);
+    int *jstar = (int *)(inv + slots);
+    bool tiles = !red_tiles_off();
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
         const struct score_unit *units = a->units + u0;
@@ -265,9 +416,18 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
         if (!launched(be, "batched key norms")) return -1;
         k_batch_key_sum<<<n, 128>>>(units, hd, a->max_len, inv, sum);
         if (!launched(be, "batched key sums")) return -1;
-        k_batch_red_rows<<<dim3(a->max_len, n), CUDA_THREADS, shared>>>(
-            units, hd, a->max_len, inv, sum, base, sub, a->threshold, a->no_match_zero_col0);
-        if (!launched(be, "batched redundancy rows")) return -1;
+        if (tiles) {
+            k_batch_red_tiles<<<dim3(blocks_for(a->max_len, RT_ROWS), n), RT_THREADS>>>(
+                units, hd, a->max_len, inv, sub, jstar, a->threshold);
+            if (!launched(be, "batched redundancy tiles")) return -1;
+            k_batch_red_base<<<dim3(blocks_for(a->max_len, 8), n), 256>>>(
+                units, hd, a->max_len, inv, sum, base, sub, jstar, a->no_match_zero_col0);
+            if (!launched(be, "batched redundancy bases")) return -1;
+        } else {
+            k_batch_red_rows<<<dim3(a->max_len, n), CUDA_THREADS, shared>>>(
+                units, hd, a->max_len, inv, sum, base, sub, a->threshold, a->no_match_zero_col0);
+            if (!launched(be, "batched redundancy rows")) return -1;
+        }
         k_batch_red_softmax<<<n, 1024>>>(units, a->max_len, base, sub);
         if (!launched(be, "batched redundancy softmax")) return -1;
     }
@@ -277,8 +437,8 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
 /* ---- top-k: every candidate's rank by counting, O(n^2) per unit ---- */
 
 struct topk_params {
-    int score, by_position, head_dim, max_len;
-    double lambda;
+    int score, by_position, head_dim, max_len, use_pads, pad_keep;
+    double lambda, pad_score;
 };
 
 /* Scores in double, no contraction: as the CPU's expressions round. */
@@ -308,6 +468,7 @@ __global__ static void k_batch_scores(const struct score_unit *units, topk_param
             v = -sqrt(s);
         }
         z[j] = u->add ? __dadd_rn(v, (double)u->add[j]) : v;
+        if (p.use_pads && is_pad(u, j)) z[j] = p.pad_keep ? p.pad_score : -p.pad_score;
     }
 }
 
@@ -366,7 +527,8 @@ int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
                                        "batched top-k scratch");
     if (!z) return -1;
     int *rank = (int *)(z + slots);
-    topk_params p = {a->score, a->by_position, a->head_dim, a->max_len, a->lambda};
+    topk_params p = {a->score, a->by_position, a->head_dim, a->max_len, a->use_pads,
+                     a->pad_keep, a->lambda, a->pad_score};
     unsigned bx = blocks_for(a->max_len, CUDA_THREADS);
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;

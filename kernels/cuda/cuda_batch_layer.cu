@@ -4,7 +4,8 @@
  * kernels/cpu/cpu_batch_layer.c.  A run's sum over its units goes in unit
  * order in double, without fused multiply-adds, as the CPU adds; the head
  * mean is then the CPU's bit for bit, the last query's attention differs
- * only in the order of its softmax sum and in exp's last bit.
+ * only in the order of its softmax sum and in exp's last bit.  Pad slots
+ * (score_unit.pad) are masked out of the last query's softmax as on the CPU.
  *
  * Scratch (float_scratch), for at most LAYER_CHUNK runs at a time:
  *   last query      16 bytes per run and slot (logits and the group's mean, double). */
@@ -80,7 +81,8 @@ __global__ static void k_last_query(const struct score_unit *units, last_query_p
                     s = __dadd_rn(s, __dmul_rn((double)qs[h * hd + d],
                                                (double)kv_elem_at(u->k, u->kv_type,
                                                                   (size_t)j * hd + d)));
-                logit[j] = __dmul_rn(s, p.scale);
+                /* a pad takes no share (score_last_query_attn's rule) */
+                logit[j] = u->pad && u->pad[j] ? -INFINITY : __dmul_rn(s, p.scale);
                 mx = fmax(mx, logit[j]);
             }
             mx = block_reduce_d(mx, red, true);

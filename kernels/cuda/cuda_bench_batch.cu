@@ -3,7 +3,8 @@
  * harness/exp/policy_batch.c issues it for R-KV (window scores, key
  * redundancy, top-k, then one gather per layer), then the shared scores of
  * the per-layer policies (TOVA's last-query attention, h2o-rkv's head
- * mean).  Not part of the tests.
+ * mean).  The redundancy is timed as tiles (the default) and once by rows
+ * (EVICTBENCH_CUDA_RED_TILES=0).  Not part of the tests.
  *
  *   cuda_bench_batch [n_seq n_layer n_head n_kv head_dim len budget]
  *   (default: 64 sequences, the 7B's 28 x 28:4 x 128, 2176 slots, budget 2048) */
@@ -136,6 +137,16 @@ int main(int argc, char **argv)
                n_seq, n_layer, n_kv, len, budget, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
                1e3 * (t3 - t2), 1e3 * (t4 - t3), 1e3 * (t4 - t0), rc ? " (an op failed)" : "",
                err ? err : "");
+    }
+    { /* the redundancy's earlier kernel, a block per row (once: seconds at 64 sequences) */
+        setenv("EVICTBENCH_CUDA_RED_TILES", "0", 1);
+        double t0 = now_s();
+        int rc = be->key_redundancy_batch(be, &a);
+        be->sync(be);
+        unsetenv("EVICTBENCH_CUDA_RED_TILES");
+        const char *err = backend_cuda_error(be);
+        printf("redundancy by rows (EVICTBENCH_CUDA_RED_TILES=0) %.1f ms%s%s\n",
+               1e3 * (now_s() - t0), rc ? " (an op failed)" : "", err ? err : "");
     }
     a.run = n_kv; /* the units of one (layer, sequence) are consecutive */
     for (int rep = 0; rep < 3; rep++) {

@@ -2,7 +2,9 @@
  * key_redundancy_batch, head_mean_batch, last_query_attn_batch, batch_topk,
  * kv_gather_batch) against the CPU backend: scores to f32 rounding (the
  * head mean bit for bit), keep-sets exactly when both sides rank the same
- * scores (added rows included), gathers bit for bit. */
+ * scores (added rows and pad rules included), gathers bit for bit.  The
+ * "pads" cases give every other unit (every other run) left pad slots,
+ * masked by both sides as cpu_score.c masks them. */
 #include "kernels/cuda/cuda_selftest_util.h"
 
 #include <math.h>
@@ -18,6 +20,11 @@ struct batch_case {
     std::vector<int> lens;     /* one unit per entry */
     enum kv_type type;
     int n_q, q_first, n_recent, budget;
+    int n_pad;                 /* left pads of every other unit (run); 0: none */
+    int pad_rule;              /* top-k: 0 pads ranked as scored, 1 evicted first, 2 kept */
+    int dups;                  /* 1: every third key a near copy of an older one, so the
+                                  redundancy finds matches near and far (random keys
+                                  rarely pass the threshold) */
 };
 
 /* One backend's side of a case: keys, ring, outputs, descriptors. */
@@ -25,16 +32,23 @@ struct side {
     struct backend *be;
     std::vector<float *> keys, imp, red, keep;
     std::vector<float *> z, add; /* layer cases: a double row per run; an added row per unit */
+    std::vector<float *> pads;   /* pad flags (bytes) of the padded units */
     float *ring, *units;
     std::vector<score_unit> host;
 };
 
-/* Keys of len rows stored as type (f32 floats, or 16-bit pairs packed in floats). */
-std::vector<float> typed_keys(struct selftest *st, int len, enum kv_type t)
+/* Keys of len rows stored as type (f32 floats, or 16-bit pairs packed in
+ * floats); with dups, row j = 3m (m >= 1) is row j / 2 scaled by 1.01 plus
+ * 1% noise. */
+std::vector<float> typed_keys(struct selftest *st, int len, enum kv_type t, int dups = 0)
 {
     size_t n = (size_t)len * HEAD_DIM;
     std::vector<float> f(n);
     for (size_t i = 0; i < n; i++) f[i] = st_rnd(st);
+    for (int j = 3; dups && j < len; j += 3)
+        for (int d = 0; d < HEAD_DIM; d++)
+            f[(size_t)j * HEAD_DIM + d] =
+                1.01f * f[(size_t)(j / 2) * HEAD_DIM + d] + 0.01f * st_rnd(st);
     if (t == KV_F32) return f;
     std::vector<float> packed((n + 1) / 2);
     uint16_t *h = (uint16_t *)packed.data();
@@ -79,6 +93,12 @@ void build(struct selftest *st, const batch_case &c, side &s, const std::vector<
         d.q_first = c.q_first;
         d.z = run > 1 ? (double *)s.z.back() : NULL;
         d.add = adds ? s.add.back() : NULL;
+        if (c.n_pad > 0 && (u / run) % 2 == 0) { /* a run's units share their pads */
+            std::vector<float> flags(((size_t)len + 3) / 4, 0.0f);
+            memset(flags.data(), 1, (size_t)(c.n_pad < len ? c.n_pad : len - 1));
+            s.pads.push_back(st_upload(s.be, flags));
+            d.pad = (const unsigned char *)s.pads.back();
+        }
         s.host.push_back(d);
     }
     size_t n = s.host.size() * sizeof(score_unit) / sizeof(float);
@@ -96,6 +116,7 @@ void release(side &s)
     }
     for (float *p : s.z) s.be->free(s.be, p);
     for (float *p : s.add) s.be->free(s.be, p);
+    for (float *p : s.pads) s.be->free(s.be, p);
     s.be->free(s.be, s.ring);
     s.be->free(s.be, s.units);
 }
@@ -126,7 +147,7 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
               int by_position)
 {
     std::vector<std::vector<float>> keys;
-    for (int len : c.lens) keys.push_back(typed_keys(st, len, c.type));
+    for (int len : c.lens) keys.push_back(typed_keys(st, len, c.type, c.dups));
     std::vector<float> ring((size_t)RING * N_HEAD * HEAD_DIM);
     for (float &x : ring) x = st_rnd(st);
     side cs, gs;
@@ -152,6 +173,9 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     a.score = score;
     a.lambda = 0.1;
     a.by_position = by_position;
+    a.use_pads = c.pad_rule != 0;
+    a.pad_keep = c.pad_rule == 2;
+    a.pad_score = 100.0;
     char detail[160];
     a.units = (const score_unit *)cs.units;
     int rc_c = cs.be->window_scores_batch(cs.be, &a) | cs.be->key_redundancy_batch(cs.be, &a);
@@ -161,6 +185,14 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     snprintf(detail, sizeof detail, "imp %.2g red %.2g (units of atol 1e-6 + rtol 1e-3)", wi, wr);
     std::string what = std::string("batch scores ") + name;
     st_verdict(st, what.c_str(), rc_c == 0 && rc_g == 0 && wi <= 1 && wr <= 1, detail);
+    /* the redundancy's other kernel (a block per row), kept for comparisons */
+    setenv("EVICTBENCH_CUDA_RED_TILES", "0", 1);
+    rc_g = gs.be->key_redundancy_batch(gs.be, &a);
+    unsetenv("EVICTBENCH_CUDA_RED_TILES");
+    wr = worst(cs, gs, &side::red, c, false);
+    snprintf(detail, sizeof detail, "red %.2g (units of atol 1e-6 + rtol 1e-3)", wr);
+    what = std::string("batch redundancy by rows ") + name;
+    st_verdict(st, what.c_str(), rc_g == 0 && wr <= 1, detail);
     /* The same scores on both sides: the keep-sets must match exactly. */
     for (size_t u = 0; u < c.lens.size(); u++) {
         std::vector<float> i = fetch(cs.be, cs.imp[u], (size_t)c.lens[u]);
@@ -239,6 +271,9 @@ void layer_case(struct selftest *st, const char *name, const batch_case &c, int 
     a.kernel = 1;
     a.score = BATCH_SCORE_Z;
     a.by_position = by_position;
+    a.use_pads = c.pad_rule != 0;
+    a.pad_keep = c.pad_rule == 2;
+    a.pad_score = 100.0;
     std::string base = std::string(name);
     char detail[160];
     for (int form = 0; form < 2; form++) {
@@ -357,19 +392,31 @@ void gather_case(struct selftest *st, int words)
 
 void selftest_batch(struct selftest *st)
 {
-    batch_case f32 = {{300, 1000, 257, 64, 513, 2049}, KV_F32, 8, 3, 8, 48};
+    batch_case f32 = {{300, 1000, 257, 64, 513, 2049}, KV_F32, 8, 3, 8, 48, 0, 0, 0};
     run_case(st, "f32 mix", f32, BATCH_SCORE_MIX, 0);
     run_case(st, "f32 imp", f32, BATCH_SCORE_IMP, 1);
-    batch_case f16 = {{129, 700, 40, 40}, KV_F16, 5, 6, 8, 33};
+    batch_case f16 = {{129, 700, 40, 40}, KV_F16, 5, 6, 8, 33, 0, 0, 0};
     run_case(st, "f16 mix", f16, BATCH_SCORE_MIX, 0);
     run_case(st, "f16 knorm", f16, BATCH_SCORE_KNORM, 1);
-    batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20};
+    batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 0};
     run_case(st, "bf16 age", bf16, BATCH_SCORE_AGE, 1);
     run_case(st, "bf16 mix", bf16, BATCH_SCORE_MIX, 0);
-    batch_case layer_f32 = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48};
+    batch_case layer_f32 = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 0, 0, 0};
     layer_case(st, "f32", layer_f32, 1);
-    batch_case layer_bf16 = {{129, 129, 700, 700}, KV_BF16, 1, 2, 1, 33};
+    batch_case layer_bf16 = {{129, 129, 700, 700}, KV_BF16, 1, 2, 1, 33, 0, 0, 0};
     layer_case(st, "bf16", layer_bf16, 0);
+    /* left-padded units: masked in every score, ranked by the pad rule */
+    batch_case pads_f32 = {{300, 1000, 257, 64}, KV_F32, 8, 3, 8, 48, 37, 1, 1};
+    run_case(st, "f32 mix pads", pads_f32, BATCH_SCORE_MIX, 0);
+    batch_case pads_f16 = {{129, 700, 90}, KV_F16, 5, 6, 8, 33, 20, 2, 0};
+    run_case(st, "f16 imp pads kept", pads_f16, BATCH_SCORE_IMP, 1);
+    batch_case pads_layer = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 30, 1, 0};
+    layer_case(st, "f32 pads", pads_layer, 1);
+    /* near-duplicate keys: the redundancy's matches, near and far */
+    batch_case dups_f32 = {{300, 1000, 2049, 64, 129}, KV_F32, 8, 3, 8, 48, 0, 0, 1};
+    run_case(st, "f32 mix dups", dups_f32, BATCH_SCORE_MIX, 0);
+    batch_case dups_bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 1};
+    run_case(st, "bf16 mix dups", dups_bf16, BATCH_SCORE_MIX, 1);
     gather_case(st, HEAD_DIM);
     gather_case(st, HEAD_DIM / 2);
 }
