@@ -267,6 +267,37 @@ static void test_padded(void)
     model_free(m);
 }
 
+/* Backend calls per batched compression of run(spec, n, batched = 1), or 0. */
+static unsigned long long calls_per(struct model *m, const char *spec, int n)
+{
+    static struct outcome o;
+    unsigned long long per = 0;
+    if (run(m, spec, n, 1, &o) == 0 && o.st.batch_compressions > 0 &&
+        o.st.compress_calls % o.st.batch_compressions == 0)
+        per = o.st.compress_calls / o.st.batch_compressions;
+    outcome_free(&o);
+    return per;
+}
+
+/* Padded caches cost one call more per compression, whatever the batch:
+ * the one upload of the units' pad flags. */
+static void test_padded_calls(void)
+{
+    struct model *m = open_model_on(be, TINY_PATH);
+    if (!m) SKIP("tiny-llama fixture missing");
+    const char *specs[] = {"rkv:divide_length=16", "tova:divide_length=16", "h2o"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        unsigned long long plain = calls_per(m, specs[i], MAX_REQ);
+        run_padded = 1;
+        unsigned long long one = calls_per(m, specs[i], 1), many = calls_per(m, specs[i], MAX_REQ);
+        run_padded = 0;
+        CHECK_MSG(plain > 0 && one == plain + 1 && many == plain + 1,
+                  "%s: %llu calls per compression unpadded, %llu / %llu padded at batch 1 / 16",
+                  specs[i], plain, one, many);
+    }
+    model_free(m);
+}
+
 /* N = backend calls / batched compression: the same at batch 1 and 16, and
  * at most a few per layer. */
 static void test_calls_per_compression(void)
@@ -314,6 +345,7 @@ int main(void)
     RUN(test_batched_equals_per_sequence);
     RUN(test_f16_cache);
     RUN(test_padded);
+    RUN(test_padded_calls);
     RUN(test_calls_per_compression);
     be->destroy(be);
     if (run_tok) tokenizer_free(run_tok);
