@@ -372,7 +372,7 @@ __global__ static void k_batch_red_base(const struct score_unit *units, int hd, 
     if (zero_col0) atomicAdd(&sub_buf[(size_t)blockIdx.y * max_len], d0);
 }
 
-static bool red_tiles_off(void)
+bool cuda_red_tiles_off(void)
 {
     const char *s = getenv("EVICTBENCH_CUDA_RED_TILES");
     return s && s[0] == '0';
@@ -407,7 +407,7 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
     double *sub = base + slots, *sum = sub + slots;
     float *inv = (float *)(sum + (size_t)chunk * hd);
     int *jstar = (int *)(inv + slots);
-    bool tiles = !red_tiles_off();
+    bool tiles = !cuda_red_tiles_off();
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
         const struct score_unit *units = a->units + u0;

@@ -266,6 +266,27 @@ int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a)
     int n = a->len, hd = a->head_dim;
     size_t shared = (size_t)hd * sizeof(float);
     if (shared > 48 * 1024) return -1; /* one key per block in static-sized shared memory */
+    if (!cuda_red_tiles_off()) { /* one unit of the batched op: its tiled search */
+        const unsigned char *d_pad;
+        if (!stage_reserve(be, (size_t)n + sizeof(struct score_unit), 2) ||
+            !device_mask(be, a->pad, (size_t)n, &d_pad))
+            return -1;
+        struct score_unit u = {};
+        u.k = a->k;
+        u.red = a->out;
+        u.pad = d_pad;
+        u.kv_type = KV_F32;
+        u.len = u.n_cand = n;
+        struct score_batch_args b = {};
+        b.units = (const struct score_unit *)stage(be, &u, sizeof u);
+        if (!b.units) return -1;
+        b.n_units = 1;
+        b.max_len = n;
+        b.head_dim = hd;
+        b.threshold = a->threshold;
+        b.no_match_zero_col0 = a->no_match_zero_col0;
+        return cuda_key_redundancy_batch(be, &b);
+    }
     /* Layout: sum[hd], base[n], sub[n] (doubles), then kn[n][hd]. */
     size_t n_doubles = (size_t)hd + 2 * (size_t)n;
     const unsigned char *d_pad;
