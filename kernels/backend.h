@@ -265,6 +265,13 @@ struct score_batch_args {
      * +pad_score (pad_keep) or -pad_score, after the add (score_apply_pads) */
     int use_pads, pad_keep;
     double pad_score;
+    /* batch_topk, where bf16: scores as a bf16 run stores them
+     * (policies/score.h, score_dtype=bf16): _IMP and _MIX round imp (and
+     * red) to bf16, _MIX then mixes in f32 steps each rounded to bf16
+     * (z = bf16(bf16(imp * fl) - bf16(red * fr)), fl and fr lambda and
+     * 1 - lambda as floats: policies/rkv.c); every score is then rounded to
+     * bf16 after the add, before the pads */
+    int bf16;
 };
 
 /* One (sequence, kv head) of one layer to compact (kv_gather_batch). */

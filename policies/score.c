@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/bf16.h"
+
 void score_buf_free(struct score_buf *b)
 {
     if (b->dev) b->be->free(b->be, b->dev);
@@ -111,14 +113,7 @@ int score_redundancy(struct score_buf *b, const struct cache_view *cv, int layer
 
 double score_bf16(double x)
 {
-    float f = (float)x;
-    if (isnan(f)) return x;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even on the kept 16 bits */
-    u &= 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return f;
+    return bf16_round(x);
 }
 
 void score_round(double *x, int n, enum score_dtype dt)

@@ -63,10 +63,10 @@ int select_batch_backend_ok(const struct backend *be, const struct batch_plan *p
 
 int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_plan *out)
 {
-    if (sc->dtype != SCORE_F32) return 0;
     *out = (struct batch_plan){.n_recent = n_recent, .evict_above = sc->evict_above,
                                .order = sc->order, .use_pads = sc->use_pads,
                                .pad_keep = sc->pads == PAD_KEEP, .pad_score = sc->pad_score,
+                               .bf16 = sc->dtype == SCORE_BF16,
                                .score = sc->per_layer ? BATCH_SCORE_Z : BATCH_SCORE_AGE};
     return 1;
 }
@@ -214,7 +214,7 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
         .threshold = plan->threshold, .no_match_zero_col0 = plan->no_match_zero_col0,
         .score = plan->score, .lambda = plan->lambda,
         .by_position = plan->order == KEEP_BY_POSITION, .use_pads = plan->use_pads,
-        .pad_keep = plan->pad_keep, .pad_score = plan->pad_score};
+        .pad_keep = plan->pad_keep, .pad_score = plan->pad_score, .bf16 = plan->bf16};
     if (select_batch_uses_imp(plan) && be->window_scores_batch(be, &a))
         return eb_fail(e, "batched window attention scores failed");
     if (select_batch_uses_red(plan) && be->key_redundancy_batch(be, &a))

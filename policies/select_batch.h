@@ -22,8 +22,8 @@
  * Left-padded caches batch where the backend has batch_pads: their pad
  * flags are staged per unit and uploaded once (score_unit.pad).
  *
- * What does not batch keeps the per-sequence select: bf16 scores, pads on
- * a backend without batch_pads, R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
+ * What does not batch keeps the per-sequence select: pads on a backend
+ * without batch_pads, R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
  * BeaconKV, SEAL: state that moves with every sequence's sentences,
  * host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
@@ -52,6 +52,7 @@ struct batch_plan {
      * slot ranks at +pad_score (pad_keep) or -pad_score */
     int use_pads, pad_keep;
     double pad_score;
+    int bf16;                    /* the scorer's score_dtype=bf16 (score_batch_args.bf16) */
     /* Optional: a row added to a head's candidate scores before ranking
      * (SkipKV's sentence penalty), written on the host into add[0, n_cand),
      * zeros on entry, for each selected head; policy is batch_job.policy.
@@ -138,9 +139,9 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
 void select_batch_kept(const struct batch_plan *plan, const struct batch_job *job,
                        const int *keep);
 
-/* policy_ops.batch_plan of a plain selector policy: 0 when sc's options
- * keep it per sequence (bf16), else 1 with the gate, order and n_recent
- * filled (the caller sets the score, and for a per_layer scorer `shared`). */
+/* policy_ops.batch_plan of a plain selector policy: 1 with the gate,
+ * order, pad rule, score precision and n_recent filled (the caller sets
+ * the score, and for a per_layer scorer `shared`). */
 int select_batch_plan_of(const struct scorer *sc, int n_recent, struct batch_plan *out);
 
 #endif

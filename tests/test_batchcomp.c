@@ -161,6 +161,12 @@ static const char *const batched_specs[] = {
     "skipkv:steer=0,tau=-1,divide_length=16,cache_order=score,lambda=1",
     "skipkv:steer=0,sentence=0,divide_length=16",
     "lazyeviction:window=8,alpha=0.02",
+    /* scores as a bf16 run stores them (many ties): rounded on the batched
+     * path at the same steps as on the per-sequence one */
+    "rkv:divide_length=16,score_dtype=bf16",
+    "rkv:divide_length=16,score_dtype=bf16,lambda=1",
+    "snapkv:schedule=divide,divide_length=16,window=8,score_dtype=bf16",
+    "h2o-rkv:divide_length=16,score_dtype=bf16",
     /* kvpress's scorers that score on the host: a row per head, ranked on
      * the device */
     "random:divide_length=16",

@@ -6,6 +6,7 @@
  * tie rule of policies/score.h: higher score first, equal scores lower index
  * first, NaN last. */
 #include "kernels/cpu/cpu_ops.h"
+#include "util/bf16.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -157,13 +158,25 @@ static void nth_best(struct pair *p, int n, int k)
     }
 }
 
+/* The mix of bf16 tensors in torch: each product in f32, rounded to bf16,
+ * so is their difference (policies/rkv.c, rkv_mix_rows). */
+static double mix_bf16(double lambda, float imp, float red)
+{
+    float fl = (float)lambda, fr = (float)(1.0 - lambda);
+    float a = (float)bf16_round((float)bf16_round(imp) * fl);
+    float b = (float)bf16_round((float)bf16_round(red) * fr);
+    return bf16_round(a - b);
+}
+
 static double unit_score(const struct score_batch_args *a, const struct score_unit *u,
                          const float *k, int j)
 {
     switch (a->score) {
     case BATCH_SCORE_AGE: return -j;
-    case BATCH_SCORE_IMP: return u->imp[j];
-    case BATCH_SCORE_MIX: return a->lambda * (double)u->imp[j] - (1.0 - a->lambda) * u->red[j];
+    case BATCH_SCORE_IMP: return a->bf16 ? bf16_round(u->imp[j]) : u->imp[j];
+    case BATCH_SCORE_MIX:
+        if (a->bf16) return mix_bf16(a->lambda, u->imp[j], u->red[j]);
+        return a->lambda * (double)u->imp[j] - (1.0 - a->lambda) * u->red[j];
     case BATCH_SCORE_KNORM: {
         double s = 0.0;
         for (int d = 0; d < a->head_dim; d++)
@@ -189,6 +202,7 @@ static int topk_unit(struct backend *be, const struct score_batch_args *a,
     for (int j = 0; j < n; j++) {
         z[j] = unit_score(a, u, keys, j);
         if (u->add) z[j] += u->add[j];
+        if (a->bf16) z[j] = bf16_round(z[j]);
         if (a->use_pads && u->pad && u->pad[j]) z[j] = a->pad_keep ? a->pad_score : -a->pad_score;
         p[j] = (struct pair){z[j], j};
     }

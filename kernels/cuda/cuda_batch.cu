@@ -437,9 +437,29 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
 /* ---- top-k: every candidate's rank by counting, O(n^2) per unit ---- */
 
 struct topk_params {
-    int score, by_position, head_dim, max_len, use_pads, pad_keep;
+    int score, by_position, head_dim, max_len, use_pads, pad_keep, bf16;
     double lambda, pad_score;
 };
+
+/* x through f32 to bf16, nearest, ties to even (util/bf16.h's bf16_round). */
+__device__ static double bf16_round_d(double x)
+{
+    float f = __double2float_rn(x);
+    if (isnan(f)) return x;
+    unsigned u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (double)__uint_as_float(u & 0xffff0000u);
+}
+
+/* The mix of bf16 tensors (cpu_batch.c's mix_bf16): f32 products and
+ * difference, each rounded to bf16. */
+__device__ static double mix_bf16_d(double lambda, float imp, float red)
+{
+    float fl = __double2float_rn(lambda), fr = __double2float_rn(1.0 - lambda);
+    float a = (float)bf16_round_d(__fmul_rn((float)bf16_round_d(imp), fl));
+    float b = (float)bf16_round_d(__fmul_rn((float)bf16_round_d(red), fr));
+    return bf16_round_d(__fsub_rn(a, b));
+}
 
 /* Scores in double, no contraction: as the CPU's expressions round. */
 __global__ static void k_batch_scores(const struct score_unit *units, topk_params p,
@@ -453,7 +473,9 @@ __global__ static void k_batch_scores(const struct score_unit *units, topk_param
         if (p.score == BATCH_SCORE_AGE) {
             v = -j;
         } else if (p.score == BATCH_SCORE_IMP) {
-            v = u->imp[j];
+            v = p.bf16 ? bf16_round_d(u->imp[j]) : u->imp[j];
+        } else if (p.score == BATCH_SCORE_MIX && p.bf16) {
+            v = mix_bf16_d(p.lambda, u->imp[j], u->red[j]);
         } else if (p.score == BATCH_SCORE_MIX) {
             v = __dsub_rn(__dmul_rn(p.lambda, (double)u->imp[j]),
                           __dmul_rn(1.0 - p.lambda, (double)u->red[j]));
@@ -468,6 +490,7 @@ __global__ static void k_batch_scores(const struct score_unit *units, topk_param
             v = -sqrt(s);
         }
         z[j] = u->add ? __dadd_rn(v, (double)u->add[j]) : v;
+        if (p.bf16) z[j] = bf16_round_d(z[j]);
         if (p.use_pads && is_pad(u, j)) z[j] = p.pad_keep ? p.pad_score : -p.pad_score;
     }
 }
@@ -528,7 +551,7 @@ int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
     if (!z) return -1;
     int *rank = (int *)(z + slots);
     topk_params p = {a->score, a->by_position, a->head_dim, a->max_len, a->use_pads,
-                     a->pad_keep, a->lambda, a->pad_score};
+                     a->pad_keep, a->bf16, a->lambda, a->pad_score};
     unsigned bx = blocks_for(a->max_len, CUDA_THREADS);
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;

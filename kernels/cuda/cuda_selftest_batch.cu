@@ -25,6 +25,7 @@ struct batch_case {
     int dups;                  /* 1: every third key a near copy of an older one, so the
                                   redundancy finds matches near and far (random keys
                                   rarely pass the threshold) */
+    int bf16;                  /* top-k: scores rounded as a bf16 run stores them */
 };
 
 /* One backend's side of a case: keys, ring, outputs, descriptors. */
@@ -176,6 +177,7 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     a.use_pads = c.pad_rule != 0;
     a.pad_keep = c.pad_rule == 2;
     a.pad_score = 100.0;
+    a.bf16 = c.bf16;
     char detail[160];
     a.units = (const score_unit *)cs.units;
     int rc_c = cs.be->window_scores_batch(cs.be, &a) | cs.be->key_redundancy_batch(cs.be, &a);
@@ -392,31 +394,35 @@ void gather_case(struct selftest *st, int words)
 
 void selftest_batch(struct selftest *st)
 {
-    batch_case f32 = {{300, 1000, 257, 64, 513, 2049}, KV_F32, 8, 3, 8, 48, 0, 0, 0};
+    batch_case f32 = {{300, 1000, 257, 64, 513, 2049}, KV_F32, 8, 3, 8, 48, 0, 0, 0, 0};
     run_case(st, "f32 mix", f32, BATCH_SCORE_MIX, 0);
     run_case(st, "f32 imp", f32, BATCH_SCORE_IMP, 1);
-    batch_case f16 = {{129, 700, 40, 40}, KV_F16, 5, 6, 8, 33, 0, 0, 0};
+    batch_case f16 = {{129, 700, 40, 40}, KV_F16, 5, 6, 8, 33, 0, 0, 0, 0};
     run_case(st, "f16 mix", f16, BATCH_SCORE_MIX, 0);
     run_case(st, "f16 knorm", f16, BATCH_SCORE_KNORM, 1);
-    batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 0};
+    batch_case bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 0, 0};
     run_case(st, "bf16 age", bf16, BATCH_SCORE_AGE, 1);
     run_case(st, "bf16 mix", bf16, BATCH_SCORE_MIX, 0);
-    batch_case layer_f32 = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 0, 0, 0};
+    batch_case layer_f32 = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 0, 0, 0, 0};
     layer_case(st, "f32", layer_f32, 1);
-    batch_case layer_bf16 = {{129, 129, 700, 700}, KV_BF16, 1, 2, 1, 33, 0, 0, 0};
+    batch_case layer_bf16 = {{129, 129, 700, 700}, KV_BF16, 1, 2, 1, 33, 0, 0, 0, 0};
     layer_case(st, "bf16", layer_bf16, 0);
     /* left-padded units: masked in every score, ranked by the pad rule */
-    batch_case pads_f32 = {{300, 1000, 257, 64}, KV_F32, 8, 3, 8, 48, 37, 1, 1};
+    batch_case pads_f32 = {{300, 1000, 257, 64}, KV_F32, 8, 3, 8, 48, 37, 1, 1, 0};
     run_case(st, "f32 mix pads", pads_f32, BATCH_SCORE_MIX, 0);
-    batch_case pads_f16 = {{129, 700, 90}, KV_F16, 5, 6, 8, 33, 20, 2, 0};
+    batch_case pads_f16 = {{129, 700, 90}, KV_F16, 5, 6, 8, 33, 20, 2, 0, 0};
     run_case(st, "f16 imp pads kept", pads_f16, BATCH_SCORE_IMP, 1);
-    batch_case pads_layer = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 30, 1, 0};
+    batch_case pads_layer = {{300, 300, 1000, 1000, 65, 65}, KV_F32, 1, 5, 1, 48, 30, 1, 0, 0};
     layer_case(st, "f32 pads", pads_layer, 1);
     /* near-duplicate keys: the redundancy's matches, near and far */
-    batch_case dups_f32 = {{300, 1000, 2049, 64, 129}, KV_F32, 8, 3, 8, 48, 0, 0, 1};
+    batch_case dups_f32 = {{300, 1000, 2049, 64, 129}, KV_F32, 8, 3, 8, 48, 0, 0, 1, 0};
     run_case(st, "f32 mix dups", dups_f32, BATCH_SCORE_MIX, 0);
-    batch_case dups_bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 1};
+    batch_case dups_bf16 = {{90, 1500}, KV_BF16, 8, 0, 4, 20, 0, 0, 1, 0};
     run_case(st, "bf16 mix dups", dups_bf16, BATCH_SCORE_MIX, 1);
+    /* bf16 scores: many ties, ranked by the one tie rule on both sides */
+    batch_case round_f32 = {{300, 1000, 257}, KV_F32, 8, 3, 8, 48, 0, 0, 1, 1};
+    run_case(st, "f32 mix bf16 scores", round_f32, BATCH_SCORE_MIX, 0);
+    run_case(st, "f32 imp bf16 scores", round_f32, BATCH_SCORE_IMP, 1);
     gather_case(st, HEAD_DIM);
     gather_case(st, HEAD_DIM / 2);
 }
