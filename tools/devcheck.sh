@@ -14,13 +14,17 @@
 #     unpacked into build/gpu-root with dpkg -x (no root; tools/gpu_bundle.sh
 #     unpack): CPATH, LIBRARY_PATH, and LD_LIBRARY_PATH for what the system
 #     lacks at run time;
-#  1. builds ./evictbench, the CUDA backend, ./evictbench-cuda and
-#     build/tools/gpu_check (make, make cuda, make devcheck-tools);
+#  1. builds ./evictbench, the CUDA backend (with cuda_selftest and
+#     cuda_bench_batch), ./evictbench-cuda and build/tools/gpu_check (make,
+#     make cuda, make devcheck-tools);
 #  2. kernels/cuda/build/cuda_selftest: every backend op against the CPU
 #     backend, device sampling against model/sampler.c (tolerances justified
 #     in cuda_selftest.cu and cuda_selftest_sample.cu);
 #  3. gpu_check fixtures: the tiny fixture models' logits on the GPU against
 #     the CPU and against transformers' golden logits (1e-4);
+#  3a. kernels/cuda/build/cuda_bench_batch: one R-KV compression of 16
+#     sequences at the 7B shape op by op, the redundancy as tiles and by
+#     rows (EVICTBENCH_CUDA_RED_TILES=0); the table's last line has both;
 #  4. writes random-weight checkpoints shaped like DeepSeek-R1-Distill-Qwen-7B
 #     (and -Llama-8B with LLAMA8B=1) with transformers on this GPU
 #     (tools/devcheck/hf_check.py),
@@ -666,6 +670,41 @@ within 20 run_gpu_check fixtures 0 >"$OUT/fixtures.log" 2>&1 || fail "gpu_check 
 grep -E 'FAIL|passed|gpu_check' "$OUT/fixtures.log"
 require_passed "$OUT/fixtures.log" "gpu_check fixtures"
 
+# One R-KV compression of 16 sequences at the 7B shape (28 layers x 4 kv
+# heads, 2176 slots to 2048, random bf16 keys: the redundancy's worst case),
+# op by op; the redundancy as tiles (the default) and once by rows.
+BB_SHAPE="16 28 28 4 128 2176 2048"
+BB_NOTE="not measured"
+dry_bench_batch() {
+    for r in 1 2 3; do
+        echo "16 seqs x 28 layers x 4 kv heads, 2176 slots -> 2048: window 30.0 ms, redundancy 60.0 ms, top-k 4.0 ms, gather 4.0 ms, total 98.0 ms"
+    done
+    echo "redundancy by rows (EVICTBENCH_CUDA_RED_TILES=0) 975.0 ms"
+    for r in 1 2 3; do
+        echo "per-layer scores: last query (TOVA) 10.0 ms, head mean (h2o-rkv, after the window scores) 1.0 ms"
+    done
+}
+run_bench_batch() {
+    if [ $CHECK_ONLY = 1 ]; then dry_bench_batch; return; fi
+    # shellcheck disable=SC2086
+    timeout "$TLEFT" kernels/cuda/build/cuda_bench_batch $BB_SHAPE
+}
+step "the batched compression ops, R-KV at the 7B shape, 16 sequences (cuda_bench_batch $BB_SHAPE)"
+if within 30 run_bench_batch >"$OUT/bench_batch.log" 2>&1 &&
+   ! grep -q 'an op failed' "$OUT/bench_batch.log"; then
+    cat "$OUT/bench_batch.log"
+    tiles=$(sed -n 's/.* redundancy \([0-9.]*\) ms, top-k.*/\1/p' "$OUT/bench_batch.log" | tail -n 1)
+    rows=$(sed -n 's/^redundancy by rows .* \([0-9.]*\) ms$/\1/p' "$OUT/bench_batch.log")
+    if [ -n "$tiles" ] && [ -n "$rows" ]; then
+        BB_NOTE="redundancy $tiles ms as tiles, $rows ms by rows ($(awk -v a="$rows" -v b="$tiles" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')x)"
+    else
+        fail "cuda_bench_batch: no redundancy times in $OUT/bench_batch.log"
+    fi
+else
+    tail -n 5 "$OUT/bench_batch.log"
+    fail "cuda_bench_batch (see $OUT/bench_batch.log)"
+fi
+
 # ---- 4. random-weight 7B/8B checkpoints, GPU vs transformers ----
 QWEN=$CKPT/DeepSeek-R1-Distill-Qwen-7B
 LLAMA=$CKPT/DeepSeek-R1-Distill-Llama-8B
@@ -1144,6 +1183,7 @@ print_table "$ROWS" "$BW_TBS" "$CKPT" | tee "$OUT/table.txt"
 [ "$(sed -n 's/^  [123]\. .*(target .*: \(met\|MISSED\))$/x/p' "$OUT/table.txt" | wc -l)" -eq 3 ] ||
     fail "the table does not state all three targets (see NOT MEASURED above)"
 echo "max-batch ratio to FullKV: $MB_RATIO (target >= 9${MB_NOTE:+; $MB_NOTE})" | tee -a "$OUT/table.txt"
+echo "batched R-KV compression, 7B shape, 16 sequences: $BB_NOTE" | tee -a "$OUT/table.txt"
 
 echo
 if [ "$failed" -ne 0 ]; then

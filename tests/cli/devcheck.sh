@@ -30,6 +30,10 @@ for target in "1\. qwen7b batch-1 decode .*HBM roofline" "2\. qwen7b rkv budget 
     grep -q "$target" "$TMP/ok.log" || { echo "FAIL: the table lacks target '$target'"; fail=1; }
 done
 
+# The batched compression's timing line, parsed from the stand-in's output.
+grep -q "^batched R-KV compression, 7B shape, 16 sequences: redundancy 60.0 ms as tiles, 975.0 ms by rows (16.2x)" "$TMP/ok.log" ||
+    { echo "FAIL: the table lacks the batched compression's timing"; fail=1; }
+
 # The whole-decode comparison's verdict: the stand-in passes, perturbed ones fail.
 grep -q "^judge: 256 steps, top-1 agreement" "$TMP/ok.log" ||
     { echo "FAIL: the stand-in whole-decode comparison was not judged"; fail=1; }
