@@ -243,6 +243,7 @@ struct score_batch_args {
      * n_cand), n_units a multiple of it; each run's z is one row */
     int run;
     int max_len;                    /* >= every unit's len (a device sizes scratch by it) */
+    int max_q;                      /* >= every unit's n_q (likewise; 0: not known) */
     int n_head, n_kv, head_dim;
     /* window_scores_batch, as window_score_args, then pooled as pool1d
      * (kernel 1: not pooled); scale as window_score_args.scale */

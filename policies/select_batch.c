@@ -202,11 +202,14 @@ int select_batch_run(const struct batch_plan *plan, struct batch_job *job, int b
     if (job->n_padded)
         be->upload(be, (float *)job->pad, (const float *)job->pad_host,
                    select_batch_pad_floats(job->n_units, job->stride));
-    int max_len = 1;
-    for (int u = 0; u < job->n_units; u++)
+    int max_len = 1, max_q = 0;
+    for (int u = 0; u < job->n_units; u++) {
         if (job->units_host[u].len > max_len) max_len = job->units_host[u].len;
+        if (job->units_host[u].n_q > max_q) max_q = job->units_host[u].n_q;
+    }
     struct score_batch_args a = {
         .units = job->units, .n_units = job->n_units, .run = cv->n_kv, .max_len = max_len,
+        .max_q = max_q,
         .n_head = cv->n_head, .n_kv = cv->n_kv,
         .head_dim = cv->head_dim, .scale = 1.0f / sqrtf((float)cv->head_dim),
         .softmax_all = plan->imp.softmax_all, .gqa = plan->imp.gqa,

@@ -22,6 +22,35 @@
 
 enum { BATCH_CHUNK = 512 };
 
+/* ---- tiles: a 64 x 64 block of dot products as a small f32 GEMM ----
+ * 256 threads, each holding 4 x 4 entries (rows tr.., columns tc..), the
+ * dimension staged RT_DK at a time through shared memory as a[d][row] and
+ * b[d][col] (rows of 68 floats: 16-byte aligned for the float4 reads).  The
+ * redundancy's search and the window logits use it; EVICTBENCH_CUDA_TILES=0
+ * takes the kernels before them (a warp per key), for comparisons. */
+
+enum { RT_ROWS = 64, RT_COLS = RT_ROWS, RT_DK = 16, RT_THREADS = 256 }; /* square tiles */
+
+typedef float tile_stage[RT_DK][RT_ROWS + 4];
+
+/* acc += a^T b over one staged block of RT_DK dimensions. */
+__device__ static void tile_fma(float acc[4][4], const tile_stage &as, const tile_stage &bs,
+                                int tr, int tc)
+{
+    for (int d = 0; d < RT_DK; d++) {
+        float4 a4 = *(const float4 *)&as[d][tr], b4 = *(const float4 *)&bs[d][tc];
+        float a[4] = {a4.x, a4.y, a4.z, a4.w}, b[4] = {b4.x, b4.y, b4.z, b4.w};
+        for (int x = 0; x < 4; x++)
+            for (int y = 0; y < 4; y++) acc[x][y] = fmaf(a[x], b[y], acc[x][y]);
+    }
+}
+
+bool cuda_tiles_off(void)
+{
+    const char *s = getenv("EVICTBENCH_CUDA_TILES");
+    return s && s[0] == '0';
+}
+
 
 /* ---- window importance: one block per unit, its query rows in order ---- */
 
@@ -54,6 +83,34 @@ __device__ static bool is_pad(const struct score_unit *u, int j)
 {
     return u->pad && u->pad[j];
 }
+
+/* The unit's importance u->imp: acc (the rows' mean, in double) as floats
+ * in s (nc floats of scratch), pooled over the kernel (max, or average
+ * counting the padding as zeros).  Block-wide. */
+__device__ static void window_pool(const struct score_unit *u, const window_params &p, float *s,
+                                   const double *acc, int nc)
+{
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) s[j] = (float)acc[j];
+    __syncthreads();
+    int half = p.kernel / 2;
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) {
+        if (p.kernel <= 1) {
+            u->imp[j] = s[j];
+            continue;
+        }
+        int lo = j - half < 0 ? 0 : j - half, hi = j + half >= nc ? nc - 1 : j + half;
+        if (p.avg) {
+            double a = 0.0;
+            for (int t = lo; t <= hi; t++) a += s[t];
+            u->imp[j] = (float)(a / p.kernel);
+        } else {
+            float m = s[lo];
+            for (int t = lo + 1; t <= hi; t++) m = fmaxf(m, s[t]);
+            u->imp[j] = m;
+        }
+    }
+}
+
 
 __global__ static void k_batch_window(const struct score_unit *units, window_params p,
                                       float *logit_buf, double *acc_buf)
@@ -97,25 +154,119 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
                 if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
         __syncthreads();
     }
-    for (int j = threadIdx.x; j < nc; j += blockDim.x) s[j] = (float)acc[j];
-    __syncthreads();
-    int half = p.kernel / 2;
-    for (int j = threadIdx.x; j < nc; j += blockDim.x) {
-        if (p.kernel <= 1) {
-            u->imp[j] = s[j];
-            continue;
+    window_pool(u, p, s, acc, nc);
+}
+
+/* ---- window importance as tiles: the logits of every query row of a unit
+ * (n_q rows x its group of heads) against a 64-key tile as tile GEMMs, the
+ * group pooled, into rows [unit][max_q][max_len]; then a block per unit
+ * takes each row's softmax in order, as k_batch_window does. ---- */
+
+__global__ static void __launch_bounds__(RT_THREADS)
+k_batch_window_tiles(const struct score_unit *units, window_params p, int max_q,
+                     float *rows_buf)
+{
+    __shared__ __align__(16) tile_stage as, bs;
+    __shared__ float cs[RT_ROWS][RT_COLS + 1];
+    const struct score_unit *u = &units[blockIdx.y];
+    int cols = p.softmax_all ? u->len : u->n_cand, j0 = blockIdx.x * RT_COLS;
+    if (j0 >= cols) return; /* the whole block */
+    int n_rows = u->n_q * p.group, per = RT_ROWS / p.group * p.group; /* whole groups a tile */
+    size_t qstride = (size_t)p.n_head * p.head_dim;
+    float *rows = rows_buf + (size_t)blockIdx.y * max_q * p.max_len;
+    int tr = threadIdx.x / 16 * 4, tc = threadIdx.x % 16 * 4;
+    for (int r0 = 0; r0 < n_rows; r0 += per) {
+        float acc[4][4] = {};
+        for (int d0 = 0; d0 < p.head_dim; d0 += RT_DK) {
+            __syncthreads(); /* the previous stage's reads (and cs's) are done */
+            for (int x = threadIdx.x; x < RT_ROWS * RT_DK; x += RT_THREADS) {
+                int r = x / RT_DK, d = x % RT_DK, row = r0 + r, j = j0 + r;
+                float qv = 0.0f;
+                if (r < per && row < n_rows && d0 + d < p.head_dim) {
+                    int i = row / p.group, g = row % p.group; /* query row i, head g */
+                    qv = u->q[(size_t)((u->q_first + i) % u->q_ring) * qstride +
+                              (size_t)(u->kv_head * p.group + g) * p.head_dim + d0 + d];
+                }
+                as[d][r] = qv;
+                bs[d][r] = j < cols && d0 + d < p.head_dim
+                               ? kv_elem_at(u->k, u->kv_type, (size_t)j * p.head_dim + d0 + d)
+                               : 0.0f;
+            }
+            __syncthreads();
+            tile_fma(acc, as, bs, tr, tc);
         }
-        int lo = j - half < 0 ? 0 : j - half, hi = j + half >= nc ? nc - 1 : j + half;
-        if (p.avg) {
-            double a = 0.0;
-            for (int t = lo; t <= hi; t++) a += s[t];
-            u->imp[j] = (float)(a / p.kernel);
-        } else {
-            float m = s[lo];
-            for (int t = lo + 1; t <= hi; t++) m = fmaxf(m, s[t]);
-            u->imp[j] = m;
+        for (int x = 0; x < 4; x++)
+            for (int y = 0; y < 4; y++) cs[tr + x][tc + y] = acc[x][y] * p.scale;
+        __syncthreads();
+        int n_i = (n_rows - r0 < per ? n_rows - r0 : per) / p.group;
+        for (int x = threadIdx.x; x < n_i * RT_COLS; x += RT_THREADS) {
+            int il = x / RT_COLS, c = x % RT_COLS, j = j0 + c;
+            if (j >= cols) continue;
+            float v = cs[il * p.group][c]; /* the group pooled as window_logit pools it */
+            for (int g = 1; g < p.group; g++)
+                v = p.gqa_mean ? v + cs[il * p.group + g][c] : fmaxf(v, cs[il * p.group + g][c]);
+            rows[(size_t)(r0 / p.group + il) * p.max_len + j] = p.gqa_mean ? v / (float)p.group : v;
         }
     }
+}
+
+__global__ static void k_batch_window_rows(const struct score_unit *units, window_params p,
+                                           int max_q, float *rows_buf, double *acc_buf)
+{
+    __shared__ double red[32];
+    const struct score_unit *u = &units[blockIdx.x];
+    float *rows = rows_buf + (size_t)blockIdx.x * max_q * p.max_len;
+    double *acc = acc_buf + (size_t)blockIdx.x * p.max_len;
+    int cols = p.softmax_all ? u->len : u->n_cand, nc = u->n_cand;
+    for (int j = threadIdx.x; j < nc; j += blockDim.x) acc[j] = 0.0;
+    for (int i = 0; i < u->n_q; i++) {
+        const float *s = rows + (size_t)i * p.max_len;
+        int visible = cols;
+        if (p.softmax_all) {
+            visible = u->len - u->n_q + i + 1;
+            visible = visible < 0 ? 0 : (visible > cols ? cols : visible);
+        }
+        double mx = -INFINITY;
+        for (int j = threadIdx.x; j < visible; j += blockDim.x)
+            if (!is_pad(u, j)) mx = fmax(mx, (double)s[j]);
+        mx = block_reduce_d(mx, red, true);
+        double sum = 0.0;
+        if (mx != -INFINITY)
+            for (int j = threadIdx.x; j < visible; j += blockDim.x)
+                if (!is_pad(u, j)) sum += exp((double)s[j] - mx);
+        sum = block_reduce_d(sum, red, false);
+        if (sum > 0) /* a thread adds to the acc entries it alone touches */
+            for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
+                if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
+    }
+    __syncthreads(); /* every row read: row 0 becomes the pooling's input */
+    window_pool(u, p, rows, acc, nc);
+}
+
+enum { WIN_TILE_SCRATCH = 256 << 20 }; /* bytes of logit rows per launch, at most */
+
+/* The tiles' launches, for as many units at a time as WIN_TILE_SCRATCH
+ * holds (at least one). */
+static int window_tiles(struct backend *be, const struct score_batch_args *a,
+                        const window_params &p)
+{
+    size_t per_unit = (size_t)a->max_q * a->max_len * sizeof(float) +
+                      (size_t)a->max_len * sizeof(double);
+    size_t fit = WIN_TILE_SCRATCH / per_unit;
+    int chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
+    if ((size_t)chunk > fit) chunk = fit > 0 ? (int)fit : 1;
+    double *acc = (double *)float_scratch(be, (size_t)chunk * per_unit, "batched window scratch");
+    if (!acc) return -1;
+    float *rows = (float *)(acc + (size_t)chunk * a->max_len);
+    for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
+        int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
+        k_batch_window_tiles<<<dim3(blocks_for(a->max_len, RT_COLS), n), RT_THREADS>>>(
+            a->units + u0, p, a->max_q, rows);
+        if (!launched(be, "batched window logits")) return -1;
+        k_batch_window_rows<<<n, CUDA_THREADS>>>(a->units + u0, p, a->max_q, rows, acc);
+        if (!launched(be, "batched window softmax")) return -1;
+    }
+    return 0;
 }
 
 int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *a)
@@ -129,6 +280,8 @@ int cuda_window_scores_batch(struct backend *be, const struct score_batch_args *
     window_params p = {a->n_head, a->head_dim, a->n_head / a->n_kv, a->softmax_all,
                        a->gqa == SCORE_GQA_MEAN, a->kernel, a->pool == SCORE_POOL_AVG,
                        a->max_len, a->scale};
+    if (!cuda_tiles_off() && a->max_q >= 1 && p.group <= RT_ROWS)
+        return window_tiles(be, a, p);
     size_t shared = (size_t)p.group * a->head_dim * sizeof(float);
     if (shared > 48 * 1024) return -1;
     int chunk = a->n_units < BATCH_CHUNK ? a->n_units : BATCH_CHUNK;
@@ -252,15 +405,12 @@ __global__ static void k_batch_red_rows(const struct score_unit *units, int hd, 
  * rows; the walk stops as soon as every row of the tile has its match.
  * The products are f32 as the CPU's sgemm, summed in another order (so a
  * product within rounding of the threshold may match on one side only, as
- * with the rows kernel).  EVICTBENCH_CUDA_RED_TILES=0 takes the rows
- * kernel, for comparisons. */
-
-enum { RT_ROWS = 64, RT_COLS = RT_ROWS, RT_DK = 16, RT_THREADS = 256 }; /* square tiles */
+ * with the rows kernel).  EVICTBENCH_CUDA_TILES=0 takes the rows kernel. */
 
 /* kn rows [r0, r0 + RT_ROWS) x dims [d0, d0 + RT_DK) into t[d][r] (zero
  * outside [0, end) or past hd; r0 < 0 in a unit's oldest column tile);
  * thread-consecutive dims of a row, so the reads of a row coalesce. */
-__device__ static void red_tile_load(float (*t)[RT_ROWS + 4], const struct score_unit *u,
+__device__ static void red_tile_load(tile_stage &t, const struct score_unit *u,
                                      const float *inv, int hd, int r0, int end, int d0)
 {
     for (int x = threadIdx.x; x < RT_ROWS * RT_DK; x += RT_THREADS) {
@@ -273,9 +423,7 @@ __global__ static void __launch_bounds__(RT_THREADS)
 k_batch_red_tiles(const struct score_unit *units, int hd, int max_len, const float *inv_buf,
                   double *sub_buf, int *jstar_buf, float threshold)
 {
-    /* rows of 68 floats: 16-byte aligned for the float4 reads */
-    __shared__ __align__(16) float as[RT_DK][RT_ROWS + 4];
-    __shared__ __align__(16) float bs[RT_DK][RT_COLS + 4];
+    __shared__ __align__(16) tile_stage as, bs;
     __shared__ int best[RT_ROWS], found[RT_ROWS];
     __shared__ float best_c[RT_ROWS], found_c[RT_ROWS];
     __shared__ int n_left;
@@ -296,12 +444,7 @@ k_batch_red_tiles(const struct score_unit *units, int hd, int max_len, const flo
             red_tile_load(as, u, inv, hd, i0, len, d0);
             red_tile_load(bs, u, inv, hd, c0, e, d0);
             __syncthreads();
-            for (int d = 0; d < RT_DK; d++) {
-                float4 a4 = *(const float4 *)&as[d][tr], b4 = *(const float4 *)&bs[d][tc];
-                float a[4] = {a4.x, a4.y, a4.z, a4.w}, b[4] = {b4.x, b4.y, b4.z, b4.w};
-                for (int x = 0; x < 4; x++)
-                    for (int y = 0; y < 4; y++) acc[x][y] = fmaf(a[x], b[y], acc[x][y]);
-            }
+            tile_fma(acc, as, bs, tr, tc);
         }
         if (threadIdx.x < RT_ROWS) best[threadIdx.x] = -1;
         __syncthreads();
@@ -372,12 +515,6 @@ __global__ static void k_batch_red_base(const struct score_unit *units, int hd, 
     if (zero_col0) atomicAdd(&sub_buf[(size_t)blockIdx.y * max_len], d0);
 }
 
-bool cuda_red_tiles_off(void)
-{
-    const char *s = getenv("EVICTBENCH_CUDA_RED_TILES");
-    return s && s[0] == '0';
-}
-
 /* One block per unit: red = softmax_j((base[j] - sub[j]) / len). */
 __global__ static void __launch_bounds__(1024)
 k_batch_red_softmax(const struct score_unit *units, int max_len, double *base_buf,
@@ -407,7 +544,7 @@ int cuda_key_redundancy_batch(struct backend *be, const struct score_batch_args 
     double *sub = base + slots, *sum = sub + slots;
     float *inv = (float *)(sum + (size_t)chunk * hd);
     int *jstar = (int *)(inv + slots);
-    bool tiles = !cuda_red_tiles_off();
+    bool tiles = !cuda_tiles_off();
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
         const struct score_unit *units = a->units + u0;

@@ -3,8 +3,9 @@
  * harness/exp/policy_batch.c issues it for R-KV (window scores, key
  * redundancy, top-k, then one gather per layer), then the shared scores of
  * the per-layer policies (TOVA's last-query attention, h2o-rkv's head
- * mean).  The redundancy is timed as tiles (the default) and once by rows
- * (EVICTBENCH_CUDA_RED_TILES=0).  Not part of the tests.
+ * mean).  The window scores and the redundancy are timed as tiles (the
+ * default) and once with the kernels before them (EVICTBENCH_CUDA_TILES=0).
+ * Not part of the tests.
  *
  *   cuda_bench_batch [n_seq n_layer n_head n_kv head_dim len budget]
  *   (default: 64 sequences, the 7B's 28 x 28:4 x 128, 2176 slots, budget 2048) */
@@ -102,6 +103,7 @@ int main(int argc, char **argv)
     a.units = (const score_unit *)d_units;
     a.n_units = n_units;
     a.max_len = len;
+    a.max_q = window;
     a.n_head = n_head;
     a.n_kv = n_kv;
     a.head_dim = hd;
@@ -138,15 +140,19 @@ int main(int argc, char **argv)
                1e3 * (t3 - t2), 1e3 * (t4 - t3), 1e3 * (t4 - t0), rc ? " (an op failed)" : "",
                err ? err : "");
     }
-    { /* the redundancy's earlier kernel, a block per row (once: seconds at 64 sequences) */
-        setenv("EVICTBENCH_CUDA_RED_TILES", "0", 1);
+    { /* the kernels before the tiles (once: seconds at 64 sequences) */
+        setenv("EVICTBENCH_CUDA_TILES", "0", 1);
         double t0 = now_s();
-        int rc = be->key_redundancy_batch(be, &a);
+        int rc = be->window_scores_batch(be, &a);
         be->sync(be);
-        unsetenv("EVICTBENCH_CUDA_RED_TILES");
+        double t1 = now_s();
+        rc |= be->key_redundancy_batch(be, &a);
+        be->sync(be);
+        unsetenv("EVICTBENCH_CUDA_TILES");
         const char *err = backend_cuda_error(be);
-        printf("redundancy by rows (EVICTBENCH_CUDA_RED_TILES=0) %.1f ms%s%s\n",
-               1e3 * (now_s() - t0), rc ? " (an op failed)" : "", err ? err : "");
+        printf("without tiles (EVICTBENCH_CUDA_TILES=0): window %.1f ms, redundancy %.1f ms%s%s\n",
+               1e3 * (t1 - t0), 1e3 * (now_s() - t1), rc ? " (an op failed)" : "",
+               err ? err : "");
     }
     a.run = n_kv; /* the units of one (layer, sequence) are consecutive */
     for (int rep = 0; rep < 3; rep++) {

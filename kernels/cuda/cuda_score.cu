@@ -266,7 +266,7 @@ int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a)
     int n = a->len, hd = a->head_dim;
     size_t shared = (size_t)hd * sizeof(float);
     if (shared > 48 * 1024) return -1; /* one key per block in static-sized shared memory */
-    if (!cuda_red_tiles_off()) { /* one unit of the batched op: its tiled search */
+    if (!cuda_tiles_off()) { /* one unit of the batched op: its tiled search */
         const unsigned char *d_pad;
         if (!stage_reserve(be, (size_t)n + sizeof(struct score_unit), 2) ||
             !device_mask(be, a->pad, (size_t)n, &d_pad))

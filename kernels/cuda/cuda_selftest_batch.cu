@@ -161,6 +161,7 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     score_batch_args a = {};
     a.n_units = (int)c.lens.size();
     a.max_len = max_len;
+    a.max_q = c.n_q;
     a.n_head = N_HEAD;
     a.n_kv = N_KV;
     a.head_dim = HEAD_DIM;
@@ -187,14 +188,16 @@ void run_case(struct selftest *st, const char *name, const batch_case &c, enum b
     snprintf(detail, sizeof detail, "imp %.2g red %.2g (units of atol 1e-6 + rtol 1e-3)", wi, wr);
     std::string what = std::string("batch scores ") + name;
     st_verdict(st, what.c_str(), rc_c == 0 && rc_g == 0 && wi <= 1 && wr <= 1, detail);
-    /* the redundancy's other kernel (a block per row), kept for comparisons */
-    setenv("EVICTBENCH_CUDA_RED_TILES", "0", 1);
-    rc_g = gs.be->key_redundancy_batch(gs.be, &a);
-    unsetenv("EVICTBENCH_CUDA_RED_TILES");
+    /* the kernels before the tiles (a warp per key, a block per row), kept
+     * for comparisons */
+    setenv("EVICTBENCH_CUDA_TILES", "0", 1);
+    rc_g = gs.be->window_scores_batch(gs.be, &a) | gs.be->key_redundancy_batch(gs.be, &a);
+    unsetenv("EVICTBENCH_CUDA_TILES");
+    wi = worst(cs, gs, &side::imp, c, true);
     wr = worst(cs, gs, &side::red, c, false);
-    snprintf(detail, sizeof detail, "red %.2g (units of atol 1e-6 + rtol 1e-3)", wr);
-    what = std::string("batch redundancy by rows ") + name;
-    st_verdict(st, what.c_str(), rc_g == 0 && wr <= 1, detail);
+    snprintf(detail, sizeof detail, "imp %.2g red %.2g (units of atol 1e-6 + rtol 1e-3)", wi, wr);
+    what = std::string("batch scores without tiles ") + name;
+    st_verdict(st, what.c_str(), rc_g == 0 && wi <= 1 && wr <= 1, detail);
     /* The same scores on both sides: the keep-sets must match exactly. */
     for (size_t u = 0; u < c.lens.size(); u++) {
         std::vector<float> i = fetch(cs.be, cs.imp[u], (size_t)c.lens[u]);
@@ -265,6 +268,7 @@ void layer_case(struct selftest *st, const char *name, const batch_case &c, int 
     a.n_units = (int)c.lens.size();
     a.run = N_KV;
     a.max_len = max_len;
+    a.max_q = c.n_q;
     a.n_head = N_HEAD;
     a.n_kv = N_KV;
     a.head_dim = HEAD_DIM;
