@@ -13,7 +13,8 @@
  *
  * Scratch comes from the backend's grow-on-demand float buffer
  * (float_scratch), for at most BATCH_CHUNK units at a time:
- *   window scores   12 bytes per unit and slot (logits row, double sums)
+ *   window scores   as tiles 4 max_q + 8 bytes per unit and slot (logit rows,
+ *                   double sums), at most 256 MiB a launch; without, 12 bytes
  *   redundancy      24 bytes per unit and slot + 8 per unit and dimension
  *   top-k           12 bytes per unit and slot (scores, ranks).
  * The per-layer shared scores are cuda_batch_layer.cu's. */
