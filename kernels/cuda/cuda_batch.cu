@@ -16,7 +16,8 @@
  *   window scores   as tiles 4 max_q + 8 bytes per unit and slot (logit rows,
  *                   double sums), at most 256 MiB a launch; without, 12 bytes
  *   redundancy      24 bytes per unit and slot + 8 per unit and dimension
- *   top-k           12 bytes per unit and slot (scores, ranks).
+ *   top-k           12 bytes per unit and slot (scores, ranks); up to 4,096
+ *                   slots a unit sorts in 48 KiB of shared memory instead
  * The per-layer shared scores are cuda_batch_layer.cu's. */
 #include "kernels/cuda/cuda_internal.h"
 #include "kernels/cuda/cuda_reduce.h"
@@ -677,6 +678,63 @@ __global__ static void k_batch_place(const struct score_unit *units, topk_params
     }
 }
 
+/* ---- top-k by sorting: a block per unit, its candidates in shared memory ----
+ * Ranking by counting costs n^2 comparisons a unit (1.3 million at 1,152
+ * candidates); a bitonic sort of the (score, index) pairs costs about
+ * n log^2 n / 4.  The order is the total one (ranks_before), so the sorted
+ * sequence, hence every keep-set, is the one ranking gives.  Up to
+ * SORT_MAX candidates (48 KiB of shared memory); more take the counting. */
+
+enum { SORT_MAX = 4096, SORT_THREADS = 1024 };
+
+/* Sorts (z, ix)[0, n2) into rank order (n2 a power of two); block-wide. */
+__device__ static void bitonic_rank_sort(double *z, int *ix, int n2)
+{
+    for (int size = 2; size <= n2; size <<= 1)
+        for (int stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (int t = threadIdx.x; t < n2 / 2; t += blockDim.x) {
+                int lo = 2 * stride * (t / stride) + t % stride, hi = lo + stride;
+                bool first = (lo & size) == 0; /* this run ascends in rank order */
+                bool swap = first ? ranks_before(z[hi], ix[hi], z[lo], ix[lo])
+                                  : ranks_before(z[lo], ix[lo], z[hi], ix[hi]);
+                if (swap) {
+                    double tz = z[lo];
+                    int ti = ix[lo];
+                    z[lo] = z[hi], ix[lo] = ix[hi];
+                    z[hi] = tz, ix[hi] = ti;
+                }
+            }
+        }
+    __syncthreads();
+}
+
+__global__ static void __launch_bounds__(SORT_THREADS)
+k_batch_sort_select(const struct score_unit *units, topk_params p, const double *z_buf, int n2)
+{
+    extern __shared__ double sz[]; /* [n2] scores, then [n2] indices */
+    int *ix = (int *)(sz + n2);
+    const struct score_unit *u = &units[blockIdx.x];
+    const double *z = z_buf + (size_t)blockIdx.x * p.max_len;
+    int n = u->n_cand, k = u->n_select;
+    for (int j = threadIdx.x; j < u->len - n; j += blockDim.x) /* the window, after the top */
+        u->keep[k + j] = n + j;
+    for (int t = threadIdx.x; t < n2; t += blockDim.x) { /* past n: NaN, ranked last */
+        sz[t] = t < n ? z[t] : (double)NAN;
+        ix[t] = t;
+    }
+    bitonic_rank_sort(sz, ix, n2);
+    if (p.by_position) { /* the top k again, by index: -index ranks them ascending */
+        for (int t = threadIdx.x; t < n2; t += blockDim.x) {
+            int keep = t < k;
+            sz[t] = keep ? -(double)ix[t] : (double)NAN;
+            ix[t] = keep ? ix[t] : n2 + t;
+        }
+        bitonic_rank_sort(sz, ix, n2);
+    }
+    for (int r = threadIdx.x; r < k; r += blockDim.x) u->keep[r] = ix[r];
+}
+
 int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
 {
     if (!a->units || a->n_units < 0 || a->max_len < 1) return -1;
@@ -691,11 +749,20 @@ int cuda_batch_topk(struct backend *be, const struct score_batch_args *a)
     topk_params p = {a->score, a->by_position, a->head_dim, a->max_len, a->use_pads,
                      a->pad_keep, a->bf16, a->lambda, a->pad_score};
     unsigned bx = blocks_for(a->max_len, CUDA_THREADS);
+    int n2 = 1; /* candidates are at most max_len */
+    while (n2 < a->max_len) n2 <<= 1;
+    bool sort = !cuda_tiles_off() && n2 <= SORT_MAX;
     for (int u0 = 0; u0 < a->n_units; u0 += chunk) {
         int n = a->n_units - u0 < chunk ? a->n_units - u0 : chunk;
         const struct score_unit *units = a->units + u0;
         k_batch_scores<<<dim3(bx, n), CUDA_THREADS>>>(units, p, z);
         if (!launched(be, "batched scores")) return -1;
+        if (sort) {
+            k_batch_sort_select<<<n, SORT_THREADS, (size_t)n2 * (sizeof(double) + sizeof(int))>>>(
+                units, p, z, n2);
+            if (!launched(be, "batched top-k sort")) return -1;
+            continue;
+        }
         k_batch_rank<<<dim3(bx, n), CUDA_THREADS>>>(units, p, z, rank);
         if (!launched(be, "batched ranks")) return -1;
         if (a->by_position) {

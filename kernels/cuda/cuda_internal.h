@@ -112,9 +112,9 @@ bool grow(struct backend *be, void **buf, size_t *cap, size_t n, size_t size, co
  * falls between them. */
 const void *stage(struct backend *be, const void *host, size_t bytes);
 bool stage_reserve(struct backend *be, size_t bytes, int n_items);
-/* 1 when EVICTBENCH_CUDA_TILES=0: the window logits a warp per key and the
- * redundancy search a block per row, as before the tiles (cuda_batch.cu),
- * for comparisons. */
+/* 1 when EVICTBENCH_CUDA_TILES=0: the window logits a warp per key, the
+ * redundancy search a block per row and the top-k by counting, as before
+ * the tiles (cuda_batch.cu), for comparisons. */
 bool cuda_tiles_off(void);
 
 static inline unsigned blocks_for(size_t n, unsigned threads)
