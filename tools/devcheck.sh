@@ -682,7 +682,7 @@ dry_bench_batch() {
     for r in 1 2 3; do
         echo "16 seqs x 28 layers x 4 kv heads, 2176 slots -> 2048: window 8.0 ms, redundancy 60.0 ms, top-k 4.0 ms, gather 4.0 ms, total 76.0 ms"
     done
-    echo "without tiles (EVICTBENCH_CUDA_TILES=0): window 30.0 ms, redundancy 975.0 ms"
+    echo "without tiles (EVICTBENCH_CUDA_TILES=0): window 30.0 ms, redundancy 975.0 ms, top-k 6.0 ms"
     for r in 1 2 3; do
         echo "per-layer scores: last query (TOVA) 10.0 ms, head mean (h2o-rkv, after the window scores) 1.0 ms"
     done
@@ -701,7 +701,7 @@ if within 30 run_bench_batch >"$OUT/bench_batch.log" 2>&1 &&
     r_t=$(printf '%s\n' "$last" | sed -n 's/.* redundancy \([0-9.]*\) ms, top-k.*/\1/p')
     off=$(grep '^without tiles' "$OUT/bench_batch.log")
     w_o=$(printf '%s\n' "$off" | sed -n 's/.*: window \([0-9.]*\) ms, .*/\1/p')
-    r_o=$(printf '%s\n' "$off" | sed -n 's/.* redundancy \([0-9.]*\) ms$/\1/p')
+    r_o=$(printf '%s\n' "$off" | sed -n 's/.* redundancy \([0-9.]*\) ms, top-k.*/\1/p')
     if [ -n "$w_t" ] && [ -n "$r_t" ] && [ -n "$w_o" ] && [ -n "$r_o" ]; then
         BB_SCORE_MS=$(awk -v a="$w_t" -v b="$r_t" 'BEGIN { printf "%.1f", a + b }')
         BB_NOTE="window $w_t ms, redundancy $r_t ms as tiles; $w_o and $r_o ms without ($(awk -v a="$w_o" -v b="$w_t" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')x, $(awk -v a="$r_o" -v b="$r_t" 'BEGIN { printf "%.1f", (b > 0) ? a / b : 0 }')x)"
