@@ -23,9 +23,9 @@
  * flags are staged per unit and uploaded once (score_unit.pad).
  *
  * What does not batch keeps the per-sequence select: pads on a backend
- * without batch_pads, R-KV's batch0 bug, and the policies with their own select (VaSE, RPC,
- * BeaconKV, SEAL: state that moves with every sequence's sentences,
- * host-side rules). */
+ * without batch_pads, R-KV's batch0 bug, and the policies with their own
+ * select (VaSE, RPC, BeaconKV, SEAL: state that moves with every sequence's
+ * sentences, host-side rules). */
 #ifndef EB_POLICY_SELECT_BATCH_H
 #define EB_POLICY_SELECT_BATCH_H
 
