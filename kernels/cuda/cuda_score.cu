@@ -230,6 +230,37 @@ int cuda_window_scores(struct backend *be, const struct window_score_args *a)
         a->n_cand < 1 || a->n_cand > a->len)
         return -1;
     if (failed(be)) return -1;
+    if (!cuda_tiles_off() && a->n_head / a->n_kv <= 64 && a->head_dim <= 256) {
+        /* one unit of the batched op (its tiles), the rows a ring of n_q */
+        const unsigned char *d_pad;
+        if (!stage_reserve(be, (size_t)a->len + sizeof(struct score_unit), 2) ||
+            !device_mask(be, a->pad, (size_t)a->len, &d_pad))
+            return -1;
+        struct score_unit u = {};
+        u.k = a->k;
+        u.q = a->q;
+        u.imp = a->out;
+        u.pad = d_pad;
+        u.kv_type = KV_F32;
+        u.kv_head = a->kv_head;
+        u.len = a->len;
+        u.n_cand = a->n_cand;
+        u.n_q = u.q_ring = a->n_q;
+        struct score_batch_args b = {};
+        b.units = (const struct score_unit *)stage(be, &u, sizeof u);
+        if (!b.units) return -1;
+        b.n_units = 1;
+        b.max_len = a->len;
+        b.max_q = a->n_q;
+        b.n_head = a->n_head;
+        b.n_kv = a->n_kv;
+        b.head_dim = a->head_dim;
+        b.scale = a->scale;
+        b.softmax_all = a->softmax_all;
+        b.gqa = a->gqa;
+        b.kernel = 1;
+        return cuda_window_scores_batch(be, &b);
+    }
     int group = a->n_head / a->n_kv, cols = a->softmax_all ? a->len : a->n_cand;
     size_t plane = (size_t)a->n_q * cols;
     const unsigned char *d_pad;
