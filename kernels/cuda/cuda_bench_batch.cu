@@ -24,6 +24,22 @@ static double now_s(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
+/* The window scores, the redundancy and the top-k of a, each timed to the
+ * device's end: ms[0..2]; 0, or nonzero when an op failed. */
+static int time_scores(struct backend *be, const score_batch_args *a, double ms[3])
+{
+    int (*const ops[3])(struct backend *, const score_batch_args *) = {
+        be->window_scores_batch, be->key_redundancy_batch, be->batch_topk};
+    int rc = 0;
+    for (int i = 0; i < 3; i++) {
+        double t0 = now_s();
+        rc |= ops[i](be, a);
+        be->sync(be);
+        ms[i] = 1e3 * (now_s() - t0);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int v[7] = {64, 28, 28, 4, 128, 2176, 2048};
@@ -115,17 +131,11 @@ int main(int argc, char **argv)
     a.no_match_zero_col0 = 1;
     a.score = BATCH_SCORE_MIX;
     a.lambda = 0.1;
+    double ms[3];
     for (int rep = 0; rep < 3; rep++) {
         double t0 = now_s();
         be->upload(be, d_units, (const float *)units.data(), uf);
-        int rc = be->window_scores_batch(be, &a);
-        be->sync(be);
-        double t1 = now_s();
-        rc |= be->key_redundancy_batch(be, &a);
-        be->sync(be);
-        double t2 = now_s();
-        rc |= be->batch_topk(be, &a);
-        be->sync(be);
+        int rc = time_scores(be, &a, ms);
         double t3 = now_s();
         be->upload(be, d_gunits, (const float *)gunits.data(), gf);
         for (int l = 0; l < n_layer; l++)
@@ -136,26 +146,17 @@ int main(int argc, char **argv)
         const char *err = backend_cuda_error(be);
         printf("%d seqs x %d layers x %d kv heads, %d slots -> %d: window %.1f ms, redundancy "
                "%.1f ms, top-k %.1f ms, gather %.1f ms, total %.1f ms%s%s\n",
-               n_seq, n_layer, n_kv, len, budget, 1e3 * (t1 - t0), 1e3 * (t2 - t1),
-               1e3 * (t3 - t2), 1e3 * (t4 - t3), 1e3 * (t4 - t0), rc ? " (an op failed)" : "",
-               err ? err : "");
+               n_seq, n_layer, n_kv, len, budget, ms[0], ms[1], ms[2], 1e3 * (t4 - t3),
+               1e3 * (t4 - t0), rc ? " (an op failed)" : "", err ? err : "");
     }
     { /* the kernels before the tiles (once: seconds at 64 sequences) */
         setenv("EVICTBENCH_CUDA_TILES", "0", 1);
-        double t0 = now_s();
-        int rc = be->window_scores_batch(be, &a);
-        be->sync(be);
-        double t1 = now_s();
-        rc |= be->key_redundancy_batch(be, &a);
-        be->sync(be);
-        double t2 = now_s();
-        rc |= be->batch_topk(be, &a);
-        be->sync(be);
+        int rc = time_scores(be, &a, ms);
         unsetenv("EVICTBENCH_CUDA_TILES");
         const char *err = backend_cuda_error(be);
         printf("without tiles (EVICTBENCH_CUDA_TILES=0): window %.1f ms, redundancy %.1f ms, "
-               "top-k %.1f ms%s%s\n", 1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (now_s() - t2),
-               rc ? " (an op failed)" : "", err ? err : "");
+               "top-k %.1f ms%s%s\n", ms[0], ms[1], ms[2], rc ? " (an op failed)" : "",
+               err ? err : "");
     }
     a.run = n_kv; /* the units of one (layer, sequence) are consecutive */
     for (int rep = 0; rep < 3; rep++) {
