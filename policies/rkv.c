@@ -20,6 +20,8 @@
 #include "row.h"
 #include "select_params.h"
 
+#include "../util/bf16.h"
+
 /* The values of rkv_params (param_def.offset). */
 struct rkv_params {
     struct select_opts sel;   /* first: select_params's offsets */
@@ -80,14 +82,8 @@ int rkv_reserve(double **red, int *cap, int len, struct eb_err *e)
 
 void rkv_mix_rows(double *z, const double *red, int n_cand, double lambda, enum score_dtype dt)
 {
-    if (dt == SCORE_BF16) {
-        /* torch: a bf16 tensor times a Python float is computed in f32 (the
-         * scalar rounded to f32) and rounded to bf16; so is the difference. */
-        float fl = (float)lambda, fr = (float)(1.0 - lambda);
-        for (int j = 0; j < n_cand; j++) {
-            float a = (float)score_bf16((float)z[j] * fl), b = (float)score_bf16((float)red[j] * fr);
-            z[j] = score_bf16(a - b);
-        }
+    if (dt == SCORE_BF16) { /* torch's arithmetic on bf16 tensors (util/bf16.h) */
+        for (int j = 0; j < n_cand; j++) z[j] = bf16_mix(lambda, z[j], red[j]);
         return;
     }
     for (int j = 0; j < n_cand; j++) z[j] = lambda * z[j] - (1.0 - lambda) * red[j];

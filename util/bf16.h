@@ -20,4 +20,14 @@ static inline double bf16_round(double x)
     return f;
 }
 
+/* lambda * imp - (1 - lambda) * red as torch computes it on bf16 tensors
+ * (imp and red already bf16): each product in f32 with the scalar rounded
+ * to f32, rounded to bf16, and so is their difference. */
+static inline double bf16_mix(double lambda, double imp, double red)
+{
+    float fl = (float)lambda, fr = (float)(1.0 - lambda);
+    float a = (float)bf16_round((float)imp * fl), b = (float)bf16_round((float)red * fr);
+    return bf16_round(a - b);
+}
+
 #endif

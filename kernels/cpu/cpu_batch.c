@@ -158,16 +158,6 @@ static void nth_best(struct pair *p, int n, int k)
     }
 }
 
-/* The mix of bf16 tensors in torch: each product in f32, rounded to bf16,
- * so is their difference (policies/rkv.c, rkv_mix_rows). */
-static double mix_bf16(double lambda, float imp, float red)
-{
-    float fl = (float)lambda, fr = (float)(1.0 - lambda);
-    float a = (float)bf16_round((float)bf16_round(imp) * fl);
-    float b = (float)bf16_round((float)bf16_round(red) * fr);
-    return bf16_round(a - b);
-}
-
 static double unit_score(const struct score_batch_args *a, const struct score_unit *u,
                          const float *k, int j)
 {
@@ -175,7 +165,7 @@ static double unit_score(const struct score_batch_args *a, const struct score_un
     case BATCH_SCORE_AGE: return -j;
     case BATCH_SCORE_IMP: return a->bf16 ? bf16_round(u->imp[j]) : u->imp[j];
     case BATCH_SCORE_MIX:
-        if (a->bf16) return mix_bf16(a->lambda, u->imp[j], u->red[j]);
+        if (a->bf16) return bf16_mix(a->lambda, bf16_round(u->imp[j]), bf16_round(u->red[j]));
         return a->lambda * (double)u->imp[j] - (1.0 - a->lambda) * u->red[j];
     case BATCH_SCORE_KNORM: {
         double s = 0.0;

@@ -114,6 +114,36 @@ __device__ static void window_pool(const struct score_unit *u, const window_para
 }
 
 
+/* Keys query row i of u sees: the candidates, or (softmax_all) every key up
+ * to its own position. */
+__device__ static int window_visible(const struct score_unit *u, const window_params &p, int i)
+{
+    int cols = p.softmax_all ? u->len : u->n_cand;
+    if (!p.softmax_all) return cols;
+    int visible = u->len - u->n_q + i + 1;
+    return visible < 0 ? 0 : (visible > cols ? cols : visible);
+}
+
+/* Row i's share: the softmax of its logits s[0, visible) over the unpadded
+ * slots (nothing visible adds nothing), 1/n_q of it added to acc (each
+ * thread the entries it alone touches).  Block-wide; s published. */
+__device__ static void window_row_share(const struct score_unit *u, const float *s, int visible,
+                                        double *acc, double *red)
+{
+    double mx = -INFINITY;
+    for (int j = threadIdx.x; j < visible; j += blockDim.x)
+        if (!is_pad(u, j)) mx = fmax(mx, (double)s[j]);
+    mx = block_reduce_d(mx, red, true);
+    double sum = 0.0;
+    if (mx != -INFINITY)
+        for (int j = threadIdx.x; j < visible; j += blockDim.x)
+            if (!is_pad(u, j)) sum += exp((double)s[j] - mx);
+    sum = block_reduce_d(sum, red, false);
+    if (sum > 0)
+        for (int j = threadIdx.x; j < u->n_cand && j < visible; j += blockDim.x)
+            if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
+}
+
 __global__ static void k_batch_window(const struct score_unit *units, window_params p,
                                       float *logit_buf, double *acc_buf)
 {
@@ -122,7 +152,7 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
     const struct score_unit *u = &units[blockIdx.x];
     float *s = logit_buf + (size_t)blockIdx.x * p.max_len;
     double *acc = acc_buf + (size_t)blockIdx.x * p.max_len;
-    int cols = p.softmax_all ? u->len : u->n_cand, nc = u->n_cand;
+    int nc = u->n_cand;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
     size_t qstride = (size_t)p.n_head * p.head_dim;
     for (int j = threadIdx.x; j < nc; j += blockDim.x) acc[j] = 0.0;
@@ -131,30 +161,17 @@ __global__ static void k_batch_window(const struct score_unit *units, window_par
                          (size_t)u->kv_head * p.group * p.head_dim;
         for (int d = threadIdx.x; d < p.group * p.head_dim; d += blockDim.x) qs[d] = q[d];
         __syncthreads();
-        int visible = cols;
-        if (p.softmax_all) {
-            visible = u->len - u->n_q + i + 1;
-            visible = visible < 0 ? 0 : (visible > cols ? cols : visible);
-        }
-        double mx = -INFINITY;
+        int visible = window_visible(u, p, i);
         for (int j = warp; j < visible; j += n_warps) {
             float kr[WIN_MAX_HD / 32];
             for (int t = 0, d = lane; d < p.head_dim; t++, d += 32)
                 kr[t] = kv_elem_at(u->k, u->kv_type, (size_t)j * p.head_dim + d);
             float v = window_logit(p, qs, kr);
             if (lane == 0) s[j] = v;
-            if (!is_pad(u, j)) mx = fmax(mx, (double)v);
         }
-        mx = block_reduce_d(mx, red, true); /* its barriers also publish s */
-        double sum = 0.0;
-        if (mx != -INFINITY)
-            for (int j = threadIdx.x; j < visible; j += blockDim.x)
-                if (!is_pad(u, j)) sum += exp((double)s[j] - mx);
-        sum = block_reduce_d(sum, red, false);
-        if (sum > 0)
-            for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
-                if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
-        __syncthreads();
+        __syncthreads(); /* s published */
+        window_row_share(u, s, visible, acc, red);
+        __syncthreads(); /* qs and s free for the next row */
     }
     window_pool(u, p, s, acc, nc);
 }
@@ -219,28 +236,10 @@ __global__ static void k_batch_window_rows(const struct score_unit *units, windo
     const struct score_unit *u = &units[blockIdx.x];
     float *rows = rows_buf + (size_t)blockIdx.x * max_q * p.max_len;
     double *acc = acc_buf + (size_t)blockIdx.x * p.max_len;
-    int cols = p.softmax_all ? u->len : u->n_cand, nc = u->n_cand;
+    int nc = u->n_cand;
     for (int j = threadIdx.x; j < nc; j += blockDim.x) acc[j] = 0.0;
-    for (int i = 0; i < u->n_q; i++) {
-        const float *s = rows + (size_t)i * p.max_len;
-        int visible = cols;
-        if (p.softmax_all) {
-            visible = u->len - u->n_q + i + 1;
-            visible = visible < 0 ? 0 : (visible > cols ? cols : visible);
-        }
-        double mx = -INFINITY;
-        for (int j = threadIdx.x; j < visible; j += blockDim.x)
-            if (!is_pad(u, j)) mx = fmax(mx, (double)s[j]);
-        mx = block_reduce_d(mx, red, true);
-        double sum = 0.0;
-        if (mx != -INFINITY)
-            for (int j = threadIdx.x; j < visible; j += blockDim.x)
-                if (!is_pad(u, j)) sum += exp((double)s[j] - mx);
-        sum = block_reduce_d(sum, red, false);
-        if (sum > 0) /* a thread adds to the acc entries it alone touches */
-            for (int j = threadIdx.x; j < nc && j < visible; j += blockDim.x)
-                if (!is_pad(u, j)) acc[j] += 1.0 / u->n_q * exp((double)s[j] - mx) / sum;
-    }
+    for (int i = 0; i < u->n_q; i++) /* the rows were written by the previous launch */
+        window_row_share(u, rows + (size_t)i * p.max_len, window_visible(u, p, i), acc, red);
     __syncthreads(); /* every row read: row 0 becomes the pooling's input */
     window_pool(u, p, rows, acc, nc);
 }
@@ -590,7 +589,7 @@ __device__ static double bf16_round_d(double x)
     return (double)__uint_as_float(u & 0xffff0000u);
 }
 
-/* The mix of bf16 tensors (cpu_batch.c's mix_bf16): f32 products and
+/* The mix of bf16 tensors (util/bf16.h, bf16_mix): f32 products and
  * difference, each rounded to bf16. */
 __device__ static double mix_bf16_d(double lambda, float imp, float red)
 {

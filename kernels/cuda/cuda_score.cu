@@ -223,6 +223,19 @@ static bool device_mask(struct backend *be, const unsigned char *mask, size_t n,
     return *out != NULL;
 }
 
+/* A device copy of one head's score unit u of len keys for the batched ops,
+ * its pad mask (host, or NULL) staged with it; NULL on failure. */
+static const struct score_unit *stage_unit(struct backend *be, struct score_unit u,
+                                           const unsigned char *pad, int len)
+{
+    const unsigned char *d_pad;
+    if (!stage_reserve(be, (size_t)len + sizeof u, 2) || !device_mask(be, pad, (size_t)len, &d_pad))
+        return NULL;
+    u.pad = d_pad;
+    u.kv_type = KV_F32;
+    return (const struct score_unit *)stage(be, &u, sizeof u);
+}
+
 int cuda_window_scores(struct backend *be, const struct window_score_args *a)
 {
     if (!a->out || !a->q || !a->k || a->n_head < 1 || a->n_kv < 1 || a->n_head % a->n_kv != 0 ||
@@ -232,23 +245,16 @@ int cuda_window_scores(struct backend *be, const struct window_score_args *a)
     if (failed(be)) return -1;
     if (!cuda_tiles_off() && a->n_head / a->n_kv <= 64 && a->head_dim <= 256) {
         /* one unit of the batched op (its tiles), the rows a ring of n_q */
-        const unsigned char *d_pad;
-        if (!stage_reserve(be, (size_t)a->len + sizeof(struct score_unit), 2) ||
-            !device_mask(be, a->pad, (size_t)a->len, &d_pad))
-            return -1;
         struct score_unit u = {};
         u.k = a->k;
         u.q = a->q;
         u.imp = a->out;
-        u.pad = d_pad;
-        u.kv_type = KV_F32;
         u.kv_head = a->kv_head;
         u.len = a->len;
         u.n_cand = a->n_cand;
         u.n_q = u.q_ring = a->n_q;
         struct score_batch_args b = {};
-        b.units = (const struct score_unit *)stage(be, &u, sizeof u);
-        if (!b.units) return -1;
+        if (!(b.units = stage_unit(be, u, a->pad, a->len))) return -1;
         b.n_units = 1;
         b.max_len = a->len;
         b.max_q = a->n_q;
@@ -298,19 +304,12 @@ int cuda_key_redundancy(struct backend *be, const struct redundancy_args *a)
     size_t shared = (size_t)hd * sizeof(float);
     if (shared > 48 * 1024) return -1; /* one key per block in static-sized shared memory */
     if (!cuda_tiles_off()) { /* one unit of the batched op: its tiled search */
-        const unsigned char *d_pad;
-        if (!stage_reserve(be, (size_t)n + sizeof(struct score_unit), 2) ||
-            !device_mask(be, a->pad, (size_t)n, &d_pad))
-            return -1;
         struct score_unit u = {};
         u.k = a->k;
         u.red = a->out;
-        u.pad = d_pad;
-        u.kv_type = KV_F32;
         u.len = u.n_cand = n;
         struct score_batch_args b = {};
-        b.units = (const struct score_unit *)stage(be, &u, sizeof u);
-        if (!b.units) return -1;
+        if (!(b.units = stage_unit(be, u, a->pad, n))) return -1;
         b.n_units = 1;
         b.max_len = n;
         b.head_dim = hd;
