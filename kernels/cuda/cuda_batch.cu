@@ -14,7 +14,7 @@
  * Scratch comes from the backend's grow-on-demand float buffer
  * (float_scratch), for at most BATCH_CHUNK units at a time:
  *   window scores   as tiles 4 max_q + 8 bytes per unit and slot (logit rows,
- *                   double sums), at most 256 MiB a launch; without, 12 bytes
+ *                   double sums), at most 64 MiB a launch; without, 12 bytes
  *   redundancy      24 bytes per unit and slot + 8 per unit and dimension
  *   top-k           12 bytes per unit and slot (scores, ranks); up to 4,096
  *                   slots a unit sorts in 48 KiB of shared memory instead
@@ -244,7 +244,9 @@ __global__ static void k_batch_window_rows(const struct score_unit *units, windo
     window_pool(u, p, rows, acc, nc);
 }
 
-enum { WIN_TILE_SCRATCH = 256 << 20 }; /* bytes of logit rows per launch, at most */
+/* Bytes of logit rows per launch, at most: the score scratch lives in the
+ * pool's headroom (kv_pool_headroom), no larger than the kernels before. */
+enum { WIN_TILE_SCRATCH = 64 << 20 };
 
 /* The tiles' launches, for as many units at a time as WIN_TILE_SCRATCH
  * holds (at least one). */
