@@ -323,6 +323,12 @@ struct layer_in_args {
     const int *pos_dev;
     const float *inv_freq_dev;
     float *qkv_out;
+    /* RoPE fused with the KV append: when tab is not NULL, a backend that
+     * serves the block also does kv_append(tab, layer, k, v, q) (after
+     * kv_table_step), so k and v go to the caches as they are made.  It then
+     * returns -1 where kv_append would (the slots must be bound again). */
+    struct kv_table *tab;
+    int layer;
 };
 
 /* The rest of a layer, fused (backend.layer_out): what
@@ -431,7 +437,8 @@ struct backend {
     /* ---- fused layer blocks (optional) ----
      * One parallel job each, with only the barriers the data needs, instead
      * of one per op.  Return 0 when done, 1 when these weights or sizes are
-     * not served (nothing written: the caller runs the single ops). */
+     * not served (nothing written: the caller runs the single ops), -1 when
+     * layer_in_args.tab's append was refused. */
     int (*layer_in)(struct backend *be, const struct layer_in_args *a);
     int (*layer_out)(struct backend *be, const struct layer_out_args *a);
     /* Thread synchronisations since the backend was created (optional):

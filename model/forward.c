@@ -283,16 +283,15 @@ static int start_step(struct forward *f, const struct fwd_batch *b, struct eb_er
     return 0;
 }
 
-/* Layer l's KV append and attention for the whole batch, and the attention
- * probabilities to the hook when asked for. */
-static int layer_attention(struct forward *f, struct fwd_batch *b, int l,
+/* Layer l's KV append (unless attention_input did it) and attention for the
+ * whole batch, and the attention probabilities to the hook when asked for. */
+static int layer_attention(struct forward *f, struct fwd_batch *b, int l, int appended,
                            const struct model_hooks *hooks, struct eb_err *e)
 {
     const struct model_config *c = &f->m->cfg;
     struct backend *be = f->m->be;
     int want_probs = hooks && (hooks->needs & MODEL_NEED_ATTN_PROBS);
-    if (sync_slots(f, b, e)) return unbind_all(f);
-    if (be->kv_append(be, f->tab, l, f->k, f->v, f->q)) {
+    if (!appended && be->kv_append(be, f->tab, l, f->k, f->v, f->q)) {
         unbind_all(f);
         return eb_fail(e, "forward: KV append of layer %d failed on the %s backend", l, be->name);
     }
@@ -322,8 +321,10 @@ static int layer_attention(struct forward *f, struct fwd_batch *b, int l,
 }
 
 /* xb = rmsnorm(x); q, k, v = xb W (+b); [qwen3: per-head rmsnorm of q, k];
- * rope(q, k): one fused backend call where the backend serves it. */
-static void attention_input(struct forward *f, const struct model_layer_weights *w, int T)
+ * rope(q, k): one fused backend call where the backend serves it, which also
+ * appends layer l's K/V rows to the caches (RoPE fused with the append).
+ * 1: appended; 0: not (the single ops ran); -1: the append was refused. */
+static int attention_input(struct forward *f, const struct model_layer_weights *w, int l, int T)
 {
     const struct model *m = f->m;
     const struct model_config *c = &m->cfg;
@@ -333,10 +334,11 @@ static void attention_input(struct forward *f, const struct model_layer_weights 
                               w->wq, w->wk, w->wv, w->bq, w->bk, w->bv, w->q_norm, w->k_norm,
                               f->pos, m->inv_freq, m->pairing, f->xb, f->q, f->k, f->v,
                               w->wqkv, w->wqkv ? w->bqkv : NULL, f->pos_dev, m->inv_freq_dev,
-                              f->qkv_scratch};
-    if (be->layer_in && be->layer_in(be, &a) == 0) {
+                              f->qkv_scratch, f->tab, l};
+    int rc = be->layer_in ? be->layer_in(be, &a) : 1;
+    if (rc != 1) {
         f->fused_in++;
-        return;
+        return rc == 0 ? 1 : -1;
     }
     be->rmsnorm(be, f->xb, f->x, w->attn_norm, T, d, c->rms_eps);
     be->matmul(be, f->q, f->xb, w->wq, w->bq, T);
@@ -348,6 +350,7 @@ static void attention_input(struct forward *f, const struct model_layer_weights 
     }
     be->rope(be, f->q, T, c->n_head, hd, f->pos, m->inv_freq, m->pairing);
     be->rope(be, f->k, T, c->n_head_kv, hd, f->pos, m->inv_freq, m->pairing);
+    return 0;
 }
 
 /* x += att Wo;  x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x))): one
@@ -410,8 +413,14 @@ static int run_layers(struct forward *f, struct fwd_batch *b, const struct model
         be->embed_weight(be, f->x, m->tok_embd, f->ids, T);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const struct model_layer_weights *w = &m->layers[l];
-        attention_input(f, w, T);
-        if (layer_attention(f, b, l, hooks, e)) return -1;
+        if (sync_slots(f, b, e)) return unbind_all(f);
+        int appended = attention_input(f, w, l, T);
+        if (appended < 0) {
+            unbind_all(f);
+            return eb_fail(e, "forward: KV append of layer %d failed on the %s backend", l,
+                           be->name);
+        }
+        if (layer_attention(f, b, l, appended, hooks, e)) return -1;
         layer_output(f, w, T);
         if (hooks && hooks->after_layer && hooks->after_layer(hooks->ctx, b, l, f->x, e)) return -1;
     }

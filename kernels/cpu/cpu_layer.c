@@ -244,6 +244,9 @@ int cpu_layer_in(struct backend *be, const struct layer_in_args *a)
     if (scratch_plan(im, &j.sc, a->rows, a->n_embd, j.own)) return 1;
     double macs = (double)a->rows * a->n_embd * (a->wq->rows + a->wk->rows + a->wv->rows);
     cpu_pool_run(im->pool, threads_for(im, macs), in_run, &j);
+    /* The append, asked for, is kv_append's own: a CPU has nothing to save by
+     * fusing it, and its rows are then the same by construction. */
+    if (a->tab) return cpu_kv_append(be, a->tab, a->layer, a->k, a->v, a->q) ? -1 : 0;
     return 0;
 }
 

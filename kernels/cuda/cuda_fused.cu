@@ -10,7 +10,11 @@
  *              one kernel that adds the bias, norms q and k per head
  *              (qwen3), rotates them and splits q, k and v: 3 launches, and
  *              the positions and frequencies are already in device memory
- *              (layer_in_args.pos_dev, inv_freq_dev);
+ *              (layer_in_args.pos_dev, inv_freq_dev); given the KV table
+ *              (layer_in_args.tab), that kernel also stores K, V and the
+ *              queries' ring rows where kv_append would (cuda_layer.cu's
+ *              cuda_rope_append), and the lengths grow: 4 launches with the
+ *              append instead of 5;
  *   layer_out: att to 16 bits; o's GEMM accumulating into x (beta = 1: the
  *              residual add is the GEMM's epilogue); rmsnorm to 16 bits; one
  *              GEMM over w_gate_up; swiglu written to 16 bits; down's GEMM
@@ -21,7 +25,7 @@
  * output (cuda_selftest's "fused layer" cases bound it).  Anything else (f32
  * weights, parts that were not joined) returns 1: model/ runs the single
  * ops.  EVICTBENCH_CUDA_FUSED=0 turns it off, for comparisons. */
-#include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/cuda_split_rope.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,59 +57,17 @@ __global__ static void k_to16(void *y, const float *x, size_t n, int bf16)
     }
 }
 
-struct split_args {
-    float *q, *k, *v;
-    const float *qkv, *bias;          /* bias [n_head + 2 n_kv][hd] or NULL */
-    const float *q_norm, *k_norm;     /* both or neither */
-    const int *pos;
-    const float *inv_freq;
-    int n_head, n_kv, hd, half_pairing;
-    float eps;
-};
-
 /* One block per (row, head of q, k or v): bias, per-head norm, RoPE, and the
  * head's place in q, k or v.  Shared: the head's hd floats. */
 __global__ static void k_split_rope(struct split_args a)
 {
     extern __shared__ float head[];
     __shared__ float red[32];
-    int H = a.n_head + 2 * a.n_kv, hd = a.hd;
+    int H = a.n_head + 2 * a.n_kv, idx;
     int r = blockIdx.x / H, h = blockIdx.x % H;
-    const float *src = a.qkv + ((size_t)r * H + h) * hd;
-    for (int j = threadIdx.x; j < hd; j += blockDim.x)
-        head[j] = a.bias ? src[j] + a.bias[(size_t)h * hd + j] : src[j];
-    __syncthreads();
-    float *dst;
-    const float *norm;
-    if (h < a.n_head) {
-        dst = a.q + ((size_t)r * a.n_head + h) * hd;
-        norm = a.q_norm;
-    } else if (h < a.n_head + a.n_kv) {
-        dst = a.k + ((size_t)r * a.n_kv + (h - a.n_head)) * hd;
-        norm = a.k_norm;
-    } else {
-        dst = a.v + ((size_t)r * a.n_kv + (h - a.n_head - a.n_kv)) * hd;
-        for (int j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = head[j];
-        return;
-    }
-    if (norm) { /* as k_rmsnorm over one head */
-        float ss = 0.0f;
-        for (int j = threadIdx.x; j < hd; j += blockDim.x) ss += head[j] * head[j];
-        ss = block_reduce(ss, red, false);
-        float inv = 1.0f / sqrtf(ss / hd + a.eps);
-        for (int j = threadIdx.x; j < hd; j += blockDim.x) head[j] = norm[j] * (head[j] * inv);
-        __syncthreads();
-    }
-    int half = hd / 2;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) { /* as k_rope */
-        float angle = (float)a.pos[r] * a.inv_freq[i];
-        float c = cosf(angle), s = sinf(angle);
-        int ia = a.half_pairing ? i : 2 * i;
-        int ib = a.half_pairing ? i + half : 2 * i + 1;
-        float x0 = head[ia], x1 = head[ib];
-        dst[ia] = x0 * c - x1 * s;
-        dst[ib] = x1 * c + x0 * s;
-    }
+    int kind = split_head(a, r, h, head, red, &idx);
+    float *dst = split_dst(a, kind, r, idx);
+    for (int j = threadIdx.x; j < a.hd; j += blockDim.x) dst[j] = head[j];
 }
 
 /* y16[r][c] = 16-bit(silu(gu[r][c]) * gu[r][n_ff + c]), as k_swiglu then k_f32_to_16. */
@@ -125,6 +87,14 @@ __global__ static void k_swiglu_to16(void *y16, const float *gu, int rows, int n
 static bool fused_off(void)
 {
     const char *s = getenv("EVICTBENCH_CUDA_FUSED");
+    return s && s[0] == '0';
+}
+
+/* EVICTBENCH_CUDA_ROPE_APPEND=0: layer_in asked to append runs k_split_rope
+ * and then kv_append's kernels, as before the two were fused. */
+static bool rope_append_off(void)
+{
+    const char *s = getenv("EVICTBENCH_CUDA_ROPE_APPEND");
     return s && s[0] == '0';
 }
 
@@ -155,24 +125,32 @@ int cuda_layer_in(struct backend *be, const struct layer_in_args *a)
         !a->inv_freq_dev || !a->qkv_out || w->cols != a->n_embd || w->rows != H * hd ||
         hd % 2 != 0 || hd > 1024 || (!a->q_norm) != (!a->k_norm))
         return 1;
-    if (failed(be)) return 0; /* a recorded failure: the step's outputs are not read */
-    if (graph_mode(be) == STEP_REPLAY) return 0; /* the step graph holds the launches */
-    struct cuda_impl *im = impl_of(be);
-    int bf16 = w->held == WEIGHT_BF16;
-    if (!grow(be, &im->d_act16, &im->d_act16_cap, (size_t)a->rows * a->n_embd, 2,
-              "16-bit activations"))
-        return 0;
-    k_rmsnorm_to16<<<a->rows, CUDA_THREADS>>>(im->d_act16, a->x, a->attn_norm, a->n_embd, a->eps,
-                                             bf16);
-    if (!launched(be, "rmsnorm to 16 bits") || !gemm16(be, a->qkv_out, im->d_act16, w, a->rows, 0.0f))
-        return 0;
+    /* a recorded failure: the step's outputs are not read (an append says it) */
+    if (failed(be)) return a->tab ? -1 : 0;
     struct split_args s = {a->q, a->k, a->v, a->qkv_out, a->bqkv, a->q_norm, a->k_norm,
                            a->pos_dev, a->inv_freq_dev, a->n_head, a->n_kv, hd,
                            a->pairing == ROPE_PAIR_HALF, a->eps};
     unsigned threads = hd >= 128 ? 128 : 64;
+    bool fuse_append = a->tab && !rope_append_off();
+    if (graph_mode(be) == STEP_REPLAY) { /* the step graph holds the launches */
+        if (!a->tab) return 0;
+        /* the host's share of the append (the length mirror) still runs */
+        return fuse_append ? cuda_rope_append(be, a->tab, a->layer, &s, a->rows, threads)
+                           : be->kv_append(be, a->tab, a->layer, a->k, a->v, a->q);
+    }
+    struct cuda_impl *im = impl_of(be);
+    int bf16 = w->held == WEIGHT_BF16;
+    if (!grow(be, &im->d_act16, &im->d_act16_cap, (size_t)a->rows * a->n_embd, 2,
+              "16-bit activations"))
+        return a->tab ? -1 : 0;
+    k_rmsnorm_to16<<<a->rows, CUDA_THREADS>>>(im->d_act16, a->x, a->attn_norm, a->n_embd, a->eps,
+                                             bf16);
+    if (!launched(be, "rmsnorm to 16 bits") || !gemm16(be, a->qkv_out, im->d_act16, w, a->rows, 0.0f))
+        return a->tab ? -1 : 0;
+    if (fuse_append) return cuda_rope_append(be, a->tab, a->layer, &s, a->rows, threads);
     k_split_rope<<<(unsigned)a->rows * H, threads, (size_t)hd * sizeof(float)>>>(s);
-    launched(be, "qkv split + rope");
-    return 0;
+    if (!launched(be, "qkv split + rope")) return a->tab ? -1 : 0;
+    return a->tab ? be->kv_append(be, a->tab, a->layer, a->k, a->v, a->q) : 0;
 }
 
 int cuda_layer_out(struct backend *be, const struct layer_out_args *a)

@@ -19,6 +19,7 @@
  * The host keeps a mirror of the lengths (no copy back): it sizes the
  * split-K plan and checks room, as the CPU backend checks it. */
 #include "kernels/cuda/cuda_flash.h"
+#include "kernels/cuda/cuda_split_rope.h"
 extern "C" {
 #include "kernels/cuda/cuda_layer_plan.h"
 }
@@ -107,6 +108,46 @@ __global__ static void k_layer_append(const kv_table t, int n_seq, int layer, co
     const int qdim = t.n_head * hd;
     float *dst = ring + (size_t)((st.q_next + i) % sm.q_window) * qdim;
     for (int d = threadIdx.x; d < qdim; d += blockDim.x) dst[d] = q[(size_t)r * qdim + d];
+}
+
+/* RoPE fused with the append (layer_in_args.tab): grid (rows x heads of the
+ * joined q/k/v product), a block per head of a row.  The head is made ready
+ * as k_split_rope makes it and written to q, k or v; then, as
+ * k_layer_append would, a K or V head goes to slot len + i of its cache (a
+ * K head also sets the pad flag) and a query head to its place in the ring.
+ * Shared: the head's hd floats.  (Not named k_layer*: its 32-byte stack
+ * frame is cosf/sinf's range reduction for large angles, as in k_rope, not
+ * an accumulator that check_stack.sh guards.) */
+template <typename T>
+__global__ static void k_rope_append(const kv_table t, int n_seq, int layer,
+                                           const split_args a)
+{
+    extern __shared__ float head[];
+    __shared__ float red[32];
+    const int H = a.n_head + 2 * a.n_kv, r = blockIdx.x / H, hd = a.hd;
+    int idx;
+    const int kind = split_head(a, r, blockIdx.x % H, head, red, &idx);
+    float *dst = split_dst(a, kind, r, idx);
+    for (int j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = head[j];
+    const kv_step_seq st = t.d_step[seq_of_row(t.d_step, n_seq, r)];
+    const int i = r - st.row0;
+    if (i < 0 || i >= st.n_new) return; /* a row of no sequence */
+    const slot_meta sm = t.d_slot[st.slot];
+    const size_t ls = (size_t)st.slot * t.n_layer + layer;
+    if (kind == SPLIT_Q) {
+        float *ring = t.d_ring[ls];
+        if (!ring || i < st.n_new - sm.q_window) return; /* only the last w stay */
+        float *qr = ring + (size_t)((st.q_next + i) % sm.q_window) * t.n_head * hd +
+                    (size_t)idx * hd;
+        for (int j = threadIdx.x; j < hd; j += blockDim.x) qr[j] = head[j];
+        return;
+    }
+    const int pos = t.d_len[ls * t.n_kv + idx] + i;
+    if (pos >= sm.cap) return; /* the host checked room */
+    T *c = (T *)(kind == SPLIT_K ? t.d_k[ls] : t.d_v[ls]) + ((size_t)idx * sm.cap + pos) * hd;
+    for (int j = threadIdx.x; j < hd; j += blockDim.x) kv_put(&c[j], head[j]);
+    if (kind == SPLIT_K && threadIdx.x == 0)
+        sm.pad[((size_t)layer * t.n_kv + idx) * sm.cap + pos] = i < st.n_pad;
 }
 
 /* grid n_seq, n_kv threads (<= 64): the lengths grow by n_new. */
@@ -349,29 +390,60 @@ static int step_rows(const struct kv_table *t)
     return last->row0 + last->n_new;
 }
 
+/* Room for the step's rows at `layer` in every active slot (as the CPU
+ * refuses an append without it), then the host mirror of the lengths grows;
+ * the device's grow with the append's k_layer_bump. */
+static int append_reserve(struct backend *be, struct kv_table *t, int layer, const char *what)
+{
+    const int L = t->n_layer, nkv = t->n_kv;
+    for (int j = 0; j < t->n_step; j++) {
+        const kv_step_seq *s = &t->h_step[j];
+        int *len = t->h_len + ((size_t)s->slot * L + layer) * nkv;
+        for (int h = 0; h < nkv; h++)
+            if (len[h] > t->h_cap[s->slot] - s->n_new) return refuse(be, what, "no room in the cache");
+        for (int h = 0; h < nkv; h++) len[h] += s->n_new;
+    }
+    return 0;
+}
+
 static int cuda_kv_append(struct backend *be, struct kv_table *t, int layer, const float *k,
                           const float *v, const float *q)
 {
     if (failed(be)) return -1;
     if (!t || !t->n_step || layer < 0 || layer >= t->n_layer || !k || !v)
         return refuse(be, "kv append", "bad arguments (or no kv_table_step)");
-    const int L = t->n_layer, nkv = t->n_kv;
-    for (int j = 0; j < t->n_step; j++) { /* room at this layer, then the mirror grows */
-        const kv_step_seq *s = &t->h_step[j];
-        int *len = t->h_len + ((size_t)s->slot * L + layer) * nkv;
-        for (int h = 0; h < nkv; h++)
-            if (len[h] > t->h_cap[s->slot] - s->n_new)
-                return refuse(be, "kv append", "no room in the cache");
-        for (int h = 0; h < nkv; h++) len[h] += s->n_new;
-    }
+    if (append_reserve(be, t, layer, "kv append")) return -1;
     if (graph_mode(be) == STEP_REPLAY) return 0; /* the mirror grew; the graph appends */
-    dim3 grid((unsigned)step_rows(t), (unsigned)nkv);
+    dim3 grid((unsigned)step_rows(t), (unsigned)t->n_kv);
     switch (t->h_type[t->h_step[0].slot]) {
     case KV_BF16: k_layer_append<__nv_bfloat16><<<grid, 128>>>(*t, t->n_step, layer, k, v, q); break;
     case KV_F16: k_layer_append<__half><<<grid, 128>>>(*t, t->n_step, layer, k, v, q); break;
     default: k_layer_append<float><<<grid, 128>>>(*t, t->n_step, layer, k, v, q);
     }
     if (!launched(be, "kv append")) return -1;
+    k_layer_bump<<<t->n_step, 64>>>(*t, layer);
+    return launched(be, "kv lengths") ? 0 : -1;
+}
+
+int cuda_rope_append(struct backend *be, struct kv_table *t, int layer, const split_args *s,
+                     int rows, unsigned threads)
+{
+    if (failed(be)) return -1;
+    if (!t || !t->n_step || layer < 0 || layer >= t->n_layer || s->n_kv != t->n_kv ||
+        s->n_head != t->n_head || s->hd != t->hd || rows != step_rows(t))
+        return refuse(be, "rope + kv append", "bad arguments (or no kv_table_step)");
+    if (append_reserve(be, t, layer, "rope + kv append")) return -1;
+    if (graph_mode(be) == STEP_REPLAY) return 0;
+    unsigned blocks = (unsigned)rows * (unsigned)(s->n_head + 2 * s->n_kv);
+    size_t shared = (size_t)s->hd * sizeof(float);
+    switch (t->h_type[t->h_step[0].slot]) {
+    case KV_BF16:
+        k_rope_append<__nv_bfloat16><<<blocks, threads, shared>>>(*t, t->n_step, layer, *s);
+        break;
+    case KV_F16: k_rope_append<__half><<<blocks, threads, shared>>>(*t, t->n_step, layer, *s); break;
+    default: k_rope_append<float><<<blocks, threads, shared>>>(*t, t->n_step, layer, *s);
+    }
+    if (!launched(be, "qkv split + rope + kv append")) return -1;
     k_layer_bump<<<t->n_step, 64>>>(*t, layer);
     return launched(be, "kv lengths") ? 0 : -1;
 }

@@ -113,7 +113,7 @@ void test_fused(struct selftest *st, const fshape &s)
     struct layer_in_args a = {T, s.d, s.n_head, s.n_kv, s.hd, x, an, 1e-6f, wq, wk, wv,
                               bqkv, bqkv ? bqkv + qd : NULL, bqkv ? bqkv + qd + kvd : NULL, qn, kn,
                               pos.data(), inv.data(), s.pairing, xb, q2, k2, v2,
-                              wqkv, bqkv, pos_d, inv_d, scratch};
+                              wqkv, bqkv, pos_d, inv_d, scratch, NULL, 0};
     int rc_in = g->layer_in(g, &a);
     double w_in = fmax(worst(g, q1, q2, (size_t)T * qd),
                        fmax(worst(g, k1, k2, (size_t)T * kvd), worst(g, v1, v2, (size_t)T * kvd)));
@@ -155,10 +155,130 @@ void test_fused(struct selftest *st, const fshape &s)
     for (struct weight *w : ws) g->weight_free(g, w);
 }
 
+/* ---- RoPE fused with the KV append ---- */
+
+/* A table of three sequences' caches (zeros, ragged lengths, two layers),
+ * query rings on two of them, and its step: 1 decode row, 5 (the first a
+ * pad), 2; ring slots start mid-ring.  bufs: every cache and ring with its
+ * size in floats, in the same order for every table. */
+struct app_table {
+    struct kv_table *t;
+    std::vector<std::pair<float *, size_t>> bufs;
+};
+
+app_table append_table(struct backend *g, const fshape &s, enum kv_type type)
+{
+    const int n_layer = 2, cap = 64, window[3] = {4, 0, 4}, len0[3] = {9, 30, 0};
+    app_table at = {g->kv_table_create(g, 3, n_layer, s.n_kv, s.n_head, s.hd), {}};
+    size_t kv_floats = ((size_t)s.n_kv * cap * s.hd * kv_type_bytes(type) + 3) / 4;
+    size_t ring_floats = (size_t)4 * s.n_head * s.hd;
+    for (int j = 0; at.t && j < 3; j++) {
+        void *k[2], *v[2];
+        float *ring[2];
+        for (int l = 0; l < n_layer; l++) {
+            k[l] = st_upload(g, std::vector<float>(kv_floats));
+            v[l] = st_upload(g, std::vector<float>(kv_floats));
+            at.bufs.push_back({(float *)k[l], kv_floats});
+            at.bufs.push_back({(float *)v[l], kv_floats});
+            ring[l] = window[j] ? st_upload(g, std::vector<float>(ring_floats)) : NULL;
+            if (ring[l]) at.bufs.push_back({ring[l], ring_floats});
+        }
+        std::vector<int> len((size_t)n_layer * s.n_kv);
+        for (size_t x = 0; x < len.size(); x++) len[x] = len0[j] + (int)x % 3;
+        struct kv_seq_desc d = {};
+        d.kv_type = type, d.cap = cap, d.len = len.data(), d.q_window = window[j];
+        d.k = k, d.v = v, d.q_ring = window[j] ? ring : NULL;
+        g->kv_table_bind(g, at.t, j, &d);
+    }
+    struct kv_step_seq step[3] = {{0, 0, 1, 0, 3}, {1, 1, 5, 1, 0}, {2, 6, 2, 0, 1}};
+    if (at.t) g->kv_table_step(g, at.t, 3, step);
+    return at;
+}
+
+/* Layer 1 of three sequences three ways: layer_in with the table (fused: the
+ * kernel that ropes K/V writes them to the caches), layer_in then kv_append,
+ * and layer_in with the table under EVICTBENCH_CUDA_ROPE_APPEND=0.  The
+ * caches, rings, q/k/v and the attention after each must equal bit for bit
+ * (the same head arithmetic and stores; the attention reads the lengths and
+ * pad flags). */
+void test_rope_append(struct selftest *st, const fshape &s, enum kv_type type)
+{
+    struct backend *g = st->gpu;
+    const int T = 8, qd = s.n_head * s.hd, kvd = s.n_kv * s.hd;
+    float sc = 1.0f / sqrtf((float)s.d);
+    struct weight *wq = weight16(st, s.type, qd, s.d, sc), *wk = weight16(st, s.type, kvd, s.d, sc);
+    struct weight *wv = weight16(st, s.type, kvd, s.d, sc);
+    struct weight *parts[3] = {wq, wk, wv};
+    struct weight *wqkv = g->weight_join(g, parts, 3);
+    std::vector<int> pos = {40, 30, 31, 32, 33, 34, 2, 3};
+    std::vector<float> inv(s.hd / 2);
+    for (int i = 0; i < s.hd / 2; i++) inv[i] = 1.0f / powf(1e6f, 2.0f * i / s.hd);
+    float *x = st_upload(g, rnd(st, (size_t)T * s.d, 1.0f)), *an = st_upload(g, rnd(st, s.d, 1.0f));
+    float *bqkv = s.bias ? st_upload(g, rnd(st, (size_t)qd + 2 * kvd, 0.5f)) : NULL;
+    float *inv_d = st_upload(g, inv), *pos_d = st_upload(g, std::vector<float>(T));
+    g->upload(g, pos_d, (const float *)pos.data(), T);
+    float *xb = st_upload(g, std::vector<float>((size_t)T * s.d));
+    float *scratch = st_upload(g, std::vector<float>((size_t)T * (qd + 2 * kvd)));
+    std::vector<float *> owned = {x, an, bqkv, inv_d, pos_d, xb, scratch};
+    float *q[3], *k[3], *v[3], *out[3];
+    app_table t[3];
+    int rc[3];
+    for (int w = 0; w < 3; w++) { /* one table at a time: a step is the backend's current one */
+        owned.push_back(q[w] = st_upload(g, std::vector<float>((size_t)T * qd)));
+        owned.push_back(k[w] = st_upload(g, std::vector<float>((size_t)T * kvd)));
+        owned.push_back(v[w] = st_upload(g, std::vector<float>((size_t)T * kvd)));
+        owned.push_back(out[w] = st_upload(g, std::vector<float>((size_t)T * qd)));
+        t[w] = append_table(g, s, type);
+        struct layer_in_args a = {T, s.d, s.n_head, s.n_kv, s.hd, x, an, 1e-6f, wq, wk, wv,
+                                  bqkv, bqkv ? bqkv + qd : NULL, bqkv ? bqkv + qd + kvd : NULL,
+                                  NULL, NULL, pos.data(), inv.data(), s.pairing, xb, q[w], k[w],
+                                  v[w], wqkv, bqkv, (const int *)pos_d, inv_d, scratch,
+                                  w == 1 ? NULL : t[w].t, 1};
+        if (w == 2) setenv("EVICTBENCH_CUDA_ROPE_APPEND", "0", 1);
+        rc[w] = t[w].t && wqkv ? g->layer_in(g, &a) : -2;
+        unsetenv("EVICTBENCH_CUDA_ROPE_APPEND");
+        if (w == 1 && rc[w] == 0) rc[w] = g->kv_append(g, t[w].t, 1, k[w], v[w], q[w]);
+        struct attn_layer_args at = {1, out[w], q[w], 1.0f / sqrtf((float)s.hd), NULL};
+        if (rc[w] == 0) rc[w] = g->attention_layer(g, t[w].t, &at);
+    }
+    int differ = 0;
+    auto same = [&](const float *p0, const float *p1, size_t n) {
+        std::vector<float> a(n), b(n);
+        g->download(g, a.data(), p0, n);
+        g->download(g, b.data(), p1, n);
+        differ += memcmp(a.data(), b.data(), n * sizeof(float)) != 0;
+    };
+    for (int w = 0; w < 3; w += 2) { /* runs 0 and 2 against run 1 */
+        same(q[1], q[w], (size_t)T * qd), same(out[1], out[w], (size_t)T * qd);
+        same(k[1], k[w], (size_t)T * kvd), same(v[1], v[w], (size_t)T * kvd);
+        for (size_t i = 0; i < t[1].bufs.size() && i < t[w].bufs.size(); i++)
+            same(t[1].bufs[i].first, t[w].bufs[i].first, t[1].bufs[i].second);
+    }
+    char what[96], detail[160];
+    snprintf(what, sizeof what, "rope + kv append %d/%d hd%d %s", s.n_head, s.n_kv, s.hd,
+             type == KV_BF16 ? "bf16" : type == KV_F16 ? "f16" : "f32");
+    snprintf(detail, sizeof detail, "rc fused %d, separate %d, switched off %d; %d buffers differ",
+             rc[0], rc[1], rc[2], differ);
+    st_verdict(st, what, rc[0] == 0 && rc[1] == 0 && rc[2] == 0 && differ == 0 &&
+                             t[0].bufs.size() == t[1].bufs.size(), detail);
+    for (int w = 0; w < 3; w++) {
+        if (t[w].t) g->kv_table_free(g, t[w].t);
+        for (auto &p : t[w].bufs) g->free(g, p.first);
+    }
+    for (float *p : owned)
+        if (p) g->free(g, p);
+    struct weight *ws[] = {wq, wk, wv, wqkv}; /* views first */
+    for (struct weight *w : ws)
+        if (w) g->weight_free(g, w);
+}
+
 } // namespace
 
 void selftest_fused(struct selftest *st)
 {
+    test_rope_append(st, {8, 3584, 28, 4, 128, 0, true, false, ROPE_PAIR_HALF, WEIGHT_BF16}, KV_BF16);
+    test_rope_append(st, {8, 576, 9, 3, 64, 0, false, false, ROPE_PAIR_ADJACENT, WEIGHT_F16}, KV_F16);
+    test_rope_append(st, {8, 1024, 16, 8, 64, 0, false, false, ROPE_PAIR_HALF, WEIGHT_BF16}, KV_F32);
     /* R1-Distill-Qwen-7B's widths (bias, 7:1 GQA), Llama-8B's (4:1), a
      * qwen3-like block with per-head norms, f16 weights, adjacent pairing */
     test_fused(st, {1, 3584, 28, 4, 128, 2048, true, false, ROPE_PAIR_HALF, WEIGHT_BF16});
