@@ -56,6 +56,21 @@ elif ! grep -q "SKIP: smollm2-135m is not present" "$TMP/ok.log"; then
     fail=1
 fi
 
+# A failed self-test case of a feature not yet run on a GPU: the run fails,
+# the feature is switched back for the rows after it, and the table says so.
+if DEVCHECK_CPU_RUN=0 DRY_SELFTEST_FAIL="rope + kv append 28/4 hd128 bf16" \
+        EVICTBENCH_BIN="$BIN" tools/devcheck.sh --check-only >"$TMP/switch.log" 2>&1; then
+    echo "FAIL: devcheck --check-only passed with a failed self-test case"
+    fail=1
+elif ! grep -q "^switched back after failed self-test cases (rows above ran without them): EVICTBENCH_CUDA_ROPE_APPEND=0$" "$TMP/switch.log" ||
+     grep "switched back" "$TMP/switch.log" | grep -q "EVICTBENCH_CUDA_TILES=0\|EVICTBENCH_CUDA_FUSED=0"; then
+    tail -n 20 "$TMP/switch.log"
+    echo "FAIL: a failed rope + kv append case did not switch that feature (alone) back"
+    fail=1
+else
+    echo "ok   a failed self-test case switches its feature back: $(grep -m1 'switched back for the rest' "$TMP/switch.log")"
+fi
+
 # A CLI that lost --ignore-eos (its help no longer lists it): check-only fails and names it.
 cat >"$TMP/evictbench" <<EOS
 #!/bin/sh
