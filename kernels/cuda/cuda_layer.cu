@@ -119,8 +119,7 @@ __global__ static void k_layer_append(const kv_table t, int n_seq, int layer, co
  * frame is cosf/sinf's range reduction for large angles, as in k_rope, not
  * an accumulator that check_stack.sh guards.) */
 template <typename T>
-__global__ static void k_rope_append(const kv_table t, int n_seq, int layer,
-                                           const split_args a)
+__global__ static void k_rope_append(const kv_table t, int n_seq, int layer, const split_args a)
 {
     extern __shared__ float head[];
     __shared__ float red[32];
