@@ -143,17 +143,11 @@ done:
  * itself: no kv_append came through the vtable. */
 static void test_append_fused(void)
 {
-    const char *path = "tests/fixtures/models/tiny-llama-q/model.gguf"; /* served fused */
-    struct model_file *mf;
-    struct eb_err e;
-    if (model_file_open(path, &mf, &e)) {
-        CHECK_MSG(0, "%s", e.msg);
-        return;
-    }
     struct backend *be = backend_cpu_create(2);
-    struct model *m = NULL;
-    struct model_load_opts native = {.weights = MODEL_WEIGHTS_NATIVE};
-    CHECK(be && model_load_opts(mf, be, &native, &m, &e) == 0);
+    /* quantized weights: the fused blocks serve them */
+    struct model *m = be ? open_model_weights(be, "tests/fixtures/models/tiny-llama-q/model.gguf",
+                                              MODEL_WEIGHTS_NATIVE) : NULL;
+    CHECK(m != NULL);
     size_t cap = (size_t)64 << 20;
     unsigned char *fused = malloc(cap), *single = malloc(cap);
     if (m && fused && single) {
@@ -180,7 +174,6 @@ static void test_append_fused(void)
     free(single);
     model_free(m);
     if (be) be->destroy(be);
-    model_file_close(mf);
 }
 
 static void test_fixtures(void)
