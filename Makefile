@@ -10,6 +10,8 @@
 #                  the first time): prefill 512, decode batch 1 and batch 16 on the same
 #                  GGUFs, and decode at depth 4096/8192 [THREADS=N REPS=N PEER_MODELS="a.gguf b.gguf"]
 #   make bench-qmatmul  the quantized matmul alone, in CPU time (the 1.5B's shapes)
+#   make bench-host  the host's own work per decode step at the 7B shape, compute
+#                  taken away (a GPU step's host share) [BENCH_HOST_ARGS="--batches 1,64"]
 #   make bench-long  decode speed vs context (1k-16k) and the largest batch under a KV
 #                  cap, FullKV against policies, into the bench table of DB (slow)
 #   make cuda      build the CUDA backend (nvcc + cuBLAS) ./evictbench-cuda, gpu_check
@@ -36,7 +38,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
+.PHONY: all deps test bench bench-host bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
 
 all: evictbench
 
@@ -67,7 +69,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 
 # Every test program runs from the repository root; the suite fails if any fails.
-test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw lint
+test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw $(BUILD)/tools/bench_host lint
 	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
 
 # Every evictbench and make command README.md and docs/*.md show still exists.
@@ -85,6 +87,15 @@ lint:
 $(BUILD)/tools/bench_qmatmul: tools/bench_qmatmul.c $(BUILD)/libevictbench.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
+
+# The host's own work per decode step at the 7B shape, compute taken away
+# (tools/bench_host.c; make bench-host: FullKV and R-KV at batch 1 and 64).
+$(BUILD)/tools/bench_host: tools/bench_host.c $(BUILD)/libevictbench.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
+
+bench-host: $(BUILD)/tools/bench_host
+	$< $(BENCH_HOST_ARGS)
 
 # The host's memory read rate (tools/bench_membw.c), beside batch-1 decode in bench-peer.
 $(BUILD)/tools/bench_membw: tools/bench_membw.c

@@ -109,6 +109,16 @@ void model_each_weight(const struct model *m,
  * rope_freqs[i] when non-NULL (GGUF's precomputed Llama-3 divisors). */
 void model_rope_inv_freq(const struct model_config *cfg, const float *rope_freqs, float *out);
 
+/* ---- a model's shape without its weights (model_shape.c) ---- */
+
+/* The config of "qwen7b" (DeepSeek-R1-Distill-Qwen-7B) or "llama8b"
+ * (-Llama-8B) into out; -1 for another name. */
+int model_shape_config(const char *name, struct model_config *out);
+/* A model of c's shape whose weights are allocations on be with no data
+ * written: for a backend that computes nothing (backend_tally_create(NULL)).
+ * model_free frees it.  NULL when out of memory. */
+struct model *model_shape_create(struct backend *be, const struct model_config *c);
+
 /* ---- forward over a ragged batch ---- */
 
 enum fwd_logits { FWD_LOGITS_NONE = 0, FWD_LOGITS_LAST = 1, FWD_LOGITS_ALL = 2 };

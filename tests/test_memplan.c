@@ -22,58 +22,6 @@ enum { PROMPT = 64, NEW = 160, BUDGET = 128 }; /* a multiple of VaSE's window; s
 
 static struct tokenizer *tok; /* r1-qwen's, for the policies that read token text */
 
-/* A model of the config's shape whose weights exist only on the tally
- * backend (no data): enough for forward passes that compute nothing. */
-static struct model *shape_model(struct backend *be, const struct model_config *c)
-{
-    struct model *m = calloc(1, sizeof *m);
-    if (!m) return NULL;
-    m->cfg = *c;
-    m->be = be;
-    m->pairing = ROPE_PAIR_HALF;
-    m->inv_freq = calloc((size_t)c->head_dim / 2, sizeof *m->inv_freq);
-    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
-    if (!m->inv_freq || !m->layers) {
-        model_free(m);
-        return NULL;
-    }
-    model_rope_inv_freq(c, NULL, m->inv_freq);
-    int qd = c->n_head * c->head_dim, kvd = c->n_head_kv * c->head_dim;
-    m->tok_embd = be->weight_create(be, WEIGHT_BF16, c->n_vocab, c->n_embd, NULL, 0, 0);
-    m->output = be->weight_create(be, WEIGHT_BF16, c->n_vocab, c->n_embd, NULL, 0, 0);
-    m->output_norm = be->alloc(be, (size_t)c->n_embd);
-    for (int l = 0; l < c->n_layer; l++) {
-        struct model_layer_weights *w = &m->layers[l];
-        w->attn_norm = be->alloc(be, (size_t)c->n_embd);
-        w->ffn_norm = be->alloc(be, (size_t)c->n_embd);
-        w->wq = be->weight_create(be, WEIGHT_BF16, qd, c->n_embd, NULL, 0, 0);
-        w->wk = be->weight_create(be, WEIGHT_BF16, kvd, c->n_embd, NULL, 0, 0);
-        w->wv = be->weight_create(be, WEIGHT_BF16, kvd, c->n_embd, NULL, 0, 0);
-        w->wo = be->weight_create(be, WEIGHT_BF16, c->n_embd, qd, NULL, 0, 0);
-        w->w_gate = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
-        w->w_up = be->weight_create(be, WEIGHT_BF16, c->n_ff, c->n_embd, NULL, 0, 0);
-        w->w_down = be->weight_create(be, WEIGHT_BF16, c->n_embd, c->n_ff, NULL, 0, 0);
-        if (c->has_qkv_bias) { /* one buffer, as model.c loads them */
-            w->bqkv = be->alloc(be, (size_t)qd + 2 * (size_t)kvd);
-            w->bq = w->bqkv;
-            w->bk = w->bqkv ? w->bqkv + qd : NULL;
-            w->bv = w->bqkv ? w->bqkv + qd + kvd : NULL;
-        }
-    }
-    return m;
-}
-
-static struct model_config qwen7b_config(void)
-{
-    struct model_config c = {.arch = ARCH_QWEN2, .n_layer = 28, .n_embd = 3584,
-                             .n_ff = 18944, .n_head = 28, .n_head_kv = 4, .head_dim = 128,
-                             .n_vocab = 152064, .n_ctx_train = 131072, .rms_eps = 1e-6f,
-                             .rope_theta = 10000.0, .rope_dims = 128, .has_qkv_bias = 1,
-                             .bos_id = -1, .n_eos = 1};
-    c.eos_ids[0] = 151643;
-    return c;
-}
-
 /* A steering vector for m's shape (SEAL and SkipKV's steering need one):
  * written to path, which the caller removes. */
 static int write_vector(const struct model *m, char *path)
@@ -212,8 +160,9 @@ static void test_qwen7b_shape_tally_only(void)
 {
     struct backend *be = backend_tally_create(NULL);
     CHECK(be != NULL);
-    struct model_config c = qwen7b_config();
-    struct model *m = shape_model(be, &c);
+    struct model_config c;
+    CHECK(model_shape_config("qwen7b", &c) == 0);
+    struct model *m = be ? model_shape_create(be, &c) : NULL;
     CHECK(m != NULL);
     if (!m) return;
     static const int batches[] = {1, 16, 64};
