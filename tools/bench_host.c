@@ -49,72 +49,85 @@ static int batch_op(struct backend *be, const struct score_batch_args *a)
  * keep-sets it accepts.  So uploads are remembered on the host (by their
  * destination), the top-k stand-in writes each unit's keep-set there (the
  * first n_select candidates, then the window: ascending, as the real op's
- * by-position order), and a download reads those writes back. */
+ * by-position order), and a download reads those writes back.  The copies
+ * are this tool's own cost, a few percent of the rows' time. */
 enum { MAX_SEEN = 64 };
 struct seen { const char *dev; char *host; size_t bytes; };
-static struct seen uploads[MAX_SEEN], keeps[1 << 16];
-static int n_uploads, n_keeps;
+static struct seen uploads[MAX_SEEN];
+static int n_uploads, next_victim;
+struct keep_write { const char *dev; size_t at, n; }; /* n ints at keep_pool + at */
+static struct keep_write *keeps;
+static int *keep_pool;
+static size_t n_keeps, cap_keeps, pool_used, pool_cap;
 static void (*tally_upload)(struct backend *, float *, const float *, size_t);
-
-static void remember(struct seen *s, const void *dev, const void *host, size_t bytes)
-{
-    free(s->host);
-    s->dev = dev;
-    s->bytes = bytes;
-    s->host = malloc(bytes);
-    if (s->host) memcpy(s->host, host, bytes);
-    else s->bytes = 0;
-}
+static void (*tally_download)(struct backend *, float *, const float *, size_t);
 
 static void upload_op(struct backend *be, float *dst, const float *src, size_t n)
 {
     tally_upload(be, dst, src, n);
     int i = 0;
     while (i < n_uploads && uploads[i].dev != (const char *)dst) i++;
-    if (i == MAX_SEEN) i = 0; /* the oldest first: enough for one step's uploads */
-    if (i == n_uploads && n_uploads < MAX_SEEN) n_uploads++;
-    remember(&uploads[i], dst, src, n * sizeof *src);
+    if (i == MAX_SEEN) i = next_victim++ % MAX_SEEN; /* full: round robin */
+    else if (i == n_uploads) n_uploads++;
+    struct seen *s = &uploads[i];
+    free(s->host);
+    s->dev = (const char *)dst;
+    s->bytes = n * sizeof *src;
+    s->host = malloc(s->bytes ? s->bytes : 1);
+    if (s->host) memcpy(s->host, src, s->bytes);
+    else s->bytes = 0;
 }
 
-/* The last compression's keep-sets, replaced by the next's. */
-static void forget_keeps(void)
+/* Room for one more keep-set of n ints; 0, or -1 when out of memory. */
+static int keep_room(size_t n)
 {
-    for (int i = 0; i < n_keeps; i++) free(keeps[i].host);
-    n_keeps = 0;
+    if (n_keeps == cap_keeps) {
+        size_t cap = cap_keeps ? 2 * cap_keeps : 4096;
+        struct keep_write *k = realloc(keeps, cap * sizeof *k);
+        if (!k) return -1;
+        keeps = k, cap_keeps = cap;
+    }
+    if (pool_used + n > pool_cap) {
+        size_t cap = pool_cap ? 2 * pool_cap : (size_t)1 << 20;
+        while (cap < pool_used + n) cap *= 2;
+        int *p = realloc(keep_pool, cap * sizeof *p);
+        if (!p) return -1;
+        keep_pool = p, pool_cap = cap;
+    }
+    return 0;
 }
 
 static int topk_op(struct backend *be, const struct score_batch_args *a)
 {
     (void)be;
-    forget_keeps();
+    n_keeps = pool_used = 0; /* the last compression's were read */
     const struct seen *u = NULL;
     for (int i = 0; i < n_uploads && !u; i++)
         if (uploads[i].dev == (const char *)a->units) u = &uploads[i];
     if (!u || u->bytes < (size_t)a->n_units * sizeof(struct score_unit)) return -1;
     const struct score_unit *units = (const struct score_unit *)u->host;
-    for (int i = 0; i < a->n_units && n_keeps < (int)(sizeof keeps / sizeof *keeps); i++) {
+    for (int i = 0; i < a->n_units; i++) {
         const struct score_unit *x = &units[i];
         int n = x->n_select + x->len - x->n_cand;
-        int *k = malloc((size_t)(n > 0 ? n : 1) * sizeof *k);
-        if (!k) return -1;
+        if (n < 0 || keep_room((size_t)n)) return -1;
+        int *k = keep_pool + pool_used;
         for (int j = 0; j < n; j++) k[j] = j < x->n_select ? j : x->n_cand + (j - x->n_select);
-        keeps[n_keeps] = (struct seen){(const char *)x->keep, (char *)k, (size_t)n * sizeof *k};
-        n_keeps++;
+        keeps[n_keeps++] = (struct keep_write){(const char *)x->keep, pool_used, (size_t)n};
+        pool_used += (size_t)n;
     }
     return 0;
 }
-
-static void (*tally_download)(struct backend *, float *, const float *, size_t);
 
 static void download_op(struct backend *be, float *dst, const float *src, size_t n)
 {
     tally_download(be, dst, src, n);
     const char *lo = (const char *)src, *hi = lo + n * sizeof *src;
-    for (int i = 0; i < n_keeps; i++)
-        if (keeps[i].dev >= lo && keeps[i].dev + keeps[i].bytes <= hi)
-            memcpy((char *)dst + (keeps[i].dev - lo), keeps[i].host, keeps[i].bytes);
+    for (size_t i = 0; i < n_keeps; i++) {
+        size_t bytes = keeps[i].n * sizeof *keep_pool;
+        if (keeps[i].dev >= lo && keeps[i].dev + bytes <= hi)
+            memcpy((char *)dst + (keeps[i].dev - lo), keep_pool + keeps[i].at, bytes);
+    }
 }
-
 
 static int gather_op(struct backend *be, const struct gather_unit *u, int n, float *scratch,
                      size_t unit_floats)
@@ -123,8 +136,8 @@ static int gather_op(struct backend *be, const struct gather_unit *u, int n, flo
     return 0;
 }
 
-/* The batched eviction ops of a GPU, doing nothing (their keep indices read
- * back as zeros: the host's bookkeeping runs on them as on real ones). */
+/* The device ops a GPU run takes, doing nothing (sampling is the tally's:
+ * token 0), but for the keep-sets the top-k leaves for the host to read. */
 static void stand_in_device_ops(struct backend *be)
 {
     be->window_scores_batch = batch_op;
@@ -291,7 +304,7 @@ int main(int argc, char **argv)
     }
     model_free(m);
     be->destroy(be);
-    forget_keeps();
+    free(keeps), free(keep_pool);
     for (int i = 0; i < n_uploads; i++) free(uploads[i].host);
     return rc;
 }
