@@ -690,7 +690,7 @@ switch_back() { # case-pattern exclude-pattern VAR
 }
 switch_back 'fused layer ' '^$' EVICTBENCH_CUDA_FUSED
 switch_back 'rope \+ kv append ' '^$' EVICTBENCH_CUDA_ROPE_APPEND
-switch_back 'batch (scores|top-k) ' 'without tiles|by counting' EVICTBENCH_CUDA_TILES
+switch_back 'batch (scores|top-k|shared top-k) ' 'without tiles|by counting' EVICTBENCH_CUDA_TILES
 [ -z "$SWITCHED_BACK" ] ||
     echo "devcheck: self-test cases failed; switched back for the rest of the run: $SWITCHED_BACK"
 
