@@ -291,11 +291,29 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     return freed;
 }
 
+/* keep[0, n_keep) strictly ascends from 0 or above: the keep-sets of a
+ * top-k by position, the common case, which need neither a mark array to
+ * be checked nor a staging copy to be applied in place. */
+static int ascending(const int *keep, int n_keep)
+{
+    int prev = -1;
+    for (int i = 0; i < n_keep; i++) {
+        if (keep[i] <= prev) return 0;
+        prev = keep[i];
+    }
+    return 1;
+}
+
 /* A head's keep-set is distinct indices in [0, len); *identity set when it
  * keeps every slot where it is.  mark: len bytes of scratch. */
 static int keep_check(const int *keep, int n_keep, int len, unsigned char *mark, int *identity)
 {
     if (n_keep < 0 || n_keep > len) return -1;
+    if (ascending(keep, n_keep)) { /* distinct; in range when the last is */
+        if (n_keep > 0 && keep[n_keep - 1] >= len) return -1;
+        *identity = n_keep == 0 || keep[n_keep - 1] == n_keep - 1;
+        return 0;
+    }
     memset(mark, 0, (size_t)len);
     *identity = 1;
     for (int i = 0; i < n_keep; i++) {
@@ -316,6 +334,11 @@ static void compact_mirror(struct kvcache *c, int head, const int *keep, int n_k
 {
     int *pos = c->pos + (size_t)head * c->capacity, *moved = c->idx;
     unsigned char *pad = c->pad + (size_t)head * c->capacity;
+    if (ascending(keep, n_keep)) { /* keep[i] >= i: slot keep[i] is read before it is written */
+        for (int i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
+        for (int i = 0; i < n_keep; i++) pad[i] = pad[keep[i]];
+        return;
+    }
     for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
     for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
     for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];

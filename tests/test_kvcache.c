@@ -162,6 +162,58 @@ static void test_compact_bad(void)
     CHECK(kvcache_create(be, L, KV, HD, 0, KV_F32, &bad, &e) == -1 && bad == NULL);
 }
 
+/* kvcache_compact_batch of one cache: keep-sets by position (ascending, the
+ * in-place path) and by score (any order, staged) move rows and mirrors as
+ * kvcache_compact does, and keep-sets that are not distinct indices in
+ * range are refused whichever order they come in, changing nothing. */
+static int compact_batch(struct kvcache *c, const int *keep, const int *n_keep, struct eb_err *e)
+{
+    int stride = CAP;
+    size_t units_n = kvcache_batch_units_floats(L, KV, 1);
+    struct gather_unit *units = (struct gather_unit *)be->alloc(be, units_n);
+    struct gather_unit host[L * KV];
+    int *keep_dev = (int *)be->alloc(be, (size_t)L * KV * stride);
+    float *scratch = be->alloc(be, (size_t)L * KV * CAP * HD);
+    be->upload(be, (float *)keep_dev, (const float *)keep, (size_t)L * KV * stride);
+    struct kv_compact_seq seq = {c, n_keep, keep, keep_dev, stride};
+    int64_t freed = 0;
+    int rc = kvcache_compact_batch(be, &seq, 1, units, host, scratch, (size_t)CAP * HD, &freed, e);
+    be->free(be, (float *)units), be->free(be, (float *)keep_dev), be->free(be, scratch);
+    return rc;
+}
+
+static void test_compact_batch(void)
+{
+    struct kvcache *c;
+    struct eb_err e;
+    CHECK(kvcache_create(be, L, KV, HD, CAP, KV_F32, &c, &e) == 0);
+    CHECK(append_tokens(c, 10) == 0);
+    int keep[L * KV][CAP], n_keep[L * KV];
+    static const int by_pos[] = {1, 2, 5, 9}, by_score[] = {9, 0, 4, 2}, all[] = {0, 1, 2, 3};
+    for (int h = 0; h < L * KV; h++) {
+        const int *src = h == 1 ? by_score : h == 4 ? all : by_pos;
+        n_keep[h] = h == 5 ? -1 : 4; /* head 5: not compacted */
+        memcpy(keep[h], src, 4 * sizeof *src);
+    }
+    /* refused, nothing changed: ascending past len; a duplicate out of order */
+    keep[3][3] = 10;
+    CHECK(compact_batch(c, &keep[0][0], n_keep, &e) == -1 && strstr(e.msg, "malformed"));
+    keep[3][3] = 9;
+    keep[1][2] = 9;
+    CHECK(compact_batch(c, &keep[0][0], n_keep, &e) == -1 && strstr(e.msg, "malformed"));
+    keep[1][2] = 4;
+    for (int h = 0; h < L * KV; h++) CHECK(kvcache_len(c, h / KV, h % KV) == 10);
+    CHECK(compact_batch(c, &keep[0][0], n_keep, &e) == 0);
+    for (int h = 0; h < L * KV; h++) {
+        int l = h / KV, kh = h % KV;
+        const int *pos = kvcache_positions(c, l, kh);
+        CHECK(kvcache_len(c, l, kh) == (h == 5 ? 10 : 4) && slots_consistent(c, l, kh));
+        if (h != 5)
+            for (int i = 0; i < 4; i++) CHECK(pos[i] == keep[h][i]);
+    }
+    kvcache_free(c);
+}
+
 static void test_qring(void)
 {
     struct kvcache *c;
@@ -201,6 +253,7 @@ int main(void)
 {
     be = backend_cpu_create(1);
     RUN(test_append);
+    RUN(test_compact_batch);
     RUN(test_compact);
     RUN(test_compact_bad);
     RUN(test_qring);
