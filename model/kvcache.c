@@ -237,6 +237,36 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* keep[0, n_keep) strictly ascends from 0 or above: the keep-sets of a
+ * top-k by position, the common case, which need neither a mark array to
+ * be checked nor a staging copy to be applied in place. */
+static int ascending(const int *keep, int n_keep)
+{
+    int prev = -1;
+    for (int i = 0; i < n_keep; i++) {
+        if (keep[i] <= prev) return 0;
+        prev = keep[i];
+    }
+    return 1;
+}
+
+/* The host side of one head's compaction (rows already gathered): its
+ * positions and pad flags in keep order; c->idx is scratch. */
+static void compact_mirror(struct kvcache *c, int head, const int *keep, int n_keep)
+{
+    int *pos = c->pos + (size_t)head * c->capacity, *moved = c->idx;
+    unsigned char *pad = c->pad + (size_t)head * c->capacity;
+    if (ascending(keep, n_keep)) { /* keep[i] >= i: slot keep[i] is read before it is written */
+        for (int i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
+        for (int i = 0; i < n_keep; i++) pad[i] = pad[keep[i]];
+        return;
+    }
+    for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
+    for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
+    for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];
+    for (int i = 0; i < n_keep; i++) pad[i] = (unsigned char)moved[i];
+}
+
 int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *keep, int n_keep,
                         struct eb_err *e)
 {
@@ -247,9 +277,8 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
     if (n_keep < 0 || n_keep > *len)
         return eb_fail(e, "kvcache: keep-set of %d slots for a head holding %d", n_keep, *len);
     if (n_keep > 0 && !keep) return eb_fail(e, "kvcache: keep-set is NULL");
-    /* idx[0, len): sorted copy for the checks; then, from idx + len, the
-     * kept slots' positions and pad flags in keep order. */
-    if (reserve_idx(c, 2 * *len + 1, e)) return -1;
+    /* idx[0, len): sorted copy for the checks, then compact_mirror's scratch. */
+    if (reserve_idx(c, *len + 1, e)) return -1;
     if (n_keep > 0) memcpy(c->idx, keep, (size_t)n_keep * sizeof *keep);
     qsort(c->idx, (size_t)n_keep, sizeof *c->idx, cmp_int);
     int identity = 1;
@@ -276,32 +305,13 @@ int64_t kvcache_compact(struct kvcache *c, int layer, int kv_head, const int *ke
         be->gather_rows(be, c->scratch, vb, keep, n_keep, words);
         be->copy(be, vb, c->scratch, n);
         c->view_of[0] = c->view_of[1] = -1;
-        int *pos = c->pos + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
-        unsigned char *pad = c->pad + ((size_t)layer * c->n_kv + kv_head) * c->capacity;
-        int *moved = c->idx + *len;
-        for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
-        for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
-        for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];
-        for (int i = 0; i < n_keep; i++) pad[i] = (unsigned char)moved[i];
+        compact_mirror(c, layer * c->n_kv + kv_head, keep, n_keep); /* the checks' copy is done */
     }
     int64_t freed = (int64_t)(*len - n_keep) * (int64_t)slot_bytes(c);
     c->bytes -= (size_t)freed;
     *len = n_keep;
     kvcache_touch(c);
     return freed;
-}
-
-/* keep[0, n_keep) strictly ascends from 0 or above: the keep-sets of a
- * top-k by position, the common case, which need neither a mark array to
- * be checked nor a staging copy to be applied in place. */
-static int ascending(const int *keep, int n_keep)
-{
-    int prev = -1;
-    for (int i = 0; i < n_keep; i++) {
-        if (keep[i] <= prev) return 0;
-        prev = keep[i];
-    }
-    return 1;
 }
 
 /* A head's keep-set is distinct indices in [0, len); *identity set when it
@@ -327,22 +337,6 @@ static int keep_check(const int *keep, int n_keep, int len, unsigned char *mark,
 size_t kvcache_batch_units_floats(int n_layer, int n_kv, int n)
 {
     return (size_t)n_layer * n_kv * n * (sizeof(struct gather_unit) / sizeof(float));
-}
-
-/* The host side of one head's compaction (rows already gathered). */
-static void compact_mirror(struct kvcache *c, int head, const int *keep, int n_keep)
-{
-    int *pos = c->pos + (size_t)head * c->capacity, *moved = c->idx;
-    unsigned char *pad = c->pad + (size_t)head * c->capacity;
-    if (ascending(keep, n_keep)) { /* keep[i] >= i: slot keep[i] is read before it is written */
-        for (int i = 0; i < n_keep; i++) pos[i] = pos[keep[i]];
-        for (int i = 0; i < n_keep; i++) pad[i] = pad[keep[i]];
-        return;
-    }
-    for (int i = 0; i < n_keep; i++) moved[i] = pos[keep[i]];
-    for (int i = 0; i < n_keep; i++) pos[i] = moved[i];
-    for (int i = 0; i < n_keep; i++) moved[i] = pad[keep[i]];
-    for (int i = 0; i < n_keep; i++) pad[i] = (unsigned char)moved[i];
 }
 
 /* Check every head of every cache, and stage the gather descriptors of
