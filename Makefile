@@ -38,7 +38,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-host bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint FORCE
+.PHONY: all deps test bench bench-host bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint cuda-emu FORCE
 
 all: evictbench
 
@@ -69,8 +69,13 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libevictbench.a tests/test.h tests/test_uti
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/libevictbench.a $(LDLIBS) -o $@
 
 # Every test program runs from the repository root; the suite fails if any fails.
-test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw $(BUILD)/tools/bench_host lint
-	@EVICTBENCH_BIN=$(BUILD)/evictbench tests/run_all.sh $(TEST_BIN)
+# Where the CUDA headers are, the suite also runs the CUDA kernels on the CPU
+# emulator (tests/cli/cuda_emu.sh; it skips, saying so, without them).
+CUDA_HEADERS := $(wildcard $(patsubst %/bin/nvcc,%/include,$(shell command -v nvcc 2>/dev/null))/cuda_runtime.h)
+test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw $(BUILD)/tools/bench_host lint \
+      $(if $(CUDA_HEADERS),cuda-emu)
+	@EVICTBENCH_BIN=$(BUILD)/evictbench EVICTBENCH_EMU_BIN=$(BUILD)/evictbench-emu \
+	    EVICTBENCH_EMU_CHECK=$(BUILD)/tools/gpu_check-emu tests/run_all.sh $(TEST_BIN)
 
 # Every evictbench and make command README.md and docs/*.md show still exists.
 check-docs: evictbench
@@ -219,6 +224,30 @@ build/tools/gpu_check: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.
 		$(BUILD)/libevictbench.a -lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
 
 .PHONY: devcheck-tools
+
+# The CUDA backend on the CPU emulator (kernels/cuda/emu/README.md): the same
+# kernels, run block by block on the host, so `--device cuda` and gpu_check
+# run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
+CUDA_EMU_LIB := kernels/cuda/build-emu/libevictbench_cuda_emu.a
+$(CUDA_EMU_LIB): FORCE
+	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest
+
+cuda-emu: $(BUILD)/evictbench-emu $(BUILD)/tools/gpu_check-emu
+
+$(BUILD)/evictbench-emu: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
+	$(CXX) $(LDFLAGS) -o $@ $(BUILD)/harness/cli/main.o \
+		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
+
+$(BUILD)/tools/gpu_check-emu: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
+                              tools/devcheck/decode_compare.h tools/devcheck/graph_check.c \
+                              tools/devcheck/graph_check.h tools/devcheck/gpu_check.h \
+                              $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c tools/devcheck/gpu_check.c -o $@.o
+	$(CC) $(CFLAGS) -c tools/devcheck/decode_compare.c -o $@.compare.o
+	$(CC) $(CFLAGS) -c tools/devcheck/graph_check.c -o $@.graph.o
+	$(CXX) $(LDFLAGS) -o $@ $@.o $@.compare.o $@.graph.o \
+		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
 
 clean:
 	rm -rf build build-san evictbench evictbench-cuda

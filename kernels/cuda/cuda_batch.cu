@@ -468,7 +468,7 @@ k_batch_red_tiles(const struct score_unit *units, int hd, int max_len, const flo
                 if (tr + x < rows && best[tr + x] >= 0 && best[tr + x] == c0 + tc + y)
                     best_c[tr + x] = acc[x][y];
         __syncthreads();
-        if (threadIdx.x < rows && found[threadIdx.x] < 0 && best[threadIdx.x] >= 0) {
+        if ((int)threadIdx.x < rows && found[threadIdx.x] < 0 && best[threadIdx.x] >= 0) {
             found[threadIdx.x] = best[threadIdx.x];
             found_c[threadIdx.x] = best_c[threadIdx.x];
             atomicSub(&n_left, 1);
@@ -476,7 +476,7 @@ k_batch_red_tiles(const struct score_unit *units, int hd, int max_len, const flo
         __syncthreads();
         if (n_left == 0) break;
     }
-    if (threadIdx.x < rows) {
+    if ((int)threadIdx.x < rows) {
         int r = threadIdx.x;
         jstar_buf[(size_t)blockIdx.y * max_len + i0 + r] = found[r];
         if (found[r] >= 0) atomicAdd(&sub[found[r]], (double)found_c[r]);

@@ -1,7 +1,7 @@
 /* cuda_selftest.cu - runs every backend op on the CUDA backend and on the CPU
  * backend with the same random inputs and compares the results.
  *
- *     kernels/cuda/build/cuda_selftest [device]
+ *     kernels/cuda/build/cuda_selftest [device] [--only GROUP,...]
  *
  * Prints one line per op and "cuda_selftest: N passed, N failed"; exits
  * non-zero on any failure or when no device is usable.  Tolerance: max
@@ -742,9 +742,25 @@ static void test_score_bad_args(void)
     drop(x), drop(y);
 }
 
+/* --only a,b,...: the named groups alone (the CPU emulator's quick run). */
+static const char *only_groups;
+
+static bool want(const char *group)
+{
+    if (!only_groups) return true;
+    size_t n = strlen(group);
+    for (const char *p = only_groups; (p = strstr(p, group)) != NULL; p += n)
+        if ((p == only_groups || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
-    int device = argc > 1 ? atoi(argv[1]) : 0;
+    int device = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_groups = argv[++i];
+        else device = atoi(argv[i]);
+    }
     struct eb_err e = {};
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(device, &e);
@@ -752,98 +768,106 @@ int main(int argc, char **argv)
         fprintf(stderr, "cuda_selftest: %s\n", cpu ? e.msg : "cannot create the cpu backend");
         return 1;
     }
-    test_gemm(1, 1536, 576, false);
-    test_gemm(1, 49152, 576, false);
-    test_gemm(7, 33, 17, true);
-    test_gemm(512, 576, 1536, true);
-    test_rmsnorm(1, 576);
-    test_rmsnorm(37, 64);
-    test_rope(ROPE_PAIR_ADJACENT);
-    test_rope(ROPE_PAIR_HALF);
-    test_elementwise();
-    test_embed_gather();
-    test_attention(9, 3, 64, 1, 300, {257, 100, 3}, true);
-    test_attention(9, 3, 64, 1, 300, {257, 100, 3}, false);
-    test_attention(4, 2, 32, 7, 40, {20, 7}, true);
-    test_attention(4, 2, 128, 33, 64, {50, 40}, false);
-    test_attention(14, 2, 64, 512, 600, {512, 530}, false);
-    /* flash kernels: decode with split-K (7:1 and 4:1 GQA as R1-Distill-Qwen-7B
-     * and -Llama-8B, per-head compacted lengths, pads), prefill, head sizes */
-    test_attention(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, false);
-    test_attention(28, 4, 128, 1, 4096, {4096, 700, 33, 2049}, false, true);
-    test_attention(32, 8, 128, 1, 600, {512, 513, 511, 1, 2, 300, 600, 0}, false);
-    test_attention(32, 8, 128, 3, 9000, {8999, 4000, 3, 9000, 128, 129, 7000, 5}, false, true);
-    test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false);
-    test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false, true);
-    test_attention(16, 16, 64, 1, 1000, std::vector<int>(16, 999), false, true);
-    test_attention(8, 2, 256, 37, 333, {333, 40}, false, true);
-    test_attention(9, 3, 64, 4, 300, {257, 100, 3}, true, true); /* general kernel, masked */
-    test_attention(36, 4, 128, 1, 200, {200, 100, 50, 25}, false); /* 9:1: general kernel */
-    /* batched: decode rows and prefill chunks of many sequences together */
-    test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300, 4, 5}, {600, 4096, 50, 1, 900, 2000,
-                                                                      812, 4, 77});
-    test_attention_batch(28, 4, 128, std::vector<int>(64, 1), std::vector<int>(64, 1500));
-    test_attention_batch(32, 8, 128, {2, 9, 1}, {3000, 64, 9000});
-    test_attention_batch(9, 3, 64, {1, 2}, {300, 40}); /* hd 64 */
-    test_attention_batch(4, 2, 32, {1, 3}, {40, 20});  /* hd 32: one sequence at a time */
-    for (enum kv_type t : {KV_BF16, KV_F16}) {
-        test_attention_typed(t, 28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
-        test_attention_typed(t, 32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
-        test_attention_typed(t, 9, 3, 64, 1, 300, {257, 100, 3}, false);
-        test_attention_typed(t, 4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: the general kernel */
-        test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300}, {600, 4096, 50, 1, 900, 2000, 512},
-                             t);
-        test_attention_batch(9, 3, 64, {1, 2}, {300, 40}, t);
+    if (want("ops")) {
+        test_gemm(1, 1536, 576, false);
+        test_gemm(1, 49152, 576, false);
+        test_gemm(7, 33, 17, true);
+        test_gemm(512, 576, 1536, true);
+        test_rmsnorm(1, 576);
+        test_rmsnorm(37, 64);
+        test_rope(ROPE_PAIR_ADJACENT);
+        test_rope(ROPE_PAIR_HALF);
+        test_elementwise();
+        test_embed_gather();
     }
-    test_matmul_typed(WEIGHT_F32, WEIGHT_F32, 7, 33, 64, true);
-    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 1, 3584, 512, false);
-    test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 64, 1024, 3584, true);
-    test_matmul_typed(WEIGHT_F16, WEIGHT_F16, 16, 4096, 256, false);
-    test_matmul_typed(WEIGHT_Q8_0, WEIGHT_BF16, 3, 512, 1024, true);
-    test_matmul_typed(WEIGHT_Q4_0, WEIGHT_BF16, 1, 300, 576, false);
-    test_matmul_typed(WEIGHT_Q4_K, WEIGHT_BF16, 5, 256, 512, false);
-    test_matmul_typed(WEIGHT_Q6_K, WEIGHT_BF16, 64, 128, 768, false);
-    test_argmax(1, 151936);
-    test_argmax(64, 128256);
-    test_argmax(3, 5);
-    selftest_sample(gpu, &n_passed, &n_failed);
-    test_staging_wrap();
-    /* scoring primitives: GQA 1:1, 3:1 and 7:1; lengths off the 256-thread blocks */
-    test_window_scores(4, 4, 2, 64, 8, 300, 292, 0, SCORE_GQA_MAX, false);
-    test_window_scores(4, 4, 3, 64, 8, 300, 292, 1, SCORE_GQA_MEAN, true);
-    test_window_scores(9, 3, 1, 64, 32, 1000, 968, 1, SCORE_GQA_MAX, true);
-    test_window_scores(9, 3, 2, 64, 32, 1000, 968, 0, SCORE_GQA_MEAN, false);
-    test_window_scores(12, 4, 0, 128, 1, 257, 256, 1, SCORE_GQA_MAX, false);
-    test_window_scores(2, 2, 0, 80, 3, 3, 1, 1, SCORE_GQA_MEAN, true);
-    test_window_scores(3, 1, 0, 64, 10, 5, 5, 1, SCORE_GQA_MAX, false); /* rows that see nothing */
-    test_window_scores(14, 2, 1, 64, 128, 4099, 3971, 1, SCORE_GQA_MAX, true);
-    test_pool1d(1, 1, SCORE_POOL_MAX);
-    test_pool1d(1, 7, SCORE_POOL_AVG);
-    test_pool1d(7, 3, SCORE_POOL_MAX);
-    test_pool1d(300, 7, SCORE_POOL_AVG);
-    test_pool1d(1001, 31, SCORE_POOL_MAX);
-    test_pool1d(1001, 31, SCORE_POOL_AVG);
-    test_pool1d(257, 513, SCORE_POOL_AVG);
-    test_key_redundancy(1, 64, 1, false);
-    test_key_redundancy(2, 64, 1, false);
-    test_key_redundancy(300, 64, 1, true);
-    test_key_redundancy(300, 64, 0, false);
-    test_key_redundancy(1000, 128, 1, false);
-    test_key_redundancy(1000, 128, 0, true);
-    test_key_redundancy(2049, 64, 1, true);
-    test_row_range(1, 1);
-    test_row_range(5, 64);
-    test_row_range(1000, 128);
-    test_row_range(333, 129);
-    test_score_bad_args();
-    test_pool();
+    if (want("attention")) {
+        test_attention(9, 3, 64, 1, 300, {257, 100, 3}, true);
+        test_attention(9, 3, 64, 1, 300, {257, 100, 3}, false);
+        test_attention(4, 2, 32, 7, 40, {20, 7}, true);
+        test_attention(4, 2, 128, 33, 64, {50, 40}, false);
+        test_attention(14, 2, 64, 512, 600, {512, 530}, false);
+        /* flash kernels: decode with split-K (7:1 and 4:1 GQA as R1-Distill-Qwen-7B
+         * and -Llama-8B, per-head compacted lengths, pads), prefill, head sizes */
+        test_attention(28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, false);
+        test_attention(28, 4, 128, 1, 4096, {4096, 700, 33, 2049}, false, true);
+        test_attention(32, 8, 128, 1, 600, {512, 513, 511, 1, 2, 300, 600, 0}, false);
+        test_attention(32, 8, 128, 3, 9000, {8999, 4000, 3, 9000, 128, 129, 7000, 5}, false, true);
+        test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false);
+        test_attention(28, 4, 128, 300, 812, {812, 500, 300, 640}, false, true);
+        test_attention(16, 16, 64, 1, 1000, std::vector<int>(16, 999), false, true);
+        test_attention(8, 2, 256, 37, 333, {333, 40}, false, true);
+        test_attention(9, 3, 64, 4, 300, {257, 100, 3}, true, true); /* general kernel, masked */
+        test_attention(36, 4, 128, 1, 200, {200, 100, 50, 25}, false); /* 9:1: general kernel */
+        /* batched: decode rows and prefill chunks of many sequences together */
+        test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300, 4, 5}, {600, 4096, 50, 1, 900, 2000,
+                                                                          812, 4, 77});
+        test_attention_batch(28, 4, 128, std::vector<int>(64, 1), std::vector<int>(64, 1500));
+        test_attention_batch(32, 8, 128, {2, 9, 1}, {3000, 64, 9000});
+        test_attention_batch(9, 3, 64, {1, 2}, {300, 40}); /* hd 64 */
+        test_attention_batch(4, 2, 32, {1, 3}, {40, 20});  /* hd 32: one sequence at a time */
+        for (enum kv_type t : {KV_BF16, KV_F16}) {
+            test_attention_typed(t, 28, 4, 128, 1, 4096, {4096, 700, 1, 2049}, true);
+            test_attention_typed(t, 32, 8, 128, 64, 512, {512, 500, 400, 300, 200, 100, 64, 64}, false);
+            test_attention_typed(t, 9, 3, 64, 1, 300, {257, 100, 3}, false);
+            test_attention_typed(t, 4, 2, 32, 7, 40, {20, 7}, true); /* hd 32: the general kernel */
+            test_attention_batch(28, 4, 128, {1, 1, 3, 1, 7, 1, 300}, {600, 4096, 50, 1, 900, 2000, 512},
+                                 t);
+            test_attention_batch(9, 3, 64, {1, 2}, {300, 40}, t);
+    }
+    }
+    if (want("matmul")) {
+        test_matmul_typed(WEIGHT_F32, WEIGHT_F32, 7, 33, 64, true);
+        test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 1, 3584, 512, false);
+        test_matmul_typed(WEIGHT_BF16, WEIGHT_BF16, 64, 1024, 3584, true);
+        test_matmul_typed(WEIGHT_F16, WEIGHT_F16, 16, 4096, 256, false);
+        test_matmul_typed(WEIGHT_Q8_0, WEIGHT_BF16, 3, 512, 1024, true);
+        test_matmul_typed(WEIGHT_Q4_0, WEIGHT_BF16, 1, 300, 576, false);
+        test_matmul_typed(WEIGHT_Q4_K, WEIGHT_BF16, 5, 256, 512, false);
+        test_matmul_typed(WEIGHT_Q6_K, WEIGHT_BF16, 64, 128, 768, false);
+        test_argmax(1, 151936);
+        test_argmax(64, 128256);
+        test_argmax(3, 5);
+    }
+    if (want("sample")) selftest_sample(gpu, &n_passed, &n_failed);
+    if (want("ops")) test_staging_wrap();
+    if (want("scores")) {
+        /* scoring primitives: GQA 1:1, 3:1 and 7:1; lengths off the 256-thread blocks */
+        test_window_scores(4, 4, 2, 64, 8, 300, 292, 0, SCORE_GQA_MAX, false);
+        test_window_scores(4, 4, 3, 64, 8, 300, 292, 1, SCORE_GQA_MEAN, true);
+        test_window_scores(9, 3, 1, 64, 32, 1000, 968, 1, SCORE_GQA_MAX, true);
+        test_window_scores(9, 3, 2, 64, 32, 1000, 968, 0, SCORE_GQA_MEAN, false);
+        test_window_scores(12, 4, 0, 128, 1, 257, 256, 1, SCORE_GQA_MAX, false);
+        test_window_scores(2, 2, 0, 80, 3, 3, 1, 1, SCORE_GQA_MEAN, true);
+        test_window_scores(3, 1, 0, 64, 10, 5, 5, 1, SCORE_GQA_MAX, false); /* rows that see nothing */
+        test_window_scores(14, 2, 1, 64, 128, 4099, 3971, 1, SCORE_GQA_MAX, true);
+        test_pool1d(1, 1, SCORE_POOL_MAX);
+        test_pool1d(1, 7, SCORE_POOL_AVG);
+        test_pool1d(7, 3, SCORE_POOL_MAX);
+        test_pool1d(300, 7, SCORE_POOL_AVG);
+        test_pool1d(1001, 31, SCORE_POOL_MAX);
+        test_pool1d(1001, 31, SCORE_POOL_AVG);
+        test_pool1d(257, 513, SCORE_POOL_AVG);
+        test_key_redundancy(1, 64, 1, false);
+        test_key_redundancy(2, 64, 1, false);
+        test_key_redundancy(300, 64, 1, true);
+        test_key_redundancy(300, 64, 0, false);
+        test_key_redundancy(1000, 128, 1, false);
+        test_key_redundancy(1000, 128, 0, true);
+        test_key_redundancy(2049, 64, 1, true);
+        test_row_range(1, 1);
+        test_row_range(5, 64);
+        test_row_range(1000, 128);
+        test_row_range(333, 129);
+        test_score_bad_args();
+    }
+    if (want("pool")) test_pool();
     struct selftest st = {cpu, gpu, &n_passed, &n_failed, 0x9e3779b97f4a7c15ull};
-    selftest_magnitude(&st);
-    selftest_layer(&st);
-    selftest_fused(&st);
-    selftest_batch(&st);
-    selftest_graph(&st, device);
-    selftest_layer_refusals(&st);
+    if (want("magnitude")) selftest_magnitude(&st);
+    if (want("layer")) selftest_layer(&st);
+    if (want("fused")) selftest_fused(&st);
+    if (want("batch")) selftest_batch(&st);
+    if (want("graph")) selftest_graph(&st, device);
+    if (want("layer")) selftest_layer_refusals(&st);
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);
     gpu->destroy(gpu);
     cpu->destroy(cpu);

@@ -4,7 +4,11 @@
  * block is not served): q, k, v after bias, per-head norm and RoPE, and x
  * after a whole layer_out.  Both round the same activations to 16 bits;
  * what may differ is the GEMMs' summation order for a wider output, so
- * the bound is 1e-4 of (1 + |single|).  Also: a block without joined
+ * q, k and v are within 1e-4 of (1 + |single|).  x is within 1e-3: a
+ * gate/up value that differs in its last f32 bits can round to the next
+ * 16-bit value before the down product, and each such activation moves
+ * x by |w| 2^-8 |h| (measured 1.06e-4 on the 7B shape, the CPU emulator's
+ * OpenBLAS summing in another order; 1e-4 failed there).  Also: a block without joined
  * weights, or with EVICTBENCH_CUDA_FUSED=0, is not served (returns 1). */
 #include "kernels/cuda/cuda_selftest_util.h"
 
@@ -144,7 +148,7 @@ void test_fused(struct selftest *st, const fshape &s)
     snprintf(detail, sizeof detail, "in %.2e out %.2e (rc %d %d; unjoined %d, off %d)", w_in,
              w_out, rc_in, rc_out, rc_plain, rc_off);
     st_verdict(st, what, rc_in == 0 && rc_out == 0 && rc_plain == 1 && rc_off == 2 &&
-                             w_in <= 1e-4 && w_out <= 1e-4,
+                             w_in <= 1e-4 && w_out <= 1e-3,
                detail);
 
     float *bufs[] = {x, x2, an, fn, bqkv, qn, kn, inv_d, (float *)pos_d, q1, k1, v1, q2, k2, v2,

@@ -1,0 +1,538 @@
+/* emu_runtime.cpp - the CUDA runtime, as much of it as this backend calls,
+ * on the CPU: kernels run block after block on the calling thread, a
+ * block's threads as fibers that switch only at barriers and shuffles;
+ * device memory is host memory (with a capacity, EMU_DEVICE_MIB, so the
+ * pool and out-of-memory paths are exercised); a captured stream records its
+ * launches and copies, and a graph replays them.  What a real launch would
+ * refuse (a block over 1,024 threads, a grid's y or z over 65,535, over
+ * 48 KiB of dynamic shared memory) fails the launch with CUDA's error.
+ *
+ * EMU_ORDER=reverse resumes a block's threads from the last to the first:
+ * a result that changes with the order is a missing barrier. */
+#include "kernels/cuda/emu/emu.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <vector>
+
+#if !defined(__x86_64__)
+#error "the CUDA emulator switches fibers with x86-64 code (emu_switch below)"
+#endif
+
+/* emu_switch(from, to): saves the callee-saved registers on the current
+ * stack, stores its pointer in *from and resumes the stack `to` (a swap
+ * without ucontext's signal-mask system call: two per resume otherwise). */
+extern "C" void emu_switch(void **from, void *to);
+__asm__(".text\n"
+        ".globl emu_switch\n"
+        ".type emu_switch,@function\n"
+        "emu_switch:\n"
+        "    pushq %rbp\n"
+        "    pushq %rbx\n"
+        "    pushq %r12\n"
+        "    pushq %r13\n"
+        "    pushq %r14\n"
+        "    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n"
+        "    popq %r14\n"
+        "    popq %r13\n"
+        "    popq %r12\n"
+        "    popq %rbx\n"
+        "    popq %rbp\n"
+        "    ret\n"
+        ".size emu_switch, .-emu_switch\n");
+
+struct CUgraph_st {
+    std::vector<std::function<void()>> ops;
+};
+struct CUgraphExec_st {
+    std::vector<std::function<void()>> ops;
+};
+struct CUevent_st {
+    double t;
+};
+
+namespace emu {
+
+uint3 thread_idx, block_idx;
+dim3 block_dim, grid_dim;
+
+namespace {
+
+enum fiber_state { RUNNABLE, AT_BLOCK_BARRIER, AT_WARP_BARRIER, DONE };
+
+struct fiber {
+    void *sp;
+    fiber_state state;
+    uint3 idx;
+};
+
+const size_t STACK_BYTES = 256 * 1024;
+const int MAX_THREADS = 1024;
+
+void *scheduler_sp;
+std::vector<fiber> fibers;
+std::vector<char *> stacks;
+int current = -1;                    /* the running fiber, -1: none */
+const std::function<void()> *body_now;
+std::vector<uint64_t> lane_value;    /* one per thread: what a shuffle offers */
+std::vector<unsigned char> dyn_shared;
+bool reverse_order;
+cudaError_t last_error = cudaSuccess;
+cudaError_t sticky_error = cudaSuccess;
+bool capture_on;
+std::vector<std::function<void()>> captured;
+size_t device_cap, device_used;
+std::map<void *, size_t> device_blocks;
+
+double now_s()
+{
+    using clock = std::chrono::steady_clock;
+    return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+void fail(const char *what)
+{
+    std::fprintf(stderr, "cuda emulator: %s\n", what);
+    std::abort();
+}
+
+void fiber_entry()
+{
+    (*body_now)();
+    fibers[(size_t)current].state = DONE;
+    emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
+    fail("a finished thread resumed");
+}
+
+/* A fresh fiber's stack: six zero registers for emu_switch to pop, then
+ * fiber_entry as the return address, entered with the stack aligned as
+ * after a call. */
+void *fresh_stack(char *base)
+{
+    uintptr_t top = ((uintptr_t)(base + STACK_BYTES)) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 8 * sizeof(void *));
+    for (int i = 0; i < 6; i++) sp[i] = nullptr;
+    sp[6] = (void *)fiber_entry;
+    sp[7] = nullptr;
+    return sp;
+}
+
+void yield_to_scheduler()
+{
+    if (current < 0) fail("a barrier outside a kernel");
+    emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
+}
+
+void set_thread(const fiber &f)
+{
+    thread_idx = f.idx;
+}
+
+/* Runs one block's threads as fibers to the end. */
+void run_block_fibers(int n)
+{
+    if ((int)stacks.size() < n) {
+        for (int i = (int)stacks.size(); i < n; i++) {
+            char *s = (char *)std::malloc(STACK_BYTES);
+            if (!s) fail("no memory for a thread's stack");
+            stacks.push_back(s);
+        }
+    }
+    fibers.assign((size_t)n, fiber());
+    lane_value.assign((size_t)n, 0);
+    for (int t = 0; t < n; t++) {
+        fiber &f = fibers[(size_t)t];
+        f.idx.x = (unsigned)t % block_dim.x;
+        f.idx.y = ((unsigned)t / block_dim.x) % block_dim.y;
+        f.idx.z = (unsigned)t / (block_dim.x * block_dim.y);
+        f.state = RUNNABLE;
+        f.sp = fresh_stack(stacks[(size_t)t]);
+    }
+    for (;;) {
+        for (int i = 0; i < n; i++) {
+            int t = reverse_order ? n - 1 - i : i;
+            if (fibers[(size_t)t].state != RUNNABLE) continue;
+            current = t;
+            set_thread(fibers[(size_t)t]);
+            emu_switch(&scheduler_sp, fibers[(size_t)t].sp);
+        }
+        current = -1;
+        /* Every fiber now waits or is done: release a warp whose live lanes
+         * all reached its exchange, else the block at its barrier. */
+        bool released = false, any_live = false, all_at_block = true;
+        for (int w = 0; w < n; w += 32) {
+            int live = 0, at_warp = 0;
+            for (int t = w; t < n && t < w + 32; t++) {
+                if (fibers[(size_t)t].state == DONE) continue;
+                live++;
+                if (fibers[(size_t)t].state == AT_WARP_BARRIER) at_warp++;
+                if (fibers[(size_t)t].state != AT_BLOCK_BARRIER) all_at_block = false;
+            }
+            if (live) any_live = true;
+            if (live && at_warp == live) {
+                for (int t = w; t < n && t < w + 32; t++)
+                    if (fibers[(size_t)t].state == AT_WARP_BARRIER) fibers[(size_t)t].state = RUNNABLE;
+                released = true;
+            }
+        }
+        if (!any_live) break;
+        if (released) continue;
+        if (!all_at_block)
+            fail("deadlock: a warp's lanes wait at a shuffle while others wait at __syncthreads");
+        for (int t = 0; t < n; t++)
+            if (fibers[(size_t)t].state == AT_BLOCK_BARRIER) fibers[(size_t)t].state = RUNNABLE;
+    }
+}
+
+/* Runs one launch now. */
+void run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()> &body)
+{
+    unsigned n = block.x * block.y * block.z;
+    if (n == 0 || n > (unsigned)MAX_THREADS || block.z > 64 || grid.x == 0 || grid.y == 0 ||
+        grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
+        last_error = cudaErrorInvalidConfiguration;
+        return;
+    }
+    if (shared > 48 * 1024) {
+        last_error = cudaErrorInvalidValue;
+        return;
+    }
+    dyn_shared.assign(shared ? shared : 1, 0xA5); /* not zeroed, as on a GPU */
+    block_dim = block;
+    grid_dim = grid;
+    body_now = &body;
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                block_idx.x = x;
+                block_idx.y = y;
+                block_idx.z = z;
+                run_block_fibers((int)n);
+            }
+}
+
+} /* namespace */
+
+void sync_block()
+{
+    if (current < 0) fail("__syncthreads outside a kernel");
+    fibers[(size_t)current].state = AT_BLOCK_BARRIER;
+    yield_to_scheduler();
+}
+
+uint64_t warp_exchange(uint64_t bits, int src_lane)
+{
+    if (current < 0) fail("a shuffle outside a kernel");
+    int me = current, warp0 = me & ~31;
+    lane_value[(size_t)me] = bits;
+    fibers[(size_t)me].state = AT_WARP_BARRIER;
+    yield_to_scheduler();
+    int src = warp0 + src_lane;
+    uint64_t got = src < (int)fibers.size() && fibers[(size_t)src].state != DONE
+                       ? lane_value[(size_t)src]
+                       : bits;
+    /* Nobody may overwrite its value before every lane has read. */
+    fibers[(size_t)me].state = AT_WARP_BARRIER;
+    yield_to_scheduler();
+    return got;
+}
+
+void *dynamic_shared()
+{
+    return dyn_shared.data();
+}
+
+bool capturing()
+{
+    return capture_on;
+}
+
+void submit(dim3 grid, dim3 block, size_t shared, std::function<void()> body)
+{
+    if (capture_on) {
+        captured.push_back([grid, block, shared, body]() { run_grid(grid, block, shared, body); });
+        return;
+    }
+    run_grid(grid, block, shared, body);
+}
+
+void submit_op(std::function<void()> op)
+{
+    if (capture_on) {
+        captured.push_back(std::move(op));
+        return;
+    }
+    op();
+}
+
+} /* namespace emu */
+
+using namespace emu;
+
+namespace {
+
+size_t device_capacity()
+{
+    if (!device_cap) {
+        const char *s = std::getenv("EMU_DEVICE_MIB");
+        long mib = s ? std::atol(s) : 4096;
+        device_cap = (size_t)(mib > 0 ? mib : 4096) << 20;
+        const char *o = std::getenv("EMU_ORDER");
+        reverse_order = o && std::strcmp(o, "reverse") == 0;
+    }
+    return device_cap;
+}
+
+cudaError_t record(cudaError_t e)
+{
+    if (e != cudaSuccess) last_error = e;
+    return e;
+}
+
+} /* namespace */
+
+extern "C" {
+
+cudaError_t cudaMalloc(void **p, size_t bytes)
+{
+    *p = nullptr;
+    if (device_used + bytes > device_capacity()) return record(cudaErrorMemoryAllocation);
+    void *m = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    if (!m) return record(cudaErrorMemoryAllocation);
+    std::memset(m, 0xA5, bytes); /* not zeroed, as on a GPU */
+    device_used += bytes;
+    device_blocks[m] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p)
+{
+    if (!p) return cudaSuccess;
+    auto it = device_blocks.find(p);
+    if (it == device_blocks.end()) return record(cudaErrorInvalidValue);
+    device_used -= it->second;
+    device_blocks.erase(it);
+    std::free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    *p = std::malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : record(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+    std::free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+    *total = device_capacity();
+    *free_bytes = *total - device_used;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
+{
+    (void)kind;
+    if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
+    if (n) std::memmove(dst, src, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                            cudaStream_t stream)
+{
+    (void)kind;
+    (void)stream;
+    submit_op([dst, src, n]() {
+        if (n) std::memmove(dst, src, n);
+    });
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *dst, int value, size_t n)
+{
+    if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
+    std::memset(dst, value, n);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream)
+{
+    (void)stream;
+    submit_op([dst, value, n]() { std::memset(dst, value, n); });
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
+    return sticky_error;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    (void)stream;
+    return cudaDeviceSynchronize();
+}
+
+cudaError_t cudaGetLastError(void)
+{
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+
+cudaError_t cudaPeekAtLastError(void)
+{
+    return last_error;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    default: return "emulated CUDA error";
+    }
+}
+
+const char *cudaGetErrorName(cudaError_t e)
+{
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    default: return "cudaErrorEmulated";
+    }
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+    return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice);
+}
+
+cudaError_t cudaGetDevice(int *device)
+{
+    *device = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+    /* An empty CUDA_VISIBLE_DEVICES hides every device, as the driver does. */
+    const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    *count = visible && !*visible ? 0 : 1;
+    return *count ? cudaSuccess : record(cudaErrorNoDevice);
+}
+
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
+{
+    (void)device;
+    *value = attr == cudaDevAttrMultiProcessorCount ? 132 : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
+{
+    (void)stream;
+    (void)mode;
+    if (capture_on) return record(cudaErrorIllegalState);
+    capture_on = true;
+    captured.clear();
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    (void)stream;
+    if (!capture_on) return record(cudaErrorIllegalState);
+    capture_on = false;
+    *graph = new CUgraph_st{std::move(captured)};
+    captured.clear();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags)
+{
+    (void)flags;
+    *exec = new CUgraphExec_st{graph->ops};
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo *info)
+{
+    if (info) std::memset(info, 0, sizeof *info);
+    exec->ops = graph->ops;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    (void)stream;
+    if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
+    for (const auto &op : exec->ops) op();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    delete graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    delete exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    *event = new CUevent_st{0.0};
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    delete event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    (void)stream;
+    submit_op([event]() { event->t = now_s(); });
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    (void)event;
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    *ms = (float)((end->t - start->t) * 1e3);
+    return cudaSuccess;
+}
+
+} /* extern "C" */
