@@ -11,7 +11,13 @@
 #     (gpu_check graph: bit for bit);
 #   - `generate --device cuda` on SmolLM2 with R-KV compressing: the same
 #     text with the fused blocks, the fused append and the step graphs on
-#     as with each turned off, and the graphs really replayed.
+#     as with each turned off, and the graphs really replayed;
+#   - a whole R-KV decode against the CPU backend in lockstep (gpu_check
+#     compare on the tiny Qwen2 fixture: every decisive step agrees, the
+#     keep-sets overlap fully);
+#   - the main job on the device: `exp --device cuda` with devcheck's
+#     two-point config (SmolLM2, one AIME-24 problem, 4 tokens), its rows
+#     (device cuda, status ok, R-KV compressing) and its report.
 # Skips, saying so, where the emulator was not built (no CUDA headers).
 EMU=${EVICTBENCH_EMU_BIN:-build/evictbench-emu}
 CHECK=${EVICTBENCH_EMU_CHECK:-build/tools/gpu_check-emu}
@@ -37,6 +43,11 @@ if ! "$CHECK" fixtures cuda >"$TMP/fixtures" 2>&1; then
     grep -v '^  ok' "$TMP/fixtures" | tail -n 20
     echo "FAIL: gpu_check fixtures on the emulator"; fail=1
 fi
+
+"$CHECK" compare --model tests/fixtures/models/tiny-qwen2 --policy rkv --budget 32 --new 64 \
+    --prompt-len 48 --device cuda >"$TMP/compare" 2>&1
+grep -q '"agree": 1.000000.*"compressions": [1-9].*"overlap_min": 1.000000' "$TMP/compare" ||
+    { tail -n 3 "$TMP/compare"; echo "FAIL: the R-KV decode on the emulated GPU left the CPU's"; fail=1; }
 
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 if [ ! -f "$MODEL" ]; then
@@ -69,4 +80,31 @@ for v in fused graphs; do
     cmp -s "$TMP/plain.txt" "$TMP/$v.txt" ||
         { echo "FAIL: $v: another text"; cat "$TMP/plain.txt" "$TMP/$v.txt"; fail=1; }
 done
+
+python3 - "$TMP/exp.json" <<'PY'
+import json, sys
+c = json.load(open("experiments/devcheck_aime24.json"))
+c["models"], c["max_new_tokens"], c["datasets"][0]["limit"] = ["smollm2-135m"], 4, 1
+json.dump(c, open(sys.argv[1], "w"))
+PY
+if "$EMU" exp "$TMP/exp.json" --device cuda --db "$TMP/exp.db" --data-dir datasets/data >"$TMP/exp.log" 2>&1 &&
+   "$EMU" report --db "$TMP/exp.db" --out "$TMP/report" --data datasets/data >>"$TMP/exp.log" 2>&1; then
+    python3 - "$TMP/exp.db" "$TMP/report/index.html" <<'PY' || fail=1
+import os, sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+runs = con.execute("SELECT r.policy, r.device, r.status, r.n_samples, count(s.run_id), "
+                   "max(s.n_compressions), min(s.gen_tokens) FROM runs r "
+                   "LEFT JOIN samples s ON s.run_id = r.id GROUP BY r.id ORDER BY r.id").fetchall()
+want = [("fullkv", 0), ("rkv", 1)]
+ok = len(runs) == 2 and os.path.getsize(sys.argv[2]) > 0
+for (pol, dev, status, n, cnt, comp, gen), (wpol, wcomp) in zip(runs, want):
+    ok = ok and pol == wpol and dev == "cuda" and status == "ok" and n == cnt == 1 and gen > 0
+    ok = ok and (comp > 0) == (wcomp > 0)
+if not ok:
+    print("FAIL: exp --device cuda on the emulator:", runs)
+sys.exit(0 if ok else 1)
+PY
+else
+    tail -n 5 "$TMP/exp.log"; echo "FAIL: exp --device cuda on the emulator"; fail=1
+fi
 exit $fail
