@@ -44,7 +44,8 @@ __asm__(".text\n"
         "    popq %rbx\n"
         "    popq %rbp\n"
         "    ret\n"
-        ".size emu_switch, .-emu_switch\n");
+        ".size emu_switch, .-emu_switch\n"
+        ".previous\n");
 
 struct CUgraph_st {
     std::vector<std::function<void()>> ops;
@@ -83,7 +84,6 @@ std::vector<uint64_t> lane_value;    /* one per thread: what a shuffle offers */
 std::vector<unsigned char> dyn_shared;
 bool reverse_order;
 cudaError_t last_error = cudaSuccess;
-cudaError_t sticky_error = cudaSuccess;
 bool capture_on;
 std::vector<std::function<void()>> captured;
 size_t device_cap, device_used;
@@ -377,7 +377,7 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream)
 cudaError_t cudaDeviceSynchronize(void)
 {
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
-    return sticky_error;
+    return cudaSuccess; /* every launch has run: nothing is in flight */
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
