@@ -866,6 +866,7 @@ int main(int argc, char **argv)
     if (want("layer")) selftest_layer(&st);
     if (want("fused")) selftest_fused(&st);
     if (want("batch")) selftest_batch(&st);
+    if (want("batch-small")) selftest_batch_small(&st);
     if (want("graph")) selftest_graph(&st, device);
     if (want("layer")) selftest_layer_refusals(&st);
     printf("cuda_selftest: %d passed, %d failed\n", n_passed, n_failed);

@@ -435,3 +435,23 @@ void selftest_batch(struct selftest *st)
     gather_case(st, HEAD_DIM);
     gather_case(st, HEAD_DIM / 2);
 }
+
+/* The same kinds of case at a few hundred slots: every path above (the
+ * tiles, pads, per-layer runs, near duplicates, bf16 scores) in seconds on
+ * the CPU emulator, where the group above takes minutes (make test). */
+void selftest_batch_small(struct selftest *st)
+{
+    batch_case f32 = {{300, 257, 64, 129}, KV_F32, 8, 3, 8, 48, 0, 0, 0, 0};
+    run_case(st, "small f32 mix", f32, BATCH_SCORE_MIX, 0);
+    batch_case f16 = {{129, 40}, KV_F16, 5, 6, 8, 33, 0, 0, 0, 0};
+    run_case(st, "small f16 knorm", f16, BATCH_SCORE_KNORM, 1);
+    batch_case bf16 = {{90, 200}, KV_BF16, 8, 0, 4, 20, 0, 0, 1, 0};
+    run_case(st, "small bf16 mix dups", bf16, BATCH_SCORE_MIX, 1);
+    batch_case layer = {{129, 129, 65, 65}, KV_F32, 1, 5, 1, 48, 30, 1, 0, 0};
+    layer_case(st, "small f32 pads", layer, 1);
+    batch_case pads = {{300, 257, 64}, KV_F32, 8, 3, 8, 48, 37, 1, 1, 0};
+    run_case(st, "small f32 mix pads dups", pads, BATCH_SCORE_MIX, 0);
+    batch_case round = {{257, 129}, KV_F32, 8, 3, 8, 48, 0, 0, 1, 1};
+    run_case(st, "small f32 imp bf16 scores", round, BATCH_SCORE_IMP, 1);
+    gather_case(st, HEAD_DIM / 2);
+}

@@ -85,6 +85,7 @@ void selftest_layer(struct selftest *st);
 void selftest_fused(struct selftest *st);
 /* cuda_selftest_batch.cu: the batched eviction ops */
 void selftest_batch(struct selftest *st);
+void selftest_batch_small(struct selftest *st); /* the same at a few hundred slots */
 /* cuda_selftest_graph.cu: decode steps recorded and replayed as CUDA graphs,
  * on a backend of its own (made with EVICTBENCH_CUDA_GRAPH=1) on device */
 void selftest_graph(struct selftest *st, int device);

@@ -4,7 +4,9 @@
 # every `make test`:
 #   - cuda_selftest's groups for the fused layer blocks and the fused KV
 #     append, the step graphs, the layer ops and the batched compression
-#     ops, each against the CPU backend (the self-test's tolerances);
+#     ops at a few hundred slots (batch-small: the tiles, pads, per-layer
+#     runs, bf16 scores), each against the CPU backend (the self-test's
+#     tolerances; the full batch group takes about 11 minutes here);
 #   - the fixture models' logits against transformers' (gpu_check
 #     fixtures, 1e-4, as devcheck's step 3);
 #   - decode steps replayed as step graphs against the same steps op by op
@@ -32,7 +34,7 @@ fail=0
 # One thread: OpenBLAS then sums every product in one order, run after run.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
-if ! "$SELFTEST" --only fused,graph,layer >"$TMP/selftest" 2>&1; then
+if ! "$SELFTEST" --only fused,graph,layer,batch-small >"$TMP/selftest" 2>&1; then
     grep -v '^  ok' "$TMP/selftest" | tail -n 20
     echo "FAIL: cuda_selftest on the emulator"; fail=1
 fi
