@@ -754,12 +754,34 @@ static bool want(const char *group)
     return false;
 }
 
+/* Every name in --only is a group, so a misspelt one cannot pass by running nothing. */
+static bool groups_known(const char *list)
+{
+    static const char *const names[] = {"ops", "attention", "matmul", "sample", "scores",
+                                        "pool", "magnitude", "layer", "fused", "batch",
+                                        "batch-small", "graph"};
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        bool found = false;
+        for (const char *name : names) found = found || (strlen(name) == n && !strncmp(p, name, n));
+        if (!found) return false;
+        p += n + (p[n] == ',');
+    }
+    return *list != '\0';
+}
+
 int main(int argc, char **argv)
 {
     int device = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_groups = argv[++i];
         else device = atoi(argv[i]);
+    }
+    if (only_groups && !groups_known(only_groups)) {
+        fprintf(stderr, "cuda_selftest: --only %s: groups are ops, attention, matmul, sample, "
+                        "scores, pool, magnitude, layer, fused, batch, batch-small, graph\n",
+                only_groups);
+        return 2;
     }
     struct eb_err e = {};
     cpu = backend_cpu_create(0);
