@@ -212,15 +212,13 @@ evictbench-cuda: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_LIB
 # tools/devcheck.sh's model-level checks (GPU vs CPU vs transformers logits).
 devcheck-tools: build/tools/gpu_check
 
-build/tools/gpu_check: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
-                      tools/devcheck/decode_compare.h tools/devcheck/graph_check.c \
-                      tools/devcheck/graph_check.h tools/devcheck/gpu_check.h \
-                      $(BUILD)/libevictbench.a $(CUDA_LIB)
+# gpu_check's objects, linked with the CUDA backend or with its emulator.
+GPU_CHECK_OBJ := $(BUILD)/tools/devcheck/gpu_check.o $(BUILD)/tools/devcheck/decode_compare.o \
+                 $(BUILD)/tools/devcheck/graph_check.o
+
+build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c tools/devcheck/gpu_check.c -o $@.o
-	$(CC) $(CFLAGS) -c tools/devcheck/decode_compare.c -o $@.compare.o
-	$(CC) $(CFLAGS) -c tools/devcheck/graph_check.c -o $@.graph.o
-	$(NVCC) -o $@ $@.o $@.compare.o $@.graph.o -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
+	$(NVCC) -o $@ $(GPU_CHECK_OBJ) -Xlinker --whole-archive,$(CUDA_LIB),--no-whole-archive \
 		$(BUILD)/libevictbench.a -lcublas $(filter-out -fopenmp,$(LDLIBS)) -Xcompiler -fopenmp
 
 .PHONY: devcheck-tools
@@ -238,18 +236,12 @@ $(BUILD)/evictbench-emu: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(
 	$(CXX) $(LDFLAGS) -o $@ $(BUILD)/harness/cli/main.o \
 		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
 
-$(BUILD)/tools/gpu_check-emu: tools/devcheck/gpu_check.c tools/devcheck/decode_compare.c \
-                              tools/devcheck/decode_compare.h tools/devcheck/graph_check.c \
-                              tools/devcheck/graph_check.h tools/devcheck/gpu_check.h \
-                              $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
+$(BUILD)/tools/gpu_check-emu: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c tools/devcheck/gpu_check.c -o $@.o
-	$(CC) $(CFLAGS) -c tools/devcheck/decode_compare.c -o $@.compare.o
-	$(CC) $(CFLAGS) -c tools/devcheck/graph_check.c -o $@.graph.o
-	$(CXX) $(LDFLAGS) -o $@ $@.o $@.compare.o $@.graph.o \
+	$(CXX) $(LDFLAGS) -o $@ $(GPU_CHECK_OBJ) \
 		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
 
 clean:
 	rm -rf build build-san evictbench evictbench-cuda
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(GPU_CHECK_OBJ:.o=.d)

@@ -59,7 +59,6 @@ void submit(dim3 grid, dim3 block, size_t shared, std::function<void()> body);
 /* Queue a stream operation that is not a kernel (a copy, a cuBLAS call):
  * run now, or recorded while a stream is captured. */
 void submit_op(std::function<void()> op);
-bool capturing();
 
 /* One launch's configuration; call() binds the arguments as the launch
  * does (evaluated now, copied) and queues the kernel over the grid. */
@@ -195,30 +194,18 @@ inline float __double2float_rn(double a) { return (float)a; }
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-inline unsigned __float_as_uint(float x)
+/* The bits of one 4-byte type as another's. */
+template <class To, class From> inline To emu_bits_as(From x)
 {
-    unsigned u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
+    static_assert(sizeof(To) == sizeof(From), "the same size");
+    To y;
+    std::memcpy(&y, &x, sizeof y);
+    return y;
 }
-inline float __uint_as_float(unsigned u)
-{
-    float x;
-    std::memcpy(&x, &u, sizeof x);
-    return x;
-}
-inline int __float_as_int(float x)
-{
-    int u;
-    std::memcpy(&u, &x, sizeof u);
-    return u;
-}
-inline float __int_as_float(int u)
-{
-    float x;
-    std::memcpy(&x, &u, sizeof x);
-    return x;
-}
+inline unsigned __float_as_uint(float x) { return emu_bits_as<unsigned>(x); }
+inline float __uint_as_float(unsigned u) { return emu_bits_as<float>(u); }
+inline int __float_as_int(float x) { return emu_bits_as<int>(x); }
+inline float __int_as_float(int u) { return emu_bits_as<float>(u); }
 template <class T> inline T __ldg(const T *p) { return *p; }
 
 /* nvcc's device code has min and max overloads at global scope. */

@@ -77,7 +77,17 @@ const int MAX_THREADS = 1024;
 
 void *scheduler_sp;
 std::vector<fiber> fibers;
-std::vector<char *> stacks;
+
+/* The threads' stacks, kept from launch to launch and freed at exit (a
+ * leak checker would report them otherwise). */
+struct stack_pool {
+    std::vector<char *> stacks;
+    ~stack_pool()
+    {
+        for (char *s : stacks) std::free(s);
+    }
+};
+stack_pool pool;
 int current = -1;                    /* the running fiber, -1: none */
 const std::function<void()> *body_now;
 std::vector<uint64_t> lane_value;    /* one per thread: what a shuffle offers */
@@ -136,12 +146,10 @@ void set_thread(const fiber &f)
 /* Runs one block's threads as fibers to the end. */
 void run_block_fibers(int n)
 {
-    if ((int)stacks.size() < n) {
-        for (int i = (int)stacks.size(); i < n; i++) {
-            char *s = (char *)std::malloc(STACK_BYTES);
-            if (!s) fail("no memory for a thread's stack");
-            stacks.push_back(s);
-        }
+    for (int i = (int)pool.stacks.size(); i < n; i++) {
+        char *s = (char *)std::malloc(STACK_BYTES);
+        if (!s) fail("no memory for a thread's stack");
+        pool.stacks.push_back(s);
     }
     fibers.assign((size_t)n, fiber());
     lane_value.assign((size_t)n, 0);
@@ -151,7 +159,7 @@ void run_block_fibers(int n)
         f.idx.y = ((unsigned)t / block_dim.x) % block_dim.y;
         f.idx.z = (unsigned)t / (block_dim.x * block_dim.y);
         f.state = RUNNABLE;
-        f.sp = fresh_stack(stacks[(size_t)t]);
+        f.sp = fresh_stack(pool.stacks[(size_t)t]);
     }
     for (;;) {
         for (int i = 0; i < n; i++) {
@@ -245,11 +253,6 @@ uint64_t warp_exchange(uint64_t bits, int src_lane)
 void *dynamic_shared()
 {
     return dyn_shared.data();
-}
-
-bool capturing()
-{
-    return capture_on;
 }
 
 void submit(dim3 grid, dim3 block, size_t shared, std::function<void()> body)
