@@ -227,6 +227,7 @@ build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 # kernels, run block by block on the host, so `--device cuda` and gpu_check
 # run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
 CUDA_EMU_LIB := kernels/cuda/build-emu/libevictbench_cuda_emu.a
+# (the sub-make links the emulator's self-test beside the library)
 $(CUDA_EMU_LIB): FORCE
 	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest
 

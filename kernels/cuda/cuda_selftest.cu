@@ -743,29 +743,33 @@ static void test_score_bad_args(void)
 }
 
 /* --only a,b,...: the named groups alone (the CPU emulator's quick run). */
+static const char GROUPS[] = "ops,attention,matmul,sample,scores,pool,magnitude,layer,fused,"
+                             "batch,batch-small,graph";
 static const char *only_groups;
+
+/* Whether the comma-separated list holds the name name[0, n) as one item. */
+static bool listed(const char *list, const char *name, size_t n)
+{
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n)) return true;
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
 
 static bool want(const char *group)
 {
-    if (!only_groups) return true;
-    size_t n = strlen(group);
-    for (const char *p = only_groups; (p = strstr(p, group)) != NULL; p += n)
-        if ((p == only_groups || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return true;
-    return false;
+    return !only_groups || listed(only_groups, group, strlen(group));
 }
 
 /* Every name in --only is a group, so a misspelt one cannot pass by running nothing. */
 static bool groups_known(const char *list)
 {
-    static const char *const names[] = {"ops", "attention", "matmul", "sample", "scores",
-                                        "pool", "magnitude", "layer", "fused", "batch",
-                                        "batch-small", "graph"};
     for (const char *p = list; *p;) {
-        size_t n = strcspn(p, ",");
-        bool found = false;
-        for (const char *name : names) found = found || (strlen(name) == n && !strncmp(p, name, n));
-        if (!found) return false;
-        p += n + (p[n] == ',');
+        size_t len = strcspn(p, ",");
+        if (!listed(GROUPS, p, len)) return false;
+        p += len + (p[len] == ',');
     }
     return *list != '\0';
 }
@@ -778,9 +782,7 @@ int main(int argc, char **argv)
         else device = atoi(argv[i]);
     }
     if (only_groups && !groups_known(only_groups)) {
-        fprintf(stderr, "cuda_selftest: --only %s: groups are ops, attention, matmul, sample, "
-                        "scores, pool, magnitude, layer, fused, batch, batch-small, graph\n",
-                only_groups);
+        fprintf(stderr, "cuda_selftest: --only %s: the groups are %s\n", only_groups, GROUPS);
         return 2;
     }
     struct eb_err e = {};
