@@ -227,9 +227,9 @@ build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 # kernels, run block by block on the host, so `--device cuda` and gpu_check
 # run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
 CUDA_EMU_LIB := kernels/cuda/build-emu/libevictbench_cuda_emu.a
-# (the sub-make links the emulator's self-test beside the library)
+# (the sub-make links the emulator's self-test and cuda_bench_batch beside the library)
 $(CUDA_EMU_LIB): FORCE
-	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest
+	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest build-emu/cuda_bench_batch
 
 cuda-emu: $(BUILD)/evictbench-emu $(BUILD)/tools/gpu_check-emu
 

@@ -8,6 +8,8 @@
 #                                       gpu-bundle/, which the call carries)
 #   LOGS=DIR tools/devcheck.sh         (GPU index: DEVICE, default 0)
 #   tools/devcheck.sh --check-only     (no GPU, no build: see below)
+#   tools/devcheck.sh --emulate        (no GPU: the real flow on the CPU
+#                                       emulator at tiny shapes; see below)
 #
 #  0. the build's libraries: cJSON, SQLite, OpenBLAS and zlib development
 #     files are the system's when it has them, else gpu-bundle/'s (BUNDLE),
@@ -112,6 +114,24 @@
 # options (its --stats lines must parse) and exp with devcheck_aime24.json
 # (model swapped, 2 problems, 4 tokens), judged as on the GPU.
 #
+# --emulate rehearses the GPU run on a machine without one, before a loan
+# is spent on it: the same steps and the same judges, every command real,
+# with the CUDA backend built for the CPU emulator (make cuda-emu:
+# build/evictbench-emu, build/tools/gpu_check-emu, kernels/cuda/build-emu/)
+# and transformers on the CPU (HF_PYTHON: a python3 with torch and
+# transformers; the checkpoints are hf_check.py's small-qwen shape: the
+# 7B's head_dim and grouping over 2 layers of 1,024, so the flash attention
+# and the step graphs take it; written
+# under build/devcheck-emu with the 7B's directory names, so every path and
+# row name is the GPU run's).  The sizes shrink (GEN 32, PROMPT_LEN 64,
+# BUDGET 32, the compare's 224 steps at budget 80, 48 new tokens in the
+# experiment, the max-batch at 4 sequences of 2,048 tokens, the self-test's
+# EMU_SELFTEST_GROUPS) and DEADLINE_S grows to 3600; the Llama shape
+# (small-llama) runs unless LLAMA8B=0.  About 15 minutes on 2 cores.  The
+# rates are the emulator's and mean nothing; what it shows is that every
+# command line, output format, judge and row of the GPU run works at the
+# code as it is.
+#
 # Environment: DEVICE (0), GEN (1024), PROMPT_LEN (512), BUDGET (512),
 # BATCHES ("1 64"), POLICIES ("fullkv rkv skipkv-sent"), API_BATCHES (1),
 # HF_NEW (128: transformers' decode rate is measured on fewer tokens, which
@@ -141,10 +161,12 @@ ORIG=$(pwd)
 cd "$(dirname "$0")/.." || exit 1
 
 CHECK_ONLY=0
+EMULATE=0
 case "${1:-}" in
 "") ;;
 --check-only) CHECK_ONLY=1 ;;
-*) echo "usage: [LOGS=DIR] tools/devcheck.sh [--check-only]" >&2; exit 2 ;;
+--emulate) EMULATE=1 ;;
+*) echo "usage: [LOGS=DIR] tools/devcheck.sh [--check-only | --emulate]" >&2; exit 2 ;;
 esac
 
 # LOGS=DIR: the console into DIR/devcheck.out as well, and every log of the
@@ -160,6 +182,34 @@ if [ -n "${LOGS:-}" ]; then
     fi
 fi
 
+# The programs and shapes of the GPU run; --emulate's stand in below.
+CUDA_BIN=./evictbench-cuda
+GPU_CHECK=build/tools/gpu_check
+SELFTEST="kernels/cuda/build/cuda_selftest 0"
+BENCH_BATCH=kernels/cuda/build/cuda_bench_batch
+SHAPE=qwen7b CMP_SHAPE=qwen7b-4l LLAMA_SHAPE=llama8b
+CMP_NEW=256 CMP_BUDGET=128
+POOL_PROMPT=128 POOL_NEW=16
+HF_PY=python3
+if [ $EMULATE = 1 ]; then
+    CUDA_BIN=build/evictbench-emu
+    GPU_CHECK=build/tools/gpu_check-emu
+    SELFTEST="kernels/cuda/build-emu/cuda_selftest --only ${EMU_SELFTEST_GROUPS:-ops,matmul,scores,pool,fused,graph,batch-small}"
+    BENCH_BATCH=kernels/cuda/build-emu/cuda_bench_batch
+    SHAPE=small-qwen CMP_SHAPE=small-qwen LLAMA_SHAPE=small-llama LLAMA8B=${LLAMA8B:-1}
+    CMP_NEW=224 CMP_BUDGET=80
+    POOL_PROMPT=32 POOL_NEW=4
+    EXP_NEW=48
+    HF_PY=${HF_PYTHON:-python3}
+    GEN=${GEN:-32} PROMPT_LEN=${PROMPT_LEN:-64} BUDGET=${BUDGET:-32}
+    HF_NEW=${HF_NEW:-16} HF_COMPILE_BATCHES=${HF_COMPILE_BATCHES:-1}
+    DEADLINE_S=${DEADLINE_S:-3600} CKPT=${CKPT:-build/devcheck-emu}
+    BB_SHAPE=${BB_SHAPE:-"2 2 2 2 64 160 128"}
+    MB_FILL=${MB_FILL:-16} MB_GEN=${MB_GEN:-2032} MB_NEW=${MB_NEW:-8} MB_LIMIT=${MB_LIMIT:-4}
+    # The rates mean nothing here; a bandwidth lets the targets' arithmetic run.
+    BW_TBS=${BW_TBS:-1}
+    export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+fi
 DEVICE=${DEVICE:-0}
 GEN=${GEN:-1024}
 PROMPT_LEN=${PROMPT_LEN:-512}
@@ -201,7 +251,7 @@ START=$(date +%s)
 OUT=$CKPT/run
 ROWS=$OUT/rows.tsv
 failed=0
-mkdir -p "$OUT" || exit 1
+rm -rf "$OUT" && mkdir -p "$OUT" || exit 1 # no log of an earlier run left among this one's
 printf 'model\tengine\tpolicy\tbatch\tprompt\tgen\tprefill_tok_s\tdecode_tok_s\tpeak_kv_bytes\tnote\n' >"$ROWS"
 
 step() { printf '\n== devcheck [%ss]: %s\n' "$(elapsed)" "$*"; }
@@ -268,8 +318,8 @@ ours_args() { # policy batch model_dir prompts device
 
 # The pool across batch sizes in one process (step 5).
 pool_args() { # model_dir
-    echo bench --device cuda --model "$1" --weights native --batches 1,16,64 --prompt-len 128 \
-        --new 16 --tsv
+    echo bench --device cuda --model "$1" --weights native --batches 1,16,64 \
+        --prompt-len "$POOL_PROMPT" --new "$POOL_NEW" --tsv
 }
 
 # Synthetic rates of the dry run, chosen so that every target is met.
@@ -282,7 +332,7 @@ dry_rate() { # policy batch
 }
 
 run_ours() { # args of ./evictbench-cuda
-    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" ./evictbench-cuda "$@"; return; fi
+    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" "$CUDA_BIN" "$@"; return; fi
     check_cli_options "$@" || return 2
     pol=fullkv b=1
     while [ $# -gt 1 ]; do
@@ -296,7 +346,7 @@ run_ours() { # args of ./evictbench-cuda
 }
 
 run_bench() { # args of ./evictbench-cuda
-    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" ./evictbench-cuda "$@"; return; fi
+    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" "$CUDA_BIN" "$@"; return; fi
     check_cli_options "$@" || return 2
     printf 'test\ttokens_per_s\tpeak_kv_bytes\tpeak_rss_mb\nprefill 128\t9000.00\t1\t1\n'
     for b in 1 16 64; do printf 'decode batch %s\t%s\t1\t1\n' "$b" "$(dry_rate fullkv "$b")"; done
@@ -304,7 +354,7 @@ run_bench() { # args of ./evictbench-cuda
 
 # gpu_check's options are its strcmp tables (tools/devcheck/gpu_check.c, decode_compare.c).
 run_gpu_check() { # sub args...
-    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" build/tools/gpu_check "$@"; return; fi
+    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" "$GPU_CHECK" "$@"; return; fi
     sub=$1
     grep -q "\"$sub\"" tools/devcheck/gpu_check.c || { fail "gpu_check has no '$sub'"; return 2; }
     for a in "$@"; do
@@ -329,7 +379,12 @@ run_gpu_check() { # sub args...
 
 # hf_check.py's options are its argparse's (--help needs no torch).
 run_hf() { # sub args...
-    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" python3 tools/devcheck/hf_check.py "$@"; return; fi
+    if [ $CHECK_ONLY = 0 ]; then
+        # --emulate: transformers on the CPU (argparse takes the last --device)
+        [ $EMULATE = 1 ] && [ "$1" != compare ] && set -- "$@" --device cpu
+        timeout "$TLEFT" "$HF_PY" tools/devcheck/hf_check.py "$@"
+        return
+    fi
     sub=$1
     help=$(python3 tools/devcheck/hf_check.py "$sub" --help 2>&1) || { fail "hf_check.py $sub --help: $help"; return 2; }
     for a in "$@"; do
@@ -594,6 +649,13 @@ if [ $CHECK_ONLY = 1 ]; then
     GPU_NAME="NVIDIA H200 (check-only stand-in)"
     echo "--check-only: nothing is built; options checked against $BIN"
     [ -x "$BIN" ] || { echo "devcheck: FAILED: no $BIN (make builds it)"; exit 1; }
+elif [ $EMULATE = 1 ]; then
+    GPU_NAME="the CPU emulator of the CUDA backend (kernels/cuda/emu)"
+    echo "--emulate: every command real, the device emulated on the CPU; tiny shapes, rates meaningless"
+    if ! "$HF_PY" -c "import torch, transformers" >/dev/null 2>&1; then
+        echo "devcheck: FAILED: --emulate needs torch and transformers in $HF_PY (set HF_PYTHON)"
+        exit 1
+    fi
 else
     GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null | head -n 1)
     nvidia-smi -L 2>/dev/null
@@ -648,7 +710,16 @@ elif ! build_deps; then
     exit 1
 fi
 
-if [ $CHECK_ONLY = 0 ]; then
+if [ $EMULATE = 1 ]; then
+    step "build: evictbench and the CUDA backend on the emulator (make cuda-emu)"
+    if ! { make -j"$JOBS" evictbench >"$OUT/build.log" 2>&1 &&
+           make -j"$JOBS" cuda-emu >>"$OUT/build.log" 2>&1; }; then
+        tail -n 30 "$OUT/build.log"
+        fail "build (see $OUT/build.log)"
+        exit 1
+    fi
+    BIN=$CUDA_BIN
+elif [ $CHECK_ONLY = 0 ]; then
     step "build: evictbench, the CUDA backend, evictbench-cuda, gpu_check"
     if ! { make -j"$JOBS" evictbench >"$OUT/build.log" 2>&1 &&
            make -j"$JOBS" cuda >>"$OUT/build.log" 2>&1 &&
@@ -664,7 +735,8 @@ fi
 # ---- 2, 3. kernels and fixture models ----
 step "cuda_selftest (every backend op vs the CPU backend, device sampling)"
 run_selftest() {
-    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" kernels/cuda/build/cuda_selftest 0; return; fi
+    # shellcheck disable=SC2086 # SELFTEST is the program and its words
+    if [ $CHECK_ONLY = 0 ]; then timeout "$TLEFT" $SELFTEST; return; fi
     if [ -n "${DRY_SELFTEST_FAIL:-}" ]; then # check-only: a stand-in failing case
         echo "  FAIL $DRY_SELFTEST_FAIL (stand-in)"
         echo "cuda_selftest: 119 passed, 1 failed"
@@ -703,7 +775,7 @@ require_passed "$OUT/fixtures.log" "gpu_check fixtures"
 # heads, 2176 slots to 2048, random bf16 keys: the redundancy's worst case),
 # op by op; the window scores and the redundancy as tiles (the default)
 # and once without them.
-BB_SHAPE="16 28 28 4 128 2176 2048"
+BB_SHAPE=${BB_SHAPE:-"16 28 28 4 128 2176 2048"}
 BB_NOTE="not measured"
 BB_SCORE_MS=
 dry_bench_batch() {
@@ -718,7 +790,7 @@ dry_bench_batch() {
 run_bench_batch() {
     if [ $CHECK_ONLY = 1 ]; then dry_bench_batch; return; fi
     # shellcheck disable=SC2086
-    timeout "$TLEFT" kernels/cuda/build/cuda_bench_batch $BB_SHAPE
+    timeout "$TLEFT" "$BENCH_BATCH" $BB_SHAPE
 }
 step "the batched compression ops, R-KV at the 7B shape, 16 sequences (cuda_bench_batch $BB_SHAPE)"
 if within 30 run_bench_batch >"$OUT/bench_batch.log" 2>&1 &&
@@ -749,10 +821,10 @@ IDS=$(awk 'BEGIN { x = 12345; for (i = 0; i < 64; i++) { x = (x * 1103515245 + 1
 
 # Writes the checkpoint of `shape` into dir and compares our GPU logits
 # with transformers'; returns 1 when there is no checkpoint to time.
-check_shape() { # shape dir
+check_shape() { # shape dir [hf_check.py's shape, default the same]
     shape=$1 dir=$2
-    step "random-weight $shape checkpoint -> $dir"
-    if ! within 60 run_hf make-ckpt --shape "$shape" --out "$dir"; then
+    step "random-weight ${3:-$shape} checkpoint -> $dir"
+    if ! within 60 run_hf make-ckpt --shape "${3:-$shape}" --out "$dir"; then
         fail "make-ckpt $shape"
         return 1
     fi
@@ -944,16 +1016,16 @@ check_cli_options $(pool_args "$QWEN") || can_time=0
 [ $can_time = 1 ] && echo "every option devcheck passes exists"
 
 # ---- 4b. a whole decode, GPU against CPU ----
-QWEN4=$CKPT/DeepSeek-R1-Distill-Qwen-7B-4l
+QWEN4=$CKPT/DeepSeek-R1-Distill-Qwen-7B-4l # the 7B's widths x 4 layers on a GPU
 check_decode() {
-    step "whole decode on the 7B widths x 4 layers: GPU (device sampling) vs CPU, rkv budget 128, bf16 cache"
-    if ! within 60 run_hf make-ckpt --shape qwen7b-4l --peak 1 --out "$QWEN4"; then
-        fail "make-ckpt qwen7b-4l"
+    step "whole decode on $CMP_SHAPE: GPU (device sampling) vs CPU, rkv budget $CMP_BUDGET, bf16 cache"
+    if ! within 60 run_hf make-ckpt --shape "$CMP_SHAPE" --peak 1 --out "$QWEN4"; then
+        fail "make-ckpt $CMP_SHAPE"
         return
     fi
     log=$OUT/compare.log
-    if within 150 run_gpu_check compare --model "$QWEN4" --policy rkv --budget 128 --new 256 \
-            --prompt-len 64 --kv-type bf16 >"$log" 2>&1; then
+    if within 150 run_gpu_check compare --model "$QWEN4" --policy rkv --budget "$CMP_BUDGET" \
+            --new "$CMP_NEW" --prompt-len 64 --kv-type bf16 >"$log" 2>&1; then
         grep '^compare:' "$log"
         judge_compare "$log" || fail "whole decode: GPU and CPU disagree (see $log)"
     else
@@ -1077,7 +1149,7 @@ dry_max_batch() {
     echo "max-batch throughput ratio to FullKV: 4.00 (rkv:1024 at batch 256, 12000.0 tok/s, against FullKV's best 3000.0 tok/s)"
 }
 
-run_mb() { timeout "$TLEFT" ./evictbench-cuda "$@"; }
+run_mb() { timeout "$TLEFT" "$CUDA_BIN" "$@"; }
 
 run_max_batch() { # model_dir
     log=$OUT/max_batch.log
@@ -1112,12 +1184,16 @@ run_max_batch() { # model_dir
 }
 
 # ---- 4-6 in priority order: the 7B shape's checks and rows first ----
-check_shape qwen7b "$QWEN"
+check_shape qwen7b "$QWEN" "$SHAPE"
 have_qwen=$?
 [ $have_qwen = 0 ] && check_graph qwen7b "$QWEN"
 check_decode
-if [ $have_qwen = 0 ] && [ $CHECK_ONLY = 0 ]; then
-    check_exp ./evictbench-cuda "$EXP_CFG" cuda
+if [ $have_qwen = 0 ] && [ $EMULATE = 1 ]; then
+    EXP_PROBLEMS=2
+    exp_config_for "$OUT/exp_emu.json" deepseek-r1-distill-qwen-7b "$EXP_NEW" "$EXP_PROBLEMS" &&
+        check_exp "$CUDA_BIN" "$OUT/exp_emu.json" cuda
+elif [ $have_qwen = 0 ] && [ $CHECK_ONLY = 0 ]; then
+    check_exp "$CUDA_BIN" "$EXP_CFG" cuda
 fi
 if [ $have_qwen = 0 ]; then
     step "qwen7b: the device pool across batches 1, 16, 64 in one process"
@@ -1138,7 +1214,7 @@ if [ $have_qwen = 0 ]; then
         done
     fi
 fi
-if [ "$LLAMA8B" = 1 ] && check_shape llama8b "$LLAMA"; then
+if [ "$LLAMA8B" = 1 ] && check_shape llama8b "$LLAMA" "$LLAMA_SHAPE"; then
     step "timing llama8b: FullKV batch 1, transformers generate"
     time_model_api llama8b "$LLAMA" 1
     time_hf llama8b "$LLAMA"
@@ -1241,6 +1317,8 @@ if [ "$failed" -ne 0 ]; then
 fi
 if [ $CHECK_ONLY = 1 ]; then
     echo "devcheck --check-only: options, outputs, rows, table and targets check out ($(elapsed) s)"
+elif [ $EMULATE = 1 ]; then
+    echo "devcheck --emulate: every check passed and every row was measured on the emulator ($(elapsed) s; its rates mean nothing)"
 else
     echo "devcheck: every check passed and every row was measured ($(elapsed) s)"
 fi

@@ -88,4 +88,18 @@ elif ! grep -q "FAILED: evictbench generate lacks --ignore-eos" "$TMP/bad.log"; 
 else
     echo "ok   a missing option fails devcheck: $(grep -m1 'lacks --ignore-eos' "$TMP/bad.log")"
 fi
+
+# --emulate (the rehearsal on the CPU emulator, docs/gpu.md) needs torch and
+# transformers: without them it says so before building anything.
+if HF_PYTHON=false CKPT="$TMP/emu" tools/devcheck.sh --emulate >"$TMP/emu.log" 2>&1; then
+    echo "FAIL: devcheck --emulate passed without torch"
+    fail=1
+elif ! grep -q "FAILED: --emulate needs torch and transformers in false" "$TMP/emu.log" ||
+     grep -q "== devcheck .*: build" "$TMP/emu.log"; then
+    tail -n 10 "$TMP/emu.log"
+    echo "FAIL: devcheck --emulate without torch did not stop at once, saying why"
+    fail=1
+else
+    echo "ok   devcheck --emulate without torch: $(grep -m1 'needs torch' "$TMP/emu.log")"
+fi
 exit $fail

@@ -3,7 +3,7 @@
 is downloaded: torch and transformers are installed there, the tokenizers come
 from the repository's fixtures).
 
-  hf_check.py make-ckpt --shape qwen7b|qwen7b-4l|llama8b --out DIR [--peak S]
+  hf_check.py make-ckpt --shape qwen7b|qwen7b-4l|llama8b|small-qwen|small-llama|tiny-qwen --out DIR [--peak S]
       A random-weight checkpoint shaped exactly like DeepSeek-R1-Distill-Qwen-7B
       or -Llama-8B (their config.json values), written by transformers as bf16
       safetensors shards, with the real tokenizer (tests/fixtures/tok/*.xz) so
@@ -95,6 +95,14 @@ SHAPES["qwen7b-4l"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
 SHAPES["tiny-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
     SHAPES["qwen7b"]["config"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2))
+# Small, with the 7B's and 8B's head_dim (128) and 4 query heads per KV head,
+# so the GPU's flash attention and step graphs take them: devcheck.sh --emulate.
+SHAPES["small-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
+    SHAPES["qwen7b"]["config"], hidden_size=1024, intermediate_size=2048, num_hidden_layers=2,
+    max_window_layers=2, num_attention_heads=8, num_key_value_heads=2))
+SHAPES["small-llama"] = dict(arch="llama", tokenizer="llama3", config=dict(
+    SHAPES["llama8b"]["config"], hidden_size=1024, intermediate_size=2048, num_hidden_layers=2,
+    num_attention_heads=8, num_key_value_heads=2))
 
 
 PEAK_TOP = 4.0  # make-ckpt --peak: the heaviest LM-head row's scale
