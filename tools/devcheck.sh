@@ -382,7 +382,9 @@ run_hf() { # sub args...
     if [ $CHECK_ONLY = 0 ]; then
         # --emulate: transformers on the CPU (argparse takes the last --device)
         [ $EMULATE = 1 ] && [ "$1" != compare ] && set -- "$@" --device cpu
-        timeout "$TLEFT" "$HF_PY" tools/devcheck/hf_check.py "$@"
+        # (no progress bars or deprecation notes among the logs: errors still print)
+        HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error \
+            timeout "$TLEFT" "$HF_PY" tools/devcheck/hf_check.py "$@"
         return
     fi
     sub=$1
