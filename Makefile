@@ -15,6 +15,9 @@
 #   make bench-long  decode speed vs context (1k-16k) and the largest batch under a KV
 #                  cap, FullKV against policies, into the bench table of DB (slow)
 #   make cuda      build the CUDA backend (nvcc + cuBLAS) ./evictbench-cuda, gpu_check
+#   make devcheck-emu  the lent GPU's check run (tools/devcheck.sh) rehearsed on the CPU
+#                  emulator; transformers on the CPU from HF_VENV (made the first time:
+#                  pip installs torch and transformers, several GB)
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -38,7 +41,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/code_hash.o
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps test bench bench-host bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint cuda-emu FORCE
+.PHONY: all deps test bench bench-host bench-long bench-peer bench-shared bench-qmatmul clean cuda fuzz exp exp-bench cpu-sweep data plots tables report report-png check-docs lint cuda-emu devcheck-emu FORCE
 
 all: evictbench
 
@@ -232,6 +235,15 @@ $(CUDA_EMU_LIB): FORCE
 	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest build-emu/cuda_bench_batch
 
 cuda-emu: $(BUILD)/evictbench-emu $(BUILD)/tools/gpu_check-emu
+
+# tools/devcheck.sh --emulate (docs/gpu.md): its checkpoints and peers need
+# torch and transformers, which make test does not; a private environment
+# holds them.  LOGS=DIR keeps the console and the logs.
+HF_VENV ?= build/hf-venv
+devcheck-emu:
+	@$(HF_VENV)/bin/python3 -c "import torch, transformers" 2>/dev/null || \
+	    { python3 -m venv $(HF_VENV) && $(HF_VENV)/bin/pip install -q torch transformers numpy safetensors; }
+	HF_PYTHON=$(HF_VENV)/bin/python3 tools/devcheck.sh --emulate
 
 $(BUILD)/evictbench-emu: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
 	$(CXX) $(LDFLAGS) -o $@ $(BUILD)/harness/cli/main.o \
