@@ -230,6 +230,8 @@ build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 # kernels, run block by block on the host, so `--device cuda` and gpu_check
 # run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
 CUDA_EMU_LIB := kernels/cuda/build-emu/libevictbench_cuda_emu.a
+# its objects check the alignment of every typed load (kernels/cuda/Makefile, EMU_SAN)
+EMU_LDFLAGS  := -fsanitize=alignment
 # (the sub-make links the emulator's self-test and cuda_bench_batch beside the library)
 $(CUDA_EMU_LIB): FORCE
 	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest build-emu/cuda_bench_batch
@@ -246,12 +248,12 @@ devcheck-emu:
 	HF_PYTHON=$(HF_VENV)/bin/python3 tools/devcheck.sh --emulate
 
 $(BUILD)/evictbench-emu: $(BUILD)/harness/cli/main.o $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
-	$(CXX) $(LDFLAGS) -o $@ $(BUILD)/harness/cli/main.o \
+	$(CXX) $(LDFLAGS) $(EMU_LDFLAGS) -o $@ $(BUILD)/harness/cli/main.o \
 		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
 
 $(BUILD)/tools/gpu_check-emu: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CXX) $(LDFLAGS) -o $@ $(GPU_CHECK_OBJ) \
+	$(CXX) $(LDFLAGS) $(EMU_LDFLAGS) -o $@ $(GPU_CHECK_OBJ) \
 		-Wl,--whole-archive $(CUDA_EMU_LIB) -Wl,--no-whole-archive $(BUILD)/libevictbench.a $(LDLIBS)
 
 clean:

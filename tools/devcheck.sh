@@ -115,22 +115,23 @@
 # (model swapped, 2 problems, 4 tokens), judged as on the GPU.
 #
 # --emulate rehearses the GPU run on a machine without one, before a loan
-# is spent on it: the same steps and the same judges, every command real,
-# with the CUDA backend built for the CPU emulator (make cuda-emu:
-# build/evictbench-emu, build/tools/gpu_check-emu, kernels/cuda/build-emu/)
-# and transformers on the CPU (HF_PYTHON: a python3 with torch and
-# transformers; the checkpoints are hf_check.py's small-qwen shape: the
-# 7B's head_dim and grouping over 2 layers of 1,024, so the flash attention
-# and the step graphs take it; written
-# under build/devcheck-emu with the 7B's directory names, so every path and
-# row name is the GPU run's).  The sizes shrink (GEN 32, PROMPT_LEN 64,
-# BUDGET 32, the compare's 224 steps at budget 80, 48 new tokens in the
-# experiment, the max-batch at 4 sequences of 2,048 tokens, the self-test's
-# EMU_SELFTEST_GROUPS) and DEADLINE_S grows to 3600; the Llama shape
-# (small-llama) runs unless LLAMA8B=0.  About 15 minutes on 2 cores.  The
-# rates are the emulator's and mean nothing; what it shows is that every
-# command line, output format, judge and row of the GPU run works at the
-# code as it is.
+# is spent on it (make devcheck-emu): the same steps and the same judges,
+# every command real, with the CUDA backend built for the CPU emulator (make
+# cuda-emu: build/evictbench-emu, build/tools/gpu_check-emu,
+# kernels/cuda/build-emu/) and transformers on the CPU (HF_PYTHON: a
+# python3 with torch and transformers).  The checkpoints are hf_check.py's
+# small-qwen and small-llama shapes: the 7B's and 8B's head_dim and grouping
+# over 2 layers of 1,024, so the flash attention and the step graphs take
+# them.  They are written under build/devcheck-emu with the 7B's and 8B's
+# directory names, so every path and row name is the GPU run's.  The sizes
+# shrink (GEN 32, PROMPT_LEN 64, BUDGET 32, the compare's 224 steps at
+# budget 80, 48 new tokens in the experiment, the max-batch at 4 sequences
+# of 2,048 tokens, the self-test's EMU_SELFTEST_GROUPS: all but batch,
+# magnitude and sample, which take 15 minutes more) and DEADLINE_S grows to
+# 3600; the Llama shape runs unless LLAMA8B=0.  About 15 minutes on 2
+# cores.  The rates are the emulator's and mean nothing; what it shows is
+# that every command line, output format, judge and row of the GPU run
+# works at the code as it is.
 #
 # Environment: DEVICE (0), GEN (1024), PROMPT_LEN (512), BUDGET (512),
 # BATCHES ("1 64"), POLICIES ("fullkv rkv skipkv-sent"), API_BATCHES (1),
@@ -194,7 +195,7 @@ HF_PY=python3
 if [ $EMULATE = 1 ]; then
     CUDA_BIN=build/evictbench-emu
     GPU_CHECK=build/tools/gpu_check-emu
-    SELFTEST="kernels/cuda/build-emu/cuda_selftest --only ${EMU_SELFTEST_GROUPS:-ops,matmul,scores,pool,fused,graph,batch-small}"
+    SELFTEST="kernels/cuda/build-emu/cuda_selftest --only ${EMU_SELFTEST_GROUPS:-ops,matmul,scores,pool,attention,layer,fused,graph,batch-small}"
     BENCH_BATCH=kernels/cuda/build-emu/cuda_bench_batch
     SHAPE=small-qwen CMP_SHAPE=small-qwen LLAMA_SHAPE=small-llama LLAMA8B=${LLAMA8B:-1}
     CMP_NEW=224 CMP_BUDGET=80
