@@ -9,7 +9,7 @@
 #   LOGS=DIR tools/devcheck.sh         (GPU index: DEVICE, default 0)
 #   tools/devcheck.sh --check-only     (no GPU, no build: see below)
 #   tools/devcheck.sh --emulate        (no GPU: the real flow on the CPU
-#                                       emulator at tiny shapes; see below)
+#                                       emulator at small shapes; see below)
 #
 #  0. the build's libraries: cJSON, SQLite, OpenBLAS and zlib development
 #     files are the system's when it has them, else gpu-bundle/'s (BUNDLE),
@@ -114,24 +114,24 @@
 # options (its --stats lines must parse) and exp with devcheck_aime24.json
 # (model swapped, 2 problems, 4 tokens), judged as on the GPU.
 #
-# --emulate rehearses the GPU run on a machine without one, before a loan
-# is spent on it (make devcheck-emu): the same steps and the same judges,
-# every command real, with the CUDA backend built for the CPU emulator (make
+# --emulate rehearses the GPU run on a machine without one, before a loan is
+# spent on it (make devcheck-emu): the same steps and the same judges, every
+# command real, with the CUDA backend built for the CPU emulator (make
 # cuda-emu: build/evictbench-emu, build/tools/gpu_check-emu,
-# kernels/cuda/build-emu/) and transformers on the CPU (HF_PYTHON: a
-# python3 with torch and transformers).  The checkpoints are hf_check.py's
-# small-qwen and small-llama shapes: the 7B's and 8B's head_dim and grouping
-# over 2 layers of 1,024, so the flash attention and the step graphs take
-# them.  They are written under build/devcheck-emu with the 7B's and 8B's
-# directory names, so every path and row name is the GPU run's.  The sizes
-# shrink (GEN 32, PROMPT_LEN 64, BUDGET 32, the compare's 224 steps at
-# budget 80, 48 new tokens in the experiment, the max-batch at 4 sequences
-# of 2,048 tokens, the self-test's EMU_SELFTEST_GROUPS: all but batch,
-# magnitude and sample, which take 15 minutes more) and DEADLINE_S grows to
-# 3600; the Llama shape runs unless LLAMA8B=0.  About 15 minutes on 2
-# cores.  The rates are the emulator's and mean nothing; what it shows is
-# that every command line, output format, judge and row of the GPU run
-# works at the code as it is.
+# kernels/cuda/build-emu/) and transformers on the CPU (HF_PYTHON: a python3
+# with torch and transformers).  The checkpoints are hf_check.py's
+# small-qwen and small-llama shapes: the 7B's and 8B's head_dim (128) and 4
+# query heads per KV head over 2 layers of 1,024, so the flash attention and
+# the step graphs take them.  They are written under build/devcheck-emu with
+# the 7B's and 8B's directory names, so every path and row name is the GPU
+# run's.  The sizes shrink (GEN 32, PROMPT_LEN 64, BUDGET 32, the compare's
+# 224 steps at budget 80, 48 new tokens in the experiment, the max-batch at
+# 4 sequences of 2,048 tokens, the self-test's EMU_SELFTEST_GROUPS: all but
+# batch, magnitude and sample, which take 15 minutes more) and DEADLINE_S
+# grows to 3600; the Llama shape runs unless LLAMA8B=0.  About 15 minutes on
+# 2 cores.  The rates are the emulator's and mean nothing; what it shows is
+# that every command line, output format, judge and row of the GPU run works
+# at the code as it is.
 #
 # Environment: DEVICE (0), GEN (1024), PROMPT_LEN (512), BUDGET (512),
 # BATCHES ("1 64"), POLICIES ("fullkv rkv skipkv-sent"), API_BATCHES (1),
@@ -654,7 +654,7 @@ if [ $CHECK_ONLY = 1 ]; then
     [ -x "$BIN" ] || { echo "devcheck: FAILED: no $BIN (make builds it)"; exit 1; }
 elif [ $EMULATE = 1 ]; then
     GPU_NAME="the CPU emulator of the CUDA backend (kernels/cuda/emu)"
-    echo "--emulate: every command real, the device emulated on the CPU; tiny shapes, rates meaningless"
+    echo "--emulate: every command real, the device emulated on the CPU; small shapes, rates meaningless"
     if ! "$HF_PY" -c "import torch, transformers" >/dev/null 2>&1; then
         echo "devcheck: FAILED: --emulate needs torch and transformers in $HF_PY (set HF_PYTHON)"
         exit 1

@@ -95,8 +95,9 @@ SHAPES["qwen7b-4l"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
 SHAPES["tiny-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
     SHAPES["qwen7b"]["config"], hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2))
-# Small, with the 7B's and 8B's head_dim (128) and 4 query heads per KV head,
-# so the GPU's flash attention and step graphs take them: devcheck.sh --emulate.
+# Small, with the 7B's and 8B's head_dim (128) and 4 query heads per KV head
+# (the 8B's grouping; cuda_selftest covers the 7B's 7 at its full shape), so
+# the GPU's flash attention and step graphs take them: devcheck.sh --emulate.
 SHAPES["small-qwen"] = dict(arch="qwen2", tokenizer="r1-qwen", config=dict(
     SHAPES["qwen7b"]["config"], hidden_size=1024, intermediate_size=2048, num_hidden_layers=2,
     max_window_layers=2, num_attention_heads=8, num_key_value_heads=2))
