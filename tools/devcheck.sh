@@ -108,8 +108,9 @@
 # every judge is shown to fail a perturbed input: hf_check.py compare on
 # logits that differ, judge_compare on each of its criteria, judge_exp on
 # databases with a wrong device, a lost sample, a lost run, an error run, no
-# compression, an empty sample and no report, require_passed on empty and
-# failing summaries, the table on a missing row.  When the smollm2-135m model
+# compression, FullKV compressing, an empty sample and no report,
+# require_passed on empty and failing summaries, the table on a missing row.
+# When the smollm2-135m model
 # is present, the real CPU evictbench runs generate with the timing rows'
 # options (its --stats lines must parse) and exp with devcheck_aime24.json
 # (model swapped, 2 problems, 4 tokens), judged as on the GPU.
@@ -1043,17 +1044,10 @@ check_decode() {
 # config on the CPU with smollm2-135m and 4 new tokens on 2 problems.
 EXP_CFG=experiments/devcheck_aime24.json
 
-# The config with another model, length and problem count (check-only).
+# The config with another model, length and problem count (check-only,
+# --emulate).
 exp_config_for() { # out model new limit
-    python3 - "$EXP_CFG" "$@" <<'EOF'
-import json, sys
-src, out, model, new, limit = sys.argv[1:]
-c = json.load(open(src))
-c["models"], c["max_new_tokens"] = [model], int(new)
-for d in c["datasets"]:
-    d["limit"] = int(limit)
-json.dump(c, open(out, "w"), indent=1)
-EOF
+    python3 tools/devcheck/exp_check.py config "$EXP_CFG" "$@"
 }
 
 run_exp() { # bin config db device
@@ -1062,37 +1056,10 @@ run_exp() { # bin config db device
 }
 
 # The database of the run and its report: every point once, device as asked,
-# status ok, one sample per problem with generated tokens, R-KV compressing,
-# the report's index.html written.
+# status ok, one sample per problem with generated tokens, R-KV compressing
+# and FullKV not, the report's index.html written (tools/devcheck/exp_check.py).
 judge_exp() { # db device points problems report_dir
-    python3 - "$@" <<'EOF'
-import os, sqlite3, sys
-db, dev, n_pts, n_prob, rep = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-bad = []
-try:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    runs = con.execute("SELECT id, policy, budget, device, status, error, n_samples FROM runs "
-                       "ORDER BY id").fetchall()
-    samples = {r[0]: con.execute("SELECT count(*), min(gen_tokens), max(n_compressions) FROM "
-                                 "samples WHERE run_id = ?", (r[0],)).fetchone() for r in runs}
-except sqlite3.Error as e:
-    print(f"judge_exp: FAILED: {db}: {e}"); sys.exit(1)
-if len(runs) != n_pts: bad.append(f"{len(runs)} runs in the database (want {n_pts})")
-for rid, pol, budget, device, status, err, n in runs:
-    name = f"{pol}" + (f" at {budget}" if budget else "")
-    cnt, min_gen, max_comp = samples[rid]
-    if device != dev: bad.append(f"{name}: device {device!r} (want {dev!r})")
-    if status != "ok": bad.append(f"{name}: status {status} ({err})")
-    if n != n_prob or cnt != n_prob: bad.append(f"{name}: {n} samples recorded, {cnt} rows (want {n_prob})")
-    if cnt and not min_gen: bad.append(f"{name}: a sample generated nothing")
-    if pol != "fullkv" and cnt and not max_comp: bad.append(f"{name}: never compressed")
-index = os.path.join(rep, "index.html")
-if not os.path.isfile(index) or os.path.getsize(index) == 0: bad.append(f"no report at {index}")
-print(f"judge_exp: {len(runs)} runs, " + "; ".join(
-    f"{r[1]}{'@' + str(r[2]) if r[2] else ''} {r[3]} {r[4]} {samples[r[0]][0]} samples" for r in runs))
-for b in bad: print(f"judge_exp: FAILED: {b}")
-sys.exit(1 if bad else 0)
-EOF
+    python3 tools/devcheck/exp_check.py judge "$@"
 }
 
 check_exp() { # bin config device
@@ -1262,6 +1229,7 @@ if [ $CHECK_ONLY = 1 ]; then
                    "DELETE FROM runs WHERE policy = 'rkv'" \
                    "DELETE FROM samples WHERE run_id = (SELECT max(id) FROM runs); UPDATE runs SET status = 'error', error = 'x', n_samples = 0 WHERE id = (SELECT max(id) FROM runs)" \
                    "UPDATE samples SET n_compressions = 0" "UPDATE samples SET gen_tokens = 0" \
+                   "UPDATE samples SET n_compressions = 2 WHERE run_id = (SELECT id FROM runs WHERE policy = 'fullkv')" \
                    "no report"; do
             cp "$OUT/exp.db" "$OUT/exp_bad.db" || break
             rep=$OUT/report

@@ -83,29 +83,14 @@ for v in fused graphs; do
         { echo "FAIL: $v: another text"; cat "$TMP/plain.txt" "$TMP/$v.txt"; fail=1; }
 done
 
-python3 - "$TMP/exp.json" <<'PY'
-import json, sys
-c = json.load(open("experiments/devcheck_aime24.json"))
-c["models"], c["max_new_tokens"], c["datasets"][0]["limit"] = ["smollm2-135m"], 4, 1
-json.dump(c, open(sys.argv[1], "w"))
-PY
+python3 tools/devcheck/exp_check.py config experiments/devcheck_aime24.json "$TMP/exp.json" \
+    smollm2-135m 4 1
 if "$EMU" exp "$TMP/exp.json" --device cuda --db "$TMP/exp.db" --data-dir datasets/data >"$TMP/exp.log" 2>&1 &&
    "$EMU" report --db "$TMP/exp.db" --out "$TMP/report" --data datasets/data >>"$TMP/exp.log" 2>&1; then
-    python3 - "$TMP/exp.db" "$TMP/report/index.html" <<'PY' || fail=1
-import os, sqlite3, sys
-con = sqlite3.connect(sys.argv[1])
-runs = con.execute("SELECT r.policy, r.device, r.status, r.n_samples, count(s.run_id), "
-                   "max(s.n_compressions), min(s.gen_tokens) FROM runs r "
-                   "LEFT JOIN samples s ON s.run_id = r.id GROUP BY r.id ORDER BY r.id").fetchall()
-want = [("fullkv", 0), ("rkv", 1)]
-ok = len(runs) == 2 and os.path.getsize(sys.argv[2]) > 0
-for (pol, dev, status, n, cnt, comp, gen), (wpol, wcomp) in zip(runs, want):
-    ok = ok and pol == wpol and dev == "cuda" and status == "ok" and n == cnt == 1 and gen > 0
-    ok = ok and (comp > 0) == (wcomp > 0)
-if not ok:
-    print("FAIL: exp --device cuda on the emulator:", runs)
-sys.exit(0 if ok else 1)
-PY
+    # devcheck's judge: 2 runs of device cuda, status ok, the sample's tokens,
+    # R-KV compressing and FullKV not, the report written
+    python3 tools/devcheck/exp_check.py judge "$TMP/exp.db" cuda 2 1 "$TMP/report" >"$TMP/judge" ||
+        { cat "$TMP/judge"; echo "FAIL: exp --device cuda on the emulator"; fail=1; }
 else
     tail -n 5 "$TMP/exp.log"; echo "FAIL: exp --device cuda on the emulator"; fail=1
 fi

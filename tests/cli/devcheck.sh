@@ -49,8 +49,8 @@ done
 # The experiment's database judge, where the CPU exp ran (smollm2-135m present).
 if grep -q "^judge_exp: 2 runs" "$TMP/ok.log"; then
     n=$(grep -c "^perturbed (.*): judge_exp: FAILED: " "$TMP/ok.log")
-    if [ "$n" -eq 7 ]; then echo "ok   exp: judged on its database, and 7 perturbed databases fail it"
-    else echo "FAIL: $n of 7 perturbed exp databases failed the judge"; fail=1; fi
+    if [ "$n" -eq 8 ]; then echo "ok   exp: judged on its database, and 8 perturbed databases fail it"
+    else echo "FAIL: $n of 8 perturbed exp databases failed the judge"; fail=1; fi
 elif ! grep -q "SKIP: smollm2-135m is not present" "$TMP/ok.log"; then
     echo "FAIL: the exp step was neither judged nor skipped"
     fail=1

@@ -92,7 +92,6 @@ int current = -1;                    /* the running fiber, -1: none */
 const std::function<void()> *body_now;
 std::vector<uint64_t> lane_value;    /* one per thread: what a shuffle offers */
 std::vector<unsigned char> dyn_shared;
-bool reverse_order;
 cudaError_t last_error = cudaSuccess;
 bool capture_on;
 std::vector<std::function<void()>> captured;
@@ -138,9 +137,14 @@ void yield_to_scheduler()
     emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
 }
 
-void set_thread(const fiber &f)
+/* EMU_ORDER=reverse, read once. */
+bool reverse_order()
 {
-    thread_idx = f.idx;
+    static const bool reverse = [] {
+        const char *o = std::getenv("EMU_ORDER");
+        return o && std::strcmp(o, "reverse") == 0;
+    }();
+    return reverse;
 }
 
 /* Runs one block's threads as fibers to the end. */
@@ -161,12 +165,13 @@ void run_block_fibers(int n)
         f.state = RUNNABLE;
         f.sp = fresh_stack(pool.stacks[(size_t)t]);
     }
+    const bool reverse = reverse_order();
     for (;;) {
         for (int i = 0; i < n; i++) {
-            int t = reverse_order ? n - 1 - i : i;
+            int t = reverse ? n - 1 - i : i;
             if (fibers[(size_t)t].state != RUNNABLE) continue;
             current = t;
-            set_thread(fibers[(size_t)t]);
+            thread_idx = fibers[(size_t)t].idx;
             emu_switch(&scheduler_sp, fibers[(size_t)t].sp);
         }
         current = -1;
@@ -285,8 +290,6 @@ size_t device_capacity()
         const char *s = std::getenv("EMU_DEVICE_MIB");
         long mib = s ? std::atol(s) : 4096;
         device_cap = (size_t)(mib > 0 ? mib : 4096) << 20;
-        const char *o = std::getenv("EMU_ORDER");
-        reverse_order = o && std::strcmp(o, "reverse") == 0;
     }
     return device_cap;
 }
