@@ -78,7 +78,8 @@ CUDA_HEADERS := $(wildcard $(patsubst %/bin/nvcc,%/include,$(shell command -v nv
 test: $(TEST_BIN) $(BUILD)/evictbench $(BUILD)/tools/bench_membw $(BUILD)/tools/bench_host lint \
       $(if $(CUDA_HEADERS),cuda-emu)
 	@EVICTBENCH_BIN=$(BUILD)/evictbench EVICTBENCH_EMU_BIN=$(BUILD)/evictbench-emu \
-	    EVICTBENCH_EMU_CHECK=$(BUILD)/tools/gpu_check-emu tests/run_all.sh $(TEST_BIN)
+	    EVICTBENCH_EMU_CHECK=$(BUILD)/tools/gpu_check-emu \
+	    EVICTBENCH_EMU_SELFTEST=$(CUDA_EMU_DIR)/cuda_selftest tests/run_all.sh $(TEST_BIN)
 
 # Every evictbench and make command README.md and docs/*.md show still exists.
 check-docs: evictbench
@@ -229,12 +230,15 @@ build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 # The CUDA backend on the CPU emulator (kernels/cuda/emu/README.md): the same
 # kernels, run block by block on the host, so `--device cuda` and gpu_check
 # run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
-CUDA_EMU_LIB := kernels/cuda/build-emu/libevictbench_cuda_emu.a
-# its objects check the alignment of every typed load (kernels/cuda/Makefile, EMU_SAN)
+# Its objects check the alignment of every typed load, and with SAN=1 every
+# device access, in kernels/cuda/build-emu-san (kernels/cuda/Makefile, EMU_SAN).
+CUDA_EMU_DIR := kernels/cuda/$(if $(filter 1,$(SAN)),build-emu-san,build-emu)
+CUDA_EMU_LIB := $(CUDA_EMU_DIR)/libevictbench_cuda_emu.a
 EMU_LDFLAGS  := -fsanitize=alignment
 # (the sub-make links the emulator's self-test and cuda_bench_batch beside the library)
 $(CUDA_EMU_LIB): FORCE
-	$(MAKE) -C kernels/cuda build-emu/libevictbench_cuda_emu.a build-emu/cuda_selftest build-emu/cuda_bench_batch
+	$(MAKE) -C kernels/cuda SAN=$(SAN) $(CUDA_EMU_DIR:kernels/cuda/%=%)/libevictbench_cuda_emu.a \
+	    $(CUDA_EMU_DIR:kernels/cuda/%=%)/cuda_selftest $(CUDA_EMU_DIR:kernels/cuda/%=%)/cuda_bench_batch
 
 cuda-emu: $(BUILD)/evictbench-emu $(BUILD)/tools/gpu_check-emu
 
@@ -258,5 +262,6 @@ $(BUILD)/tools/gpu_check-emu: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_E
 
 clean:
 	rm -rf build build-san evictbench evictbench-cuda
+	$(MAKE) -C kernels/cuda clean
 
 -include $(LIB_OBJ:.o=.d) $(GPU_CHECK_OBJ:.o=.d)

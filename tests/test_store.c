@@ -291,8 +291,18 @@ static void test_write_and_read_back(void)
         int64_t id;
         CHECK(store_begin_experiment(ro, "x", "{}", "v", &id, &e) == -1);
         CHECK(strstr(e.msg, "read-only") != NULL);
+        /* Not even through SQL: the reader's connection is query-only. */
+        struct text_rows none = {0};
+        CHECK(store_query(ro, "DELETE FROM runs", collect, &none, &e) == -1);
+        CHECK(q_int(ro, "SELECT count(*) FROM runs") == 1);
         store_close(ro);
     }
+    /* The reader, the last connection, left no -wal or -shm beside the file. */
+    char aux[600];
+    snprintf(aux, sizeof aux, "%s-wal", path);
+    CHECK_MSG(access(aux, F_OK) != 0, "%s is left", aux);
+    snprintf(aux, sizeof aux, "%s-shm", path);
+    CHECK_MSG(access(aux, F_OK) != 0, "%s is left", aux);
 }
 
 /* The hand-built set of the views test:

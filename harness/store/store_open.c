@@ -346,6 +346,19 @@ static int switch_to_wal(struct store *s, const char *path, struct eb_err *e)
     }
 }
 
+/* A reader of a database it could write opens it read-write, with
+ * query_only set: a WAL database's last connection then checkpoints and
+ * removes the -wal and -shm files as it closes, which a read-only connection
+ * cannot do (it left an empty -wal and a 32 KB -shm beside every database
+ * the report read).  While a writer is open, nothing is removed. */
+static int reader_may_write(const char *path)
+{
+    char *dir = parent_dir(path);
+    int ok = dir && access(dir, W_OK | X_OK) == 0 && access(path, R_OK | W_OK) == 0;
+    free(dir);
+    return ok;
+}
+
 static int open_common(const char *path, int readonly, struct store **out, struct eb_err *e)
 {
     *out = NULL;
@@ -359,8 +372,10 @@ static int open_common(const char *path, int readonly, struct store **out, struc
     if (!s->path) { free(s); return eb_fail(e, "out of memory"); }
 
     int flags = readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    int query_only = readonly && reader_may_write(path);
+    if (query_only) flags = SQLITE_OPEN_READWRITE;
     char *uri = NULL;
-    int immutable = readonly && needs_immutable_open(path);
+    int immutable = readonly && !query_only && needs_immutable_open(path);
     if (immutable) {
         uri = immutable_uri(path);
         if (!uri) { store_close(s); return eb_fail(e, "out of memory"); }
@@ -378,6 +393,7 @@ static int open_common(const char *path, int readonly, struct store **out, struc
 
     int64_t version = 0;
     if (readonly) {
+        if (query_only && exec(s, "PRAGMA query_only=1", "opening for reading", e) != 0) goto fail;
         if (query_int(s, "PRAGMA user_version", &version, e) != 0) {
             char *dir = parent_dir(path);
             if (!immutable && dir && access(dir, W_OK | X_OK) != 0)

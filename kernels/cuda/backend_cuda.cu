@@ -2,8 +2,10 @@
  * run's pool), metadata staging, gemm, and the elementwise ops.  Attention is
  * in cuda_attention.cu, the scoring primitives in cuda_score.cu.
  *
- * Everything runs on the legacy default stream, so ops are ordered, and
- * upload/download (cudaMemcpy) wait for the work before them.  Host metadata
+ * Everything runs on the per-thread default stream (the library is compiled
+ * with --default-stream per-thread; cuBLAS is set to it), so ops are ordered,
+ * a step graph can capture them (cuda_graph.cu), and upload/download
+ * (cudaMemcpy) wait for the work before them.  Host metadata
  * is staged asynchronously (stage()), so no op but download waits for the GPU.
  *
  * The ops return nothing (the interface is shared with the CPU backend), so
@@ -17,6 +19,9 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 static_assert((int)cudaSuccess == (int)CUDA_RC_SUCCESS &&
                   (int)cudaErrorMemoryAllocation == (int)CUDA_RC_MEMORY_ALLOCATION,
@@ -290,6 +295,22 @@ __global__ static void k_kv_load(float *y, const T *x, size_t n)
 
 /* ---- memory: cudaMalloc until the run's pool is reserved, then the pool ---- */
 
+/* On the emulator under AddressSanitizer (make test SAN=1) every device
+ * access is checked: the pool's bytes are unreadable until served and again
+ * once freed, so an access past a block served from the pool stops the run
+ * as one past a cudaMalloc'd block does.  Nothing in a GPU build. */
+static void pool_mark(const void *p, size_t bytes, bool served)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    if (served) __asan_unpoison_memory_region(p, bytes);
+    else __asan_poison_memory_region(p, bytes);
+#else
+    (void)p;
+    (void)bytes;
+    (void)served;
+#endif
+}
+
 static bool in_pool(const struct cuda_impl *im, const void *p)
 {
     return im->pool_base && (const char *)p >= im->pool_base &&
@@ -304,6 +325,7 @@ float *cuda_alloc(struct backend *be, size_t n_floats)
     if (im->pool_base && !im->pool_off) {
         size_t off;
         if (dev_arena_alloc(&im->arena, bytes, &off) != 0) return NULL; /* the pool is full */
+        pool_mark(im->pool_base + off, bytes, true);
         return (float *)(im->pool_base + off);
     }
     void *p = NULL;
@@ -324,8 +346,10 @@ void cuda_free(struct backend *be, float *p)
     if (in_pool(im, p)) {
         /* Queued work may still read the block; a later allocation of it
          * only writes through work queued after that, so no wait is needed. */
+        size_t used_before = im->arena.used;
         if (dev_arena_free(&im->arena, (size_t)((char *)p - im->pool_base)) != 0)
             cuda_fail(be, "free", "a pointer the pool never gave out");
+        else pool_mark(p, used_before - im->arena.used, false);
         return;
     }
     cuda_ok(be, cudaFree(p), "free");
@@ -759,6 +783,7 @@ extern "C" int backend_cuda_reserve_pool(struct backend *be, const struct kv_poo
         return -1;
     }
     im->pool_base = (char *)base;
+    pool_mark(base, plan->pool_bytes, false);
     return 0;
 }
 
@@ -772,6 +797,7 @@ extern "C" int backend_cuda_release_pool(struct backend *be, struct eb_err *e)
     /* Queued work may still touch freed blocks; a fault it raised is reported. */
     if (!cuda_ok(be, cudaDeviceSynchronize(), "releasing the device pool"))
         return eb_fail(e, "%s", im->fault.msg);
+    pool_mark(im->pool_base, im->arena.size, true);
     cudaError_t rc = cudaFree(im->pool_base);
     im->pool_base = NULL;
     dev_arena_release(&im->arena);

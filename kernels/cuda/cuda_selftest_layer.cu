@@ -199,6 +199,7 @@ void layer_refusals(struct selftest *st)
     printf("  %-4s %-36s %s\n", ok ? "ok" : "FAIL", "layer ops refuse an unbound slot",
            err ? err : "(nothing recorded)");
     ok ? (*st->passed)++ : (*st->failed)++;
+    if (t) st->gpu->kv_table_free(st->gpu, t);
 }
 
 } // namespace

@@ -23,7 +23,7 @@
 # Skips, saying so, where the emulator was not built (no CUDA headers).
 EMU=${EVICTBENCH_EMU_BIN:-build/evictbench-emu}
 CHECK=${EVICTBENCH_EMU_CHECK:-build/tools/gpu_check-emu}
-SELFTEST=kernels/cuda/build-emu/cuda_selftest
+SELFTEST=${EVICTBENCH_EMU_SELFTEST:-kernels/cuda/build-emu/cuda_selftest}
 if [ ! -x "$EMU" ] || [ ! -x "$CHECK" ] || [ ! -x "$SELFTEST" ]; then
     echo "SKIP cuda_emu.sh: the CUDA emulator is not built (make cuda-emu; it needs the CUDA headers)"
     exit 0

@@ -7,8 +7,10 @@
  * refuse (a block over 1,024 threads, a grid's y or z over 65,535, over
  * 48 KiB of dynamic shared memory) fails the launch with CUDA's error.
  *
- * EMU_ORDER=reverse resumes a block's threads from the last to the first:
- * a result that changes with the order is a missing barrier. */
+ * EMU_ORDER=reverse resumes a block's threads from the last to the first,
+ * and runs the grid's blocks from the last to the first: a result that
+ * changes with the order is a missing barrier, or a block that reads what
+ * another block of the same launch writes. */
 #include "kernels/cuda/emu/emu.h"
 
 #include <chrono>
@@ -19,6 +21,17 @@
 
 #if !defined(__x86_64__)
 #error "the CUDA emulator switches fibers with x86-64 code (emu_switch below)"
+#endif
+
+/* Built with AddressSanitizer (SAN=1), every device access is checked: a
+ * block is exactly as long as asked, and ASan is told of each switch between
+ * a thread's stack and the scheduler's, so it knows which stack is live. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
 #endif
 
 /* emu_switch(from, to): saves the callee-saved registers on the current
@@ -73,6 +86,9 @@ struct fiber {
 };
 
 const size_t STACK_BYTES = 256 * 1024;
+#if EMU_ASAN
+const size_t LIVE_TOP_BYTES = 16 * 1024; /* holds fiber_entry's frame and the switch's */
+#endif
 const int MAX_THREADS = 1024;
 
 void *scheduler_sp;
@@ -110,11 +126,52 @@ void fail(const char *what)
     std::abort();
 }
 
+#if EMU_ASAN
+/* The scheduler's stack, as ASan's fiber calls want it. */
+const void *scheduler_stack_bottom;
+size_t scheduler_stack_size;
+#endif
+
+/* Switches from the scheduler to thread t's stack and back. */
+void resume_fiber(int t, char *stack)
+{
+#if EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, stack, STACK_BYTES);
+#else
+    (void)stack;
+#endif
+    emu_switch(&scheduler_sp, fibers[(size_t)t].sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+/* Switches from the running thread's stack to the scheduler's; a finished
+ * thread's stack is left for good (its fake frames dropped). */
+void switch_to_scheduler(bool finished)
+{
+#if EMU_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(finished ? nullptr : &fake, scheduler_stack_bottom,
+                                   scheduler_stack_size);
+#else
+    (void)finished;
+#endif
+    emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, &scheduler_stack_bottom, &scheduler_stack_size);
+#endif
+}
+
 void fiber_entry()
 {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+#endif
     (*body_now)();
     fibers[(size_t)current].state = DONE;
-    emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
+    switch_to_scheduler(true);
     fail("a finished thread resumed");
 }
 
@@ -134,7 +191,7 @@ void *fresh_stack(char *base)
 void yield_to_scheduler()
 {
     if (current < 0) fail("a barrier outside a kernel");
-    emu_switch(&fibers[(size_t)current].sp, scheduler_sp);
+    switch_to_scheduler(false);
 }
 
 /* EMU_ORDER=reverse, read once. */
@@ -163,6 +220,13 @@ void run_block_fibers(int n)
         f.idx.y = ((unsigned)t / block_dim.x) % block_dim.y;
         f.idx.z = (unsigned)t / (block_dim.x * block_dim.y);
         f.state = RUNNABLE;
+#if EMU_ASAN
+        /* The last thread on this stack left the red zones of the frames it
+         * never returned from marked: fiber_entry's and the switch's, at the
+         * top (the rest unwound; clearing all 256 KiB made the run 12% slower). */
+        ASAN_UNPOISON_MEMORY_REGION(pool.stacks[(size_t)t] + STACK_BYTES - LIVE_TOP_BYTES,
+                                    LIVE_TOP_BYTES);
+#endif
         f.sp = fresh_stack(pool.stacks[(size_t)t]);
     }
     const bool reverse = reverse_order();
@@ -172,7 +236,7 @@ void run_block_fibers(int n)
             if (fibers[(size_t)t].state != RUNNABLE) continue;
             current = t;
             thread_idx = fibers[(size_t)t].idx;
-            emu_switch(&scheduler_sp, fibers[(size_t)t].sp);
+            resume_fiber(t, pool.stacks[(size_t)t]);
         }
         current = -1;
         /* Every fiber now waits or is done: release a warp whose live lanes
@@ -219,12 +283,15 @@ void run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()> 
     block_dim = block;
     grid_dim = grid;
     body_now = &body;
+    /* Reversed too under EMU_ORDER=reverse: a result that depends on which
+     * block runs first (blocks run concurrently on a GPU) changes with it. */
+    const bool reverse = reverse_order();
     for (unsigned z = 0; z < grid.z; z++)
         for (unsigned y = 0; y < grid.y; y++)
             for (unsigned x = 0; x < grid.x; x++) {
-                block_idx.x = x;
-                block_idx.y = y;
-                block_idx.z = z;
+                block_idx.x = reverse ? grid.x - 1 - x : x;
+                block_idx.y = reverse ? grid.y - 1 - y : y;
+                block_idx.z = reverse ? grid.z - 1 - z : z;
                 run_block_fibers((int)n);
             }
 }
@@ -308,7 +375,13 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 {
     *p = nullptr;
     if (device_used + bytes > device_capacity()) return record(cudaErrorMemoryAllocation);
-    void *m = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+    /* 256-byte aligned as cudaMalloc's.  Without ASan each block has 256
+     * bytes of slack, so a read just past its end passes unseen, as it
+     * mostly does on a GPU (within the allocator's granule); with ASan the
+     * block ends where asked and such a read stops the run. */
+    void *m = nullptr;
+    size_t slack = EMU_ASAN ? 0 : (bytes + 255) / 256 * 256 - bytes + 256;
+    if (posix_memalign(&m, 256, (bytes ? bytes : 1) + slack) != 0) m = nullptr;
     if (!m) return record(cudaErrorMemoryAllocation);
     std::memset(m, 0xA5, bytes); /* not zeroed, as on a GPU */
     device_used += bytes;
