@@ -3,7 +3,15 @@
  * block's threads as fibers that switch only at barriers and shuffles;
  * device memory is host memory (with a capacity, EMU_DEVICE_MIB, so the
  * pool and out-of-memory paths are exercised); a captured stream records its
- * launches and copies, and a graph replays them.  What a real launch would
+ * launches and copies, and a graph replays them.
+ *
+ * The stream is asynchronous, as late as CUDA allows: launches, cuBLAS calls,
+ * device-to-device copies, memsets and copies from pinned host memory are
+ * queued and run only when the host must see their effect (a synchronize, a
+ * copy to pageable host memory, an event waited on, a free).  Host code that
+ * rewrites pinned memory a queued copy still reads, or frees what queued
+ * work uses, then computes the wrong thing here every time, where a GPU
+ * would only sometimes.  EMU_SYNC=1 runs each operation at once instead.  What a real launch would
  * refuse (a block over 1,024 threads, a grid's y or z over 65,535, over
  * 48 KiB of dynamic shared memory) fails the launch with CUDA's error.
  *
@@ -16,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <vector>
 
@@ -68,6 +77,7 @@ struct CUgraphExec_st {
 };
 struct CUevent_st {
     double t;
+    unsigned long long seq; /* the stream operations queued up to its record */
 };
 
 namespace emu {
@@ -113,6 +123,12 @@ bool capture_on;
 std::vector<std::function<void()>> captured;
 size_t device_cap, device_used;
 std::map<void *, size_t> device_blocks;
+std::map<void *, size_t> pinned_blocks; /* cudaMallocHost's */
+
+/* The stream: operations queued and not yet run, and how many ever were
+ * queued and run (an event waits for the count at its record). */
+std::deque<std::function<void()>> queued;
+unsigned long long ops_queued, ops_done;
 
 double now_s()
 {
@@ -266,19 +282,21 @@ void run_block_fibers(int n)
     }
 }
 
-/* Runs one launch now. */
-void run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()> &body)
+/* What a GPU refuses at the launch itself, or success. */
+cudaError_t launch_refused(dim3 grid, dim3 block, size_t shared)
 {
     unsigned n = block.x * block.y * block.z;
     if (n == 0 || n > (unsigned)MAX_THREADS || block.z > 64 || grid.x == 0 || grid.y == 0 ||
-        grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
-        last_error = cudaErrorInvalidConfiguration;
-        return;
-    }
-    if (shared > 48 * 1024) {
-        last_error = cudaErrorInvalidValue;
-        return;
-    }
+        grid.z == 0 || grid.y > 65535 || grid.z > 65535)
+        return cudaErrorInvalidConfiguration;
+    if (shared > 48 * 1024) return cudaErrorInvalidValue;
+    return cudaSuccess;
+}
+
+/* Runs one launch now (its configuration was checked when it was queued). */
+void run_grid(dim3 grid, dim3 block, size_t shared, const std::function<void()> &body)
+{
+    unsigned n = block.x * block.y * block.z;
     dyn_shared.assign(shared ? shared : 1, 0xA5); /* not zeroed, as on a GPU */
     block_dim = block;
     grid_dim = grid;
@@ -327,13 +345,55 @@ void *dynamic_shared()
     return dyn_shared.data();
 }
 
+namespace {
+
+/* EMU_SYNC=1, read once. */
+bool sync_each()
+{
+    static const bool on = [] {
+        const char *v = std::getenv("EMU_SYNC");
+        return v && std::strcmp(v, "1") == 0;
+    }();
+    return on;
+}
+
+/* Runs the queued operations, up to the first `upto` ever queued. */
+void drain(unsigned long long upto = ~0ull)
+{
+    while (!queued.empty() && ops_done < upto) {
+        std::function<void()> op = std::move(queued.front());
+        queued.pop_front();
+        op();
+        ops_done++;
+    }
+}
+
+void enqueue(std::function<void()> op)
+{
+    queued.push_back(std::move(op));
+    ops_queued++;
+    if (sync_each()) drain();
+}
+
+/* The pinned host block (cudaMallocHost) holding p, if any. */
+bool is_pinned(const void *p)
+{
+    auto it = pinned_blocks.upper_bound(const_cast<void *>(p));
+    if (it == pinned_blocks.begin()) return false;
+    --it;
+    return (const char *)p < (const char *)it->first + it->second;
+}
+
+} /* namespace */
+
 void submit(dim3 grid, dim3 block, size_t shared, std::function<void()> body)
 {
-    if (capture_on) {
-        captured.push_back([grid, block, shared, body]() { run_grid(grid, block, shared, body); });
+    cudaError_t refused = launch_refused(grid, block, shared);
+    if (refused != cudaSuccess) {
+        last_error = refused;
         return;
     }
-    run_grid(grid, block, shared, body);
+    submit_op([grid, block, shared, body]() { run_grid(grid, block, shared, body); });
 }
 
 void submit_op(std::function<void()> op)
@@ -342,7 +402,7 @@ void submit_op(std::function<void()> op)
         captured.push_back(std::move(op));
         return;
     }
-    op();
+    enqueue(std::move(op));
 }
 
 } /* namespace emu */
@@ -393,6 +453,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes)
 cudaError_t cudaFree(void *p)
 {
     if (!p) return cudaSuccess;
+    drain(); /* cudaFree waits for the device */
     auto it = device_blocks.find(p);
     if (it == device_blocks.end()) return record(cudaErrorInvalidValue);
     device_used -= it->second;
@@ -404,11 +465,16 @@ cudaError_t cudaFree(void *p)
 cudaError_t cudaMallocHost(void **p, size_t bytes)
 {
     *p = std::malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : record(cudaErrorMemoryAllocation);
+    if (!*p) return record(cudaErrorMemoryAllocation);
+    pinned_blocks[*p] = bytes ? bytes : 1;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (!p) return cudaSuccess;
+    drain(); /* as cudaFree */
+    if (!pinned_blocks.erase(p)) return record(cudaErrorInvalidValue);
     std::free(p);
     return cudaSuccess;
 }
@@ -420,29 +486,54 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
     return cudaSuccess;
 }
 
+/* A copy between device memory and the host waits for the work before it
+ * and is done when it returns; one within the device is queued (CUDA's
+ * "API synchronization behavior"). */
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind)
 {
-    (void)kind;
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
+    if (kind == cudaMemcpyDeviceToDevice) {
+        submit_op([dst, src, n]() {
+            if (n) std::memmove(dst, src, n);
+        });
+        return cudaSuccess;
+    }
+    drain();
     if (n) std::memmove(dst, src, n);
     return cudaSuccess;
 }
 
+/* Queued, except where CUDA does the host side at once: a pageable source
+ * is read now (into a staging copy), a pageable destination is written
+ * before the call returns.  Pinned memory is read or written when the copy
+ * runs. */
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
                             cudaStream_t stream)
 {
-    (void)kind;
     (void)stream;
+    if (!capture_on && kind == cudaMemcpyHostToDevice && !is_pinned(src)) {
+        std::vector<unsigned char> now((const unsigned char *)src, (const unsigned char *)src + n);
+        submit_op([dst, now]() {
+            if (!now.empty()) std::memcpy(dst, now.data(), now.size());
+        });
+        return cudaSuccess;
+    }
+    if (!capture_on && kind == cudaMemcpyDeviceToHost && !is_pinned(dst)) {
+        drain();
+        if (n) std::memmove(dst, src, n);
+        return cudaSuccess;
+    }
     submit_op([dst, src, n]() {
         if (n) std::memmove(dst, src, n);
     });
     return cudaSuccess;
 }
 
+/* Queued, as on a GPU for device memory. */
 cudaError_t cudaMemset(void *dst, int value, size_t n)
 {
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
-    std::memset(dst, value, n);
+    submit_op([dst, value, n]() { std::memset(dst, value, n); });
     return cudaSuccess;
 }
 
@@ -456,7 +547,8 @@ cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream)
 cudaError_t cudaDeviceSynchronize(void)
 {
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
-    return cudaSuccess; /* every launch has run: nothing is in flight */
+    drain();
+    return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
@@ -567,7 +659,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
 {
     (void)stream;
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
-    for (const auto &op : exec->ops) op();
+    /* each recorded operation queued as it is now: an update of exec later
+     * leaves this launch as it was */
+    for (const auto &op : exec->ops) enqueue(op);
     return cudaSuccess;
 }
 
@@ -585,7 +679,7 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {
-    *event = new CUevent_st{0.0};
+    *event = new CUevent_st{0.0, 0};
     return cudaSuccess;
 }
 
@@ -599,17 +693,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
     (void)stream;
     submit_op([event]() { event->t = now_s(); });
+    event->seq = capture_on ? ~0ull : ops_queued; /* a recorded event: wait for everything */
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    (void)event;
+    drain(event->seq);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
+    drain(start->seq > end->seq ? start->seq : end->seq);
     *ms = (float)((end->t - start->t) * 1e3);
     return cudaSuccess;
 }
