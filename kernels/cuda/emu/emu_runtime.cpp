@@ -685,6 +685,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
 
 cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
+    drain(event->seq); /* its queued record writes it (CUDA defers the release instead) */
     delete event;
     return cudaSuccess;
 }
