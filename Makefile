@@ -232,13 +232,14 @@ build/tools/gpu_check: $(GPU_CHECK_OBJ) $(BUILD)/libevictbench.a $(CUDA_LIB)
 # run here without a GPU.  It needs the CUDA headers (the toolkit), no GPU.
 # Its objects check the alignment of every typed load, and with SAN=1 every
 # device access, in kernels/cuda/build-emu-san (kernels/cuda/Makefile, EMU_SAN).
-CUDA_EMU_DIR := kernels/cuda/$(if $(filter 1,$(SAN)),build-emu-san,build-emu)
+CUDA_EMU_SUB := $(if $(filter 1,$(SAN)),build-emu-san,build-emu)
+CUDA_EMU_DIR := kernels/cuda/$(CUDA_EMU_SUB)
 CUDA_EMU_LIB := $(CUDA_EMU_DIR)/libevictbench_cuda_emu.a
 EMU_LDFLAGS  := -fsanitize=alignment
 # (the sub-make links the emulator's self-test and cuda_bench_batch beside the library)
 $(CUDA_EMU_LIB): FORCE
-	$(MAKE) -C kernels/cuda SAN=$(SAN) $(CUDA_EMU_DIR:kernels/cuda/%=%)/libevictbench_cuda_emu.a \
-	    $(CUDA_EMU_DIR:kernels/cuda/%=%)/cuda_selftest $(CUDA_EMU_DIR:kernels/cuda/%=%)/cuda_bench_batch
+	$(MAKE) -C kernels/cuda SAN=$(SAN) $(CUDA_EMU_SUB)/libevictbench_cuda_emu.a \
+	    $(CUDA_EMU_SUB)/cuda_selftest $(CUDA_EMU_SUB)/cuda_bench_batch
 
 cuda-emu: $(BUILD)/evictbench-emu $(BUILD)/tools/gpu_check-emu
 

@@ -149,13 +149,11 @@ size_t scheduler_stack_size;
 #endif
 
 /* Switches from the scheduler to thread t's stack and back. */
-void resume_fiber(int t, char *stack)
+void resume_fiber(int t)
 {
 #if EMU_ASAN
     void *fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, stack, STACK_BYTES);
-#else
-    (void)stack;
+    __sanitizer_start_switch_fiber(&fake, pool.stacks[(size_t)t], STACK_BYTES);
 #endif
     emu_switch(&scheduler_sp, fibers[(size_t)t].sp);
 #if EMU_ASAN
@@ -252,7 +250,7 @@ void run_block_fibers(int n)
             if (fibers[(size_t)t].state != RUNNABLE) continue;
             current = t;
             thread_idx = fibers[(size_t)t].idx;
-            resume_fiber(t, pool.stacks[(size_t)t]);
+            resume_fiber(t);
         }
         current = -1;
         /* Every fiber now waits or is done: release a warp whose live lanes
@@ -375,6 +373,14 @@ void enqueue(std::function<void()> op)
     if (sync_each()) drain();
 }
 
+/* Queues a copy of n bytes that reads src when it runs. */
+void queue_copy(void *dst, const void *src, size_t n)
+{
+    submit_op([dst, src, n]() {
+        if (n) std::memmove(dst, src, n);
+    });
+}
+
 /* The pinned host block (cudaMallocHost) holding p, if any. */
 bool is_pinned(const void *p)
 {
@@ -493,9 +499,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
 {
     if (capture_on) return record(cudaErrorStreamCaptureUnsupported);
     if (kind == cudaMemcpyDeviceToDevice) {
-        submit_op([dst, src, n]() {
-            if (n) std::memmove(dst, src, n);
-        });
+        queue_copy(dst, src, n);
         return cudaSuccess;
     }
     drain();
@@ -523,9 +527,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
         if (n) std::memmove(dst, src, n);
         return cudaSuccess;
     }
-    submit_op([dst, src, n]() {
-        if (n) std::memmove(dst, src, n);
-    });
+    queue_copy(dst, src, n);
     return cudaSuccess;
 }
 
